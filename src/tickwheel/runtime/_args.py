@@ -1,0 +1,87 @@
+"""Argument checks shared by the drivers: turn user input into a due time or a clear error."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from datetime import datetime, timedelta
+
+from tickwheel.errors import InvalidArgument
+from tickwheel.runtime.clock import NS_PER_MS
+
+# the last millisecond of year 9999: later times are not representable as datetimes
+MAX_DUE_MS = 253_402_300_799_999
+# the longest a driver sleeps in one go, so a drifting clock is re-read now and then
+MAX_SLEEP_S = 3600.0
+
+Delay = float | int | timedelta
+When = float | int | datetime
+
+
+def due_after(delay: object, now_ns: int) -> int:
+    """Return the first epoch ms at or after `now_ns` + `delay` seconds."""
+    if isinstance(delay, timedelta):
+        delay = delay.total_seconds()
+    seconds = _seconds("delay", delay)
+    if seconds < 0:
+        raise InvalidArgument("delay", f"must not be negative, got {delay!r}")
+    due_ms = -(-(now_ns + math.ceil(seconds * 1e9)) // NS_PER_MS)
+    if due_ms > MAX_DUE_MS:
+        raise InvalidArgument("delay", f"{delay!r} s lands after the year 9999")
+    return due_ms
+
+
+def due_at(when: object) -> int:
+    """Return the epoch ms of `when` (epoch seconds or an aware datetime), rounded up."""
+    if isinstance(when, datetime):
+        if when.tzinfo is None or when.utcoffset() is None:
+            raise InvalidArgument("when", f"must carry a timezone, got naive {when!r}")
+        when = when.timestamp()
+    seconds = _seconds("when", when)
+    due_ms = math.ceil(seconds * 1000)
+    if due_ms > MAX_DUE_MS:
+        raise InvalidArgument("when", f"{when!r} is after the year 9999")
+    return due_ms
+
+
+def due_ms_of(delay: object, when: object, now_ns: int) -> int:
+    """Resolve a `delay=` or `when=` pair where at most one is given; neither means now."""
+    if when is None:
+        return due_after(0 if delay is None else delay, now_ns)
+    if delay is not None:
+        raise InvalidArgument("when", "give delay or when, not both")
+    return due_at(when)
+
+
+def check_callable(fn: object) -> None:
+    if not callable(fn):
+        raise InvalidArgument("fn", f"must be callable, got {type(fn).__name__}")
+
+
+def check_key(key: object) -> Hashable:
+    try:
+        hash(key)
+    except TypeError:
+        raise InvalidArgument("key", f"must be hashable, got {type(key).__name__}") from None
+    return key
+
+
+def check_timeout(timeout: object) -> float | None:
+    if timeout is None:
+        return None
+    seconds = _seconds("timeout", timeout)
+    if seconds < 0:
+        raise InvalidArgument("timeout", f"must not be negative, got {timeout!r}")
+    return seconds
+
+
+def _seconds(argument: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(argument, f"must be a number of seconds, got {value!r}")
+    try:
+        seconds = float(value)
+    except OverflowError:
+        raise InvalidArgument(argument, "is too large to be a time") from None
+    if not math.isfinite(seconds):
+        raise InvalidArgument(argument, f"must be finite, got {value!r}")
+    return seconds

@@ -1,0 +1,97 @@
+"""The scheduler on the running asyncio loop: one loop timer armed for the earliest bucket."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from types import TracebackType
+from typing import Any
+
+from tickwheel.runtime._args import MAX_SLEEP_S
+from tickwheel.runtime.clock import NS_PER_MS, Clock
+from tickwheel.runtime.timers import WheelTimers
+
+logger = logging.getLogger("tickwheel")
+
+
+class AsyncScheduler(WheelTimers):
+    """Run plain callables and coroutine functions at their due time on the running loop.
+
+    Create it inside a coroutine and call it from the loop's thread, as with asyncio's own
+    `call_later`. Coroutines run as tasks, so a slow one delays nobody; a plain callable runs
+    on the loop and should be quick. Errors are logged and forgotten.
+    """
+
+    def __init__(self, *, clock: Clock | None = None, tick_ms: int = 1) -> None:
+        super().__init__(clock, tick_ms)
+        self._loop = asyncio.get_running_loop()
+        self._alarm: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._unwatch = self._clock.watch(self._wake)
+
+    async def __aenter__(self) -> AsyncScheduler:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def close(self) -> None:
+        """Stop firing and cancel running coroutines; pending timers are dropped. Idempotent."""
+        with self._cond:
+            self._closed = True
+        self._unwatch()
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm = None
+        for task in self._tasks:
+            task.cancel()
+
+    async def aclose(self) -> None:
+        """Close, then wait for the cancelled coroutines to finish."""
+        self.close()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _wake_before(self, due_ms: int) -> None:
+        if self._alarm is not None:
+            self._alarm.cancel()
+        self._wake_at = due_ms
+        sleep_s = (due_ms * NS_PER_MS - self._clock.now_ns()) / 1e9
+        self._alarm = self._loop.call_later(min(max(sleep_s, 0.0), MAX_SLEEP_S), self._fire)
+
+    def _wake(self) -> None:
+        self._loop.call_soon_threadsafe(self._fire)
+
+    def _fire(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            if self._alarm is not None:
+                self._alarm.cancel()
+                self._alarm = None
+            self._wake_at = None
+            expired = self._wheel.advance(self._clock.now_ns() // NS_PER_MS)
+            next_due = self._wheel.next_due_ms()
+            if next_due is not None:
+                self._wake_before(next_due)
+        for _, handle in expired:
+            try:
+                result = handle.run()
+            except Exception:
+                logger.exception("timer callback %r raised", handle)
+                continue
+            if inspect.isawaitable(result):
+                task = asyncio.ensure_future(result)
+                self._tasks.add(task)
+                task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("timer coroutine raised", exc_info=task.exception())

@@ -1,0 +1,270 @@
+"""Queues whose items come out when they are due: `DelayQueue` for threads, `AsyncDelayQueue`."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+from tickwheel.core import DelayHeap
+from tickwheel.errors import Closed
+from tickwheel.runtime._args import (
+    MAX_DUE_MS,
+    MAX_SLEEP_S,
+    Delay,
+    When,
+    check_key,
+    check_timeout,
+    due_after,
+    due_ms_of,
+)
+from tickwheel.runtime.clock import NS_PER_MS, Clock, SystemClock
+
+T = TypeVar("T")
+
+
+class _Delayed(Generic[T]):
+    """The heap and clock both queues share; methods with a leading underscore need the lock."""
+
+    def __init__(self, clock: Clock | None) -> None:
+        self._clock: Clock = clock or SystemClock()
+        self._heap: DelayHeap[Hashable, T] = DelayHeap()
+        self._cond = threading.Condition(threading.Lock())
+        self._closed = False
+
+    def __len__(self) -> int:
+        """Count the items held, due or not."""
+        return len(self._heap)
+
+    def cancel(self, key: Hashable) -> bool:
+        """Remove the item put under `key`; return whether it was still held."""
+        with self._cond:
+            return self._heap.cancel(key)
+
+    def _push(
+        self, item: T, delay: Delay | None, when: When | None, key: Hashable | None
+    ) -> tuple[Hashable, bool]:
+        """Add an item; return its key and whether it is now the earliest."""
+        due_ms = due_ms_of(delay, when, self._clock.now_ns())
+        key = object() if key is None else check_key(key)
+        with self._cond:
+            self._check_open()
+            head = self._heap.next_due_ms()
+            self._heap.push(key, due_ms, item)
+        return key, head is None or due_ms < head
+
+    def _move(self, key: Hashable, delay: Delay) -> tuple[bool, bool]:
+        """Reschedule `key`; return whether it was held and whether it is now the earliest."""
+        due_ms = due_after(delay, self._clock.now_ns())
+        with self._cond:
+            head = self._heap.next_due_ms()
+            moved = self._heap.reschedule(key, due_ms)
+        return moved, moved and (head is None or due_ms <= head)
+
+    def _take(self) -> list[T]:
+        """Pop one due item, if any, as a list of zero or one."""
+        self._check_open()
+        return [item for _, item in self._heap.pop_due(self._clock.now_ns() // NS_PER_MS, 1)]
+
+    def _sleep_s(self) -> float | None:
+        """Return how long until the earliest item is due, or None when empty."""
+        next_due = self._heap.next_due_ms()
+        if next_due is None:
+            return None
+        return min(max((next_due * NS_PER_MS - self._clock.now_ns()) / 1e9, 0.0), MAX_SLEEP_S)
+
+    def _close(self) -> list[T]:
+        with self._cond:
+            if self._closed:
+                return []
+            self._closed = True
+            return [item for _, item in self._heap.pop_due(MAX_DUE_MS)]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Closed(f"{type(self).__name__} is closed")
+
+
+class DelayQueue(_Delayed[T]):
+    """A thread-safe queue that hands out each item once it is due, earliest first.
+
+    Like `queue.Queue`, but `put` takes a `delay` (seconds) or `when` (epoch seconds or an aware
+    datetime) and `get` blocks until the earliest item is due; an earlier `put` wakes it.
+    """
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        super().__init__(clock)
+        self._unwatch = self._clock.watch(self._wake_all)
+
+    def put(
+        self,
+        item: T,
+        delay: Delay | None = None,
+        *,
+        when: When | None = None,
+        key: Hashable | None = None,
+    ) -> Hashable:
+        """Hold `item` until it is due (now when neither `delay` nor `when` is given).
+
+        Returns its key: `key` if given (replacing an item held under it), else a new one.
+        """
+        key, earliest = self._push(item, delay, when, key)
+        if earliest:
+            with self._cond:
+                self._cond.notify()
+        return key
+
+    def reschedule(self, key: Hashable, delay: Delay) -> bool:
+        """Make the item under `key` due `delay` seconds from now; return whether it is held."""
+        moved, earliest = self._move(key, delay)
+        if earliest:
+            with self._cond:
+                self._cond.notify()
+        return moved
+
+    def get(self, timeout: float | None = None) -> T:
+        """Remove and return the earliest due item, waiting up to `timeout` seconds for one.
+
+        Raises `queue.Empty` when the timeout passes, `Closed` once the queue is closed.
+        """
+        timeout_s = check_timeout(timeout)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                taken = self._take()
+                if taken:
+                    if self._sleep_s() == 0.0:
+                        self._cond.notify()
+                    return taken[0]
+                sleep_s = self._sleep_s()
+                if deadline is not None:
+                    left_s = deadline - time.monotonic()
+                    if left_s <= 0:
+                        raise queue.Empty
+                    sleep_s = left_s if sleep_s is None else min(sleep_s, left_s)
+                self._cond.wait(sleep_s)
+
+    def get_nowait(self) -> T:
+        """Remove and return a due item, or raise `queue.Empty`."""
+        with self._cond:
+            taken = self._take()
+        if not taken:
+            raise queue.Empty
+        return taken[0]
+
+    def close(self) -> list[T]:
+        """Refuse further puts, wake every waiting `get` with `Closed`; return items still held."""
+        left = self._close()
+        self._unwatch()
+        self._wake_all()
+        return left
+
+    def _wake_all(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+
+class AsyncDelayQueue(_Delayed[T]):
+    """The asyncio twin of `DelayQueue`: ``await q.get()`` and ``async for item in q``.
+
+    Create and use it on one event loop, as with `asyncio.Queue`.
+    """
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        super().__init__(clock)
+        self._loop = asyncio.get_running_loop()
+        self._getters: deque[asyncio.Future[None]] = deque()
+        self._unwatch = self._clock.watch(self._wake_all_threadsafe)
+
+    def put(
+        self,
+        item: T,
+        delay: Delay | None = None,
+        *,
+        when: When | None = None,
+        key: Hashable | None = None,
+    ) -> Hashable:
+        """Hold `item` until it is due; see `DelayQueue.put`."""
+        key, earliest = self._push(item, delay, when, key)
+        if earliest:
+            self._wake_one()
+        return key
+
+    def reschedule(self, key: Hashable, delay: Delay) -> bool:
+        """Make the item under `key` due `delay` seconds from now; return whether it is held."""
+        moved, earliest = self._move(key, delay)
+        if earliest:
+            self._wake_one()
+        return moved
+
+    async def get(self) -> T:
+        """Remove and return the earliest item once it is due; raise `Closed` once closed."""
+        while True:
+            with self._cond:
+                taken = self._take()
+                sleep_s = self._sleep_s()
+            if taken:
+                if sleep_s == 0.0:
+                    self._wake_one()
+                return taken[0]
+            waiter = self._loop.create_future()
+            self._getters.append(waiter)
+            alarm = None if sleep_s is None else self._loop.call_later(sleep_s, _settle, waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # pass on the wake-up this getter will not use
+                raise
+            finally:
+                if alarm is not None:
+                    alarm.cancel()
+                if waiter in self._getters:
+                    self._getters.remove(waiter)
+
+    def get_nowait(self) -> T:
+        """Remove and return a due item, or raise `queue.Empty`."""
+        with self._cond:
+            taken = self._take()
+        if not taken:
+            raise queue.Empty
+        return taken[0]
+
+    def close(self) -> list[T]:
+        """Refuse further puts, wake every waiting `get` with `Closed`; return items still held."""
+        left = self._close()
+        self._unwatch()
+        self._wake_all()
+        return left
+
+    def __aiter__(self) -> AsyncDelayQueue[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        try:
+            return await self.get()
+        except Closed:
+            raise StopAsyncIteration from None
+
+    def _wake_one(self) -> None:
+        while self._getters:
+            waiter = self._getters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _wake_all(self) -> None:
+        while self._getters:
+            _settle(self._getters.popleft())
+
+    def _wake_all_threadsafe(self) -> None:
+        self._loop.call_soon_threadsafe(self._wake_all)
+
+
+def _settle(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
