@@ -3,8 +3,13 @@
 ::
 
     TickwheelError
-     ├── InvalidArgument (ValueError)    bad input, named by `argument`
-     └── Closed (RuntimeError)           the scheduler or queue was closed
+     ├── InvalidArgument (ValueError)      bad input, named by `argument`
+     │    └── InvalidTimer                 a timer field failed validation
+     ├── Closed (RuntimeError)             the scheduler, queue or store was closed
+     ├── TimerExists                       the id is taken by a timer with another spec
+     ├── TimerNotFound (LookupError)       no timer has that id
+     ├── LeaseLost                         the lease expired or moved on; nothing was changed
+     └── StoreUnavailable                  the store could not be reached; `__cause__` says why
 """
 
 from __future__ import annotations
@@ -22,5 +27,38 @@ class InvalidArgument(TickwheelError, ValueError):
         self.argument = argument
 
 
+class InvalidTimer(InvalidArgument):
+    """A timer field failed validation; `argument` is the field's dotted path."""
+
+
 class Closed(TickwheelError, RuntimeError):
-    """The scheduler or queue was closed and accepts no more work."""
+    """The scheduler, queue or store was closed and accepts no more work."""
+
+
+class TimerExists(TickwheelError):
+    """A timer with this id exists with a different spec (pass ``replace=True`` to overwrite)."""
+
+    def __init__(self, timer_id: str) -> None:
+        super().__init__(f"timer {timer_id!r} exists with a different spec")
+        self.timer_id = timer_id
+
+
+class TimerNotFound(TickwheelError, LookupError):
+    """No timer has this id."""
+
+    def __init__(self, timer_id: str) -> None:
+        super().__init__(f"no timer {timer_id!r}")
+        self.timer_id = timer_id
+
+
+class LeaseLost(TickwheelError):
+    """The lease is stale (expired and re-claimed, or already settled); nothing was changed."""
+
+    def __init__(self, timer_id: str, token: int) -> None:
+        super().__init__(f"lease on timer {timer_id!r} with token {token} is no longer held")
+        self.timer_id = timer_id
+        self.token = token
+
+
+class StoreUnavailable(TickwheelError):
+    """The store could not be reached or failed; the cause is chained."""

@@ -90,7 +90,15 @@ class TimingWheel(Generic[K, T]):
         due_ms = self._due.pop(key, None)
         if due_ms is None:
             return False
-        del self._bucket_of(due_ms)[key]
+        # _bucket_of, inlined: cancel is half of the add+cancel hot path
+        tick = self._tick_ms
+        t = due_ms if tick == 1 else -(-due_ms // tick)
+        now = self._now
+        if t <= now:
+            del self._overdue[key]
+        else:
+            level = ((t ^ now).bit_length() - 1) // _BITS
+            del self._buckets[level << _BITS | (t >> (level * _BITS)) & _DIGIT][key]
         return True
 
     def get(self, key: K) -> T | None:
@@ -142,9 +150,11 @@ class TimingWheel(Generic[K, T]):
             self._overdue = {}
         if new > old:
             self._now = new
-            cascade = self._expire_levels(old, new, expired)
-            if cascade:
-                expired.extend(self._replace(cascade, new))
+            # idle ticks end here: no bucket at or below the highest changed level
+            if any(self._occupied[: ((old ^ new).bit_length() - 1) // _BITS + 1]):
+                cascade = self._expire_levels(old, new, expired)
+                if cascade:
+                    expired.extend(self._replace(cascade, new))
         if not expired:
             return []
         return self._drain(expired)

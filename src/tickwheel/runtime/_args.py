@@ -25,7 +25,10 @@ def due_after(delay: object, now_ns: int) -> int:
     seconds = _seconds("delay", delay)
     if seconds < 0:
         raise InvalidArgument("delay", f"must not be negative, got {delay!r}")
-    due_ms = -(-(now_ns + math.ceil(seconds * 1e9)) // NS_PER_MS)
+    if seconds > MAX_DUE_MS / 1000:
+        raise InvalidArgument("delay", f"{delay!r} s lands after the year 9999")
+    # nearest ns, then up to the next ms: 0.067 s is 67 ms, and nothing rounds early
+    due_ms = -(-(now_ns + round(seconds * 1e9)) // NS_PER_MS)
     if due_ms > MAX_DUE_MS:
         raise InvalidArgument("delay", f"{delay!r} s lands after the year 9999")
     return due_ms
@@ -38,10 +41,11 @@ def due_at(when: object) -> int:
             raise InvalidArgument("when", f"must carry a timezone, got naive {when!r}")
         when = when.timestamp()
     seconds = _seconds("when", when)
-    due_ms = math.ceil(seconds * 1000)
-    if due_ms > MAX_DUE_MS:
+    if seconds < 0:
+        raise InvalidArgument("when", f"must not be before 1970, got {when!r}")
+    if seconds > MAX_DUE_MS / 1000:
         raise InvalidArgument("when", f"{when!r} is after the year 9999")
-    return due_ms
+    return math.ceil(seconds * 1000)
 
 
 def due_ms_of(delay: object, when: object, now_ns: int) -> int:
@@ -56,6 +60,18 @@ def due_ms_of(delay: object, when: object, now_ns: int) -> int:
 def check_callable(fn: object) -> None:
     if not callable(fn):
         raise InvalidArgument("fn", f"must be callable, got {type(fn).__name__}")
+
+
+def check_workers(max_workers: object) -> int:
+    if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+        raise InvalidArgument("max_workers", f"must be a positive integer, got {max_workers!r}")
+    return max_workers
+
+
+def check_tick(tick_ms: object) -> int:
+    if isinstance(tick_ms, bool) or not isinstance(tick_ms, int) or tick_ms < 1:
+        raise InvalidArgument("tick_ms", f"must be a positive integer, got {tick_ms!r}")
+    return tick_ms
 
 
 def check_key(key: object) -> Hashable:

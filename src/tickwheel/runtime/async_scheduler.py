@@ -44,7 +44,7 @@ class AsyncScheduler(WheelTimers):
     def close(self) -> None:
         """Stop firing and cancel running coroutines; pending timers are dropped. Idempotent."""
         with self._cond:
-            self._closed = True
+            self._drop_pending()
         self._unwatch()
         if self._alarm is not None:
             self._alarm.cancel()

@@ -42,6 +42,7 @@ class _Delayed(Generic[T]):
 
     def cancel(self, key: Hashable) -> bool:
         """Remove the item put under `key`; return whether it was still held."""
+        check_key(key)
         with self._cond:
             return self._heap.cancel(key)
 
@@ -59,6 +60,7 @@ class _Delayed(Generic[T]):
 
     def _move(self, key: Hashable, delay: Delay) -> tuple[bool, bool]:
         """Reschedule `key`; return whether it was held and whether it is now the earliest."""
+        check_key(key)
         due_ms = due_after(delay, self._clock.now_ns())
         with self._cond:
             head = self._heap.next_due_ms()
@@ -144,8 +146,10 @@ class DelayQueue(_Delayed[T]):
                 if deadline is not None:
                     left_s = deadline - time.monotonic()
                     if left_s <= 0:
+                        if self._heap:
+                            self._cond.notify()  # a put may have woken us for another getter
                         raise queue.Empty
-                    sleep_s = left_s if sleep_s is None else min(sleep_s, left_s)
+                    sleep_s = min(left_s, MAX_SLEEP_S) if sleep_s is None else min(sleep_s, left_s)
                 self._cond.wait(sleep_s)
 
     def get_nowait(self) -> T:
@@ -217,8 +221,8 @@ class AsyncDelayQueue(_Delayed[T]):
             try:
                 await waiter
             except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled():
-                    self._wake_one()  # pass on the wake-up this getter will not use
+                if self._heap:
+                    self._wake_one()  # pass on any wake-up this getter will not use
                 raise
             finally:
                 if alarm is not None:

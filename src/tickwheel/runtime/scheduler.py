@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
-from queue import SimpleQueue
 from types import TracebackType
 
-from tickwheel.runtime._args import MAX_SLEEP_S
+from tickwheel.runtime._args import MAX_SLEEP_S, check_workers
 from tickwheel.runtime.clock import NS_PER_MS, Clock
-from tickwheel.runtime.timers import TimerHandle, WheelTimers
-
-logger = logging.getLogger("tickwheel")
+from tickwheel.runtime.timers import WheelTimers
+from tickwheel.runtime.workers import CallbackPool
 
 
 class Scheduler(WheelTimers):
@@ -27,16 +24,12 @@ class Scheduler(WheelTimers):
         self, *, clock: Clock | None = None, tick_ms: int = 1, max_workers: int | None = None
     ) -> None:
         super().__init__(clock, tick_ms)
-        workers = max_workers or min(32, (os.cpu_count() or 1) + 4)
-        self._ready: SimpleQueue[TimerHandle | None] = SimpleQueue()
-        self._workers = [
-            threading.Thread(target=self._work, name=f"tickwheel-worker-{n}", daemon=True)
-            for n in range(workers)
-        ]
+        if max_workers is None:
+            max_workers = min(32, (os.cpu_count() or 1) + 4)
+        self._pool = CallbackPool(check_workers(max_workers), "tickwheel-worker")
         self._driver = threading.Thread(target=self._drive, name="tickwheel-driver", daemon=True)
         self._unwatch = self._clock.watch(self._wake)
-        for thread in (*self._workers, self._driver):
-            thread.start()
+        self._driver.start()
 
     def __enter__(self) -> Scheduler:
         return self
@@ -54,15 +47,12 @@ class Scheduler(WheelTimers):
         with self._cond:
             if self._closed:
                 return
-            self._closed = True
+            self._drop_pending()
             self._cond.notify()
         self._unwatch()
-        for _ in self._workers:
-            self._ready.put(None)
-        current = threading.current_thread()
-        for thread in (self._driver, *self._workers):
-            if thread is not current:
-                thread.join()
+        if self._driver is not threading.current_thread():
+            self._driver.join()
+        self._pool.close()
 
     def _wake_before(self, due_ms: int) -> None:
         self._cond.notify()
@@ -73,24 +63,15 @@ class Scheduler(WheelTimers):
 
     def _drive(self) -> None:
         clock = self._clock
-        wheel = self._wheel
-        ready = self._ready
         with self._cond:
             while not self._closed:
-                for _, handle in wheel.advance(clock.now_ns() // NS_PER_MS):
-                    ready.put(handle)
-                self._wake_at = wheel.next_due_ms()
+                due = self._wheel.advance(clock.now_ns() // NS_PER_MS)
+                if due:
+                    self._pool.submit(handle for _, handle in due)
+                self._wake_at = self._wheel.next_due_ms()
                 if self._wake_at is None:
                     self._cond.wait()
                     continue
                 sleep_s = (self._wake_at * NS_PER_MS - clock.now_ns()) / 1e9
                 if sleep_s > 0:
                     self._cond.wait(min(sleep_s, MAX_SLEEP_S))
-
-    def _work(self) -> None:
-        get = self._ready.get
-        while (handle := get()) is not None:
-            try:
-                handle.run()
-            except Exception:
-                logger.exception("timer callback %r raised", handle)

@@ -9,7 +9,7 @@ from typing import Any
 
 from tickwheel.core import TimingWheel
 from tickwheel.errors import Closed
-from tickwheel.runtime._args import check_callable, check_key, due_after, due_at
+from tickwheel.runtime._args import check_callable, check_key, check_tick, due_after, due_at
 from tickwheel.runtime.clock import NS_PER_MS, Clock, SystemClock
 
 
@@ -65,7 +65,7 @@ class WheelTimers(ABC):
         self._clock: Clock = clock or SystemClock()
         self._cond = threading.Condition(threading.Lock())
         self._wheel: TimingWheel[Hashable, TimerHandle] = TimingWheel(
-            self._clock.now_ns() // NS_PER_MS, tick_ms
+            self._clock.now_ns() // NS_PER_MS, check_tick(tick_ms)
         )
         self._wake_at: int | None = None
         self._closed = False
@@ -89,6 +89,7 @@ class WheelTimers(ABC):
 
     def cancel(self, key: Hashable) -> bool:
         """Cancel the timer scheduled under `key`; return whether it was pending."""
+        check_key(key)
         with self._cond:
             return self._wheel.cancel(key)
 
@@ -107,6 +108,11 @@ class WheelTimers(ABC):
             self._wheel.add(wheel_key, due_ms, handle)
             self._wake_if_earlier(due_ms)
         return True
+
+    def _drop_pending(self) -> None:
+        """Close, forgetting every pending timer; called with the lock held."""
+        self._closed = True
+        self._wheel = TimingWheel(self._wheel.now_ms, 1)
 
     def _add(
         self, due_ms: int, fn: Callable[..., Any], args: tuple[Any, ...], key: Hashable | None
