@@ -8,7 +8,7 @@ import tickwheel
 def test_all_is_sorted_and_complete() -> None:
     assert tickwheel.__all__ == sorted(tickwheel.__all__)
     public = {name for name in vars(tickwheel) if not name.startswith("_")}
-    modules = {"core", "errors", "runtime"}
+    modules = {"core", "errors", "model", "runtime", "stores"}
     assert public - modules == set(tickwheel.__all__)
 
 

@@ -1,7 +1,16 @@
 """tickwheel: run work at a chosen future time, from a timing wheel in one process upwards."""
 
 from tickwheel.core import DelayHeap, TimingWheel
-from tickwheel.errors import Closed, InvalidArgument, TickwheelError
+from tickwheel.errors import (
+    Closed,
+    InvalidArgument,
+    InvalidTimer,
+    LeaseLost,
+    StoreUnavailable,
+    TickwheelError,
+    TimerExists,
+)
+from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.runtime import (
     AsyncDelayQueue,
     AsyncScheduler,
@@ -12,19 +21,34 @@ from tickwheel.runtime import (
     SystemClock,
     TimerHandle,
 )
+from tickwheel.stores import Lease, MemoryStore, SqliteStore, Store, StoreSettings, open_store
 
 __all__ = [
     "AsyncDelayQueue",
     "AsyncScheduler",
+    "Callback",
     "Clock",
     "Closed",
     "DelayHeap",
     "DelayQueue",
     "FakeClock",
     "InvalidArgument",
+    "InvalidTimer",
+    "Lease",
+    "LeaseLost",
+    "MemoryStore",
+    "RetryPolicy",
     "Scheduler",
+    "SqliteStore",
+    "State",
+    "Store",
+    "StoreSettings",
+    "StoreUnavailable",
     "SystemClock",
     "TickwheelError",
+    "Timer",
+    "TimerExists",
     "TimerHandle",
     "TimingWheel",
+    "open_store",
 ]

@@ -7,7 +7,6 @@
      │    └── InvalidTimer                 a timer field failed validation
      ├── Closed (RuntimeError)             the scheduler, queue or store was closed
      ├── TimerExists                       the id is taken by a timer with another spec
-     ├── TimerNotFound (LookupError)       no timer has that id
      ├── LeaseLost                         the lease expired or moved on; nothing was changed
      └── StoreUnavailable                  the store could not be reached; `__cause__` says why
 """
@@ -40,14 +39,6 @@ class TimerExists(TickwheelError):
 
     def __init__(self, timer_id: str) -> None:
         super().__init__(f"timer {timer_id!r} exists with a different spec")
-        self.timer_id = timer_id
-
-
-class TimerNotFound(TickwheelError, LookupError):
-    """No timer has this id."""
-
-    def __init__(self, timer_id: str) -> None:
-        super().__init__(f"no timer {timer_id!r}")
         self.timer_id = timer_id
 
 

@@ -150,9 +150,11 @@ class TimingWheel(Generic[K, T]):
             self._overdue = {}
         if new > old:
             self._now = new
+            top = ((old ^ new).bit_length() - 1) // _BITS
+            levels = self._occupied
             # idle ticks end here: no bucket at or below the highest changed level
-            if any(self._occupied[: ((old ^ new).bit_length() - 1) // _BITS + 1]):
-                cascade = self._expire_levels(old, new, expired)
+            if any(levels[: top + 1]) if top else levels and levels[0]:
+                cascade = self._expire_levels(old, new, top, expired)
                 if cascade:
                     expired.extend(self._replace(cascade, new))
         if not expired:
@@ -160,10 +162,12 @@ class TimingWheel(Generic[K, T]):
         return self._drain(expired)
 
     def _expire_levels(
-        self, old: int, new: int, expired: list[tuple[dict[K, T], bool]]
+        self, old: int, new: int, top: int, expired: list[tuple[dict[K, T], bool]]
     ) -> dict[K, T] | None:
-        """Detach the buckets wholly due at `new`; return the bucket that must cascade."""
-        top = ((old ^ new).bit_length() - 1) // _BITS
+        """Detach the buckets wholly due at `new`; return the bucket that must cascade.
+
+        `top` is the highest level whose digit differs between `old` and `new`.
+        """
         buckets = self._buckets
         occupied = self._occupied
         single_due_level0 = self._tick_ms == 1
@@ -177,6 +181,11 @@ class TimingWheel(Generic[K, T]):
                 # the current tick left this level's whole span: all of it is due
                 hit = bits
                 occupied[level] = 0
+            elif level == 0:
+                # a level-0 bucket holds one tick, so the one at the new digit is due too
+                lo = old & _DIGIT
+                hit = bits & ((2 << (new & _DIGIT)) - (2 << lo))  # digits lo+1 .. hi
+                occupied[0] = bits & ~hit
             else:
                 shift = level * _BITS
                 lo = (old >> shift) & _DIGIT

@@ -27,6 +27,8 @@ def due_after(delay: object, now_ns: int) -> int:
         raise InvalidArgument("delay", f"must not be negative, got {delay!r}")
     if seconds > MAX_DUE_MS / 1000:
         raise InvalidArgument("delay", f"{delay!r} s lands after the year 9999")
+    if seconds == 0:
+        return now_ns // NS_PER_MS  # due now: the current ms has begun, so it is not early
     # nearest ns, then up to the next ms: 0.067 s is 67 ms, and nothing rounds early
     due_ms = -(-(now_ns + round(seconds * 1e9)) // NS_PER_MS)
     if due_ms > MAX_DUE_MS:
@@ -51,7 +53,7 @@ def due_at(when: object) -> int:
 def due_ms_of(delay: object, when: object, now_ns: int) -> int:
     """Resolve a `delay=` or `when=` pair where at most one is given; neither means now."""
     if when is None:
-        return due_after(0 if delay is None else delay, now_ns)
+        return now_ns // NS_PER_MS if delay is None else due_after(delay, now_ns)
     if delay is not None:
         raise InvalidArgument("when", "give delay or when, not both")
     return due_at(when)

@@ -43,7 +43,7 @@ class AsyncScheduler(WheelTimers):
 
     def close(self) -> None:
         """Stop firing and cancel running coroutines; pending timers are dropped. Idempotent."""
-        with self._cond:
+        with self._lock:
             self._drop_pending()
         self._unwatch()
         if self._alarm is not None:
@@ -69,7 +69,7 @@ class AsyncScheduler(WheelTimers):
         self._loop.call_soon_threadsafe(self._fire)
 
     def _fire(self) -> None:
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return
             if self._alarm is not None:

@@ -6,6 +6,7 @@ import asyncio
 import queue
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
@@ -27,13 +28,15 @@ from tickwheel.runtime.clock import NS_PER_MS, Clock, SystemClock
 T = TypeVar("T")
 
 
-class _Delayed(Generic[T]):
+class _Delayed(ABC, Generic[T]):
     """The heap and clock both queues share; methods with a leading underscore need the lock."""
 
     def __init__(self, clock: Clock | None) -> None:
         self._clock: Clock = clock or SystemClock()
         self._heap: DelayHeap[Hashable, T] = DelayHeap()
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        # waits and wake-ups go through the condition; plain `with self._lock` is cheaper
+        self._cond = threading.Condition(self._lock)
         self._closed = False
 
     def __len__(self) -> int:
@@ -43,29 +46,45 @@ class _Delayed(Generic[T]):
     def cancel(self, key: Hashable) -> bool:
         """Remove the item put under `key`; return whether it was still held."""
         check_key(key)
-        with self._cond:
+        with self._lock:
             return self._heap.cancel(key)
 
-    def _push(
-        self, item: T, delay: Delay | None, when: When | None, key: Hashable | None
-    ) -> tuple[Hashable, bool]:
-        """Add an item; return its key and whether it is now the earliest."""
+    def put(
+        self,
+        item: T,
+        delay: Delay | None = None,
+        *,
+        when: When | None = None,
+        key: Hashable | None = None,
+    ) -> Hashable:
+        """Hold `item` until it is due (now when neither `delay` nor `when` is given).
+
+        Returns its key: `key` if given (replacing an item held under it), else a new one.
+        """
         due_ms = due_ms_of(delay, when, self._clock.now_ns())
         key = object() if key is None else check_key(key)
-        with self._cond:
+        with self._lock:
             self._check_open()
             head = self._heap.next_due_ms()
             self._heap.push(key, due_ms, item)
-        return key, head is None or due_ms < head
+            if head is None or due_ms < head:
+                self._wake_getter()
+        return key
 
-    def _move(self, key: Hashable, delay: Delay) -> tuple[bool, bool]:
-        """Reschedule `key`; return whether it was held and whether it is now the earliest."""
+    def reschedule(self, key: Hashable, delay: Delay) -> bool:
+        """Make the item under `key` due `delay` seconds from now; return whether it is held."""
         check_key(key)
         due_ms = due_after(delay, self._clock.now_ns())
-        with self._cond:
+        with self._lock:
             head = self._heap.next_due_ms()
             moved = self._heap.reschedule(key, due_ms)
-        return moved, moved and (head is None or due_ms <= head)
+            if moved and (head is None or due_ms <= head):
+                self._wake_getter()
+        return moved
+
+    @abstractmethod
+    def _wake_getter(self) -> None:
+        """Tell one waiting getter that the earliest item changed; called with the lock held."""
 
     def _take(self) -> list[T]:
         """Pop one due item, if any, as a list of zero or one."""
@@ -80,7 +99,7 @@ class _Delayed(Generic[T]):
         return min(max((next_due * NS_PER_MS - self._clock.now_ns()) / 1e9, 0.0), MAX_SLEEP_S)
 
     def _close(self) -> list[T]:
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return []
             self._closed = True
@@ -100,33 +119,12 @@ class DelayQueue(_Delayed[T]):
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         super().__init__(clock)
+        self._waiting = 0
         self._unwatch = self._clock.watch(self._wake_all)
 
-    def put(
-        self,
-        item: T,
-        delay: Delay | None = None,
-        *,
-        when: When | None = None,
-        key: Hashable | None = None,
-    ) -> Hashable:
-        """Hold `item` until it is due (now when neither `delay` nor `when` is given).
-
-        Returns its key: `key` if given (replacing an item held under it), else a new one.
-        """
-        key, earliest = self._push(item, delay, when, key)
-        if earliest:
-            with self._cond:
-                self._cond.notify()
-        return key
-
-    def reschedule(self, key: Hashable, delay: Delay) -> bool:
-        """Make the item under `key` due `delay` seconds from now; return whether it is held."""
-        moved, earliest = self._move(key, delay)
-        if earliest:
-            with self._cond:
-                self._cond.notify()
-        return moved
+    def _wake_getter(self) -> None:
+        if self._waiting:
+            self._cond.notify()
 
     def get(self, timeout: float | None = None) -> T:
         """Remove and return the earliest due item, waiting up to `timeout` seconds for one.
@@ -135,7 +133,7 @@ class DelayQueue(_Delayed[T]):
         """
         timeout_s = check_timeout(timeout)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._cond:
+        with self._lock:
             while True:
                 taken = self._take()
                 if taken:
@@ -150,11 +148,15 @@ class DelayQueue(_Delayed[T]):
                             self._cond.notify()  # a put may have woken us for another getter
                         raise queue.Empty
                     sleep_s = min(left_s, MAX_SLEEP_S) if sleep_s is None else min(sleep_s, left_s)
-                self._cond.wait(sleep_s)
+                self._waiting += 1
+                try:
+                    self._cond.wait(sleep_s)
+                finally:
+                    self._waiting -= 1
 
     def get_nowait(self) -> T:
         """Remove and return a due item, or raise `queue.Empty`."""
-        with self._cond:
+        with self._lock:
             taken = self._take()
         if not taken:
             raise queue.Empty
@@ -168,7 +170,7 @@ class DelayQueue(_Delayed[T]):
         return left
 
     def _wake_all(self) -> None:
-        with self._cond:
+        with self._lock:
             self._cond.notify_all()
 
 
@@ -184,31 +186,13 @@ class AsyncDelayQueue(_Delayed[T]):
         self._getters: deque[asyncio.Future[None]] = deque()
         self._unwatch = self._clock.watch(self._wake_all_threadsafe)
 
-    def put(
-        self,
-        item: T,
-        delay: Delay | None = None,
-        *,
-        when: When | None = None,
-        key: Hashable | None = None,
-    ) -> Hashable:
-        """Hold `item` until it is due; see `DelayQueue.put`."""
-        key, earliest = self._push(item, delay, when, key)
-        if earliest:
-            self._wake_one()
-        return key
-
-    def reschedule(self, key: Hashable, delay: Delay) -> bool:
-        """Make the item under `key` due `delay` seconds from now; return whether it is held."""
-        moved, earliest = self._move(key, delay)
-        if earliest:
-            self._wake_one()
-        return moved
+    def _wake_getter(self) -> None:
+        self._wake_one()
 
     async def get(self) -> T:
         """Remove and return the earliest item once it is due; raise `Closed` once closed."""
         while True:
-            with self._cond:
+            with self._lock:
                 taken = self._take()
                 sleep_s = self._sleep_s()
             if taken:
@@ -232,7 +216,7 @@ class AsyncDelayQueue(_Delayed[T]):
 
     def get_nowait(self) -> T:
         """Remove and return a due item, or raise `queue.Empty`."""
-        with self._cond:
+        with self._lock:
             taken = self._take()
         if not taken:
             raise queue.Empty

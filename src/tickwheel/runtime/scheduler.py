@@ -44,7 +44,7 @@ class Scheduler(WheelTimers):
 
     def close(self) -> None:
         """Stop firing: pending timers are dropped, running callbacks finish. Idempotent."""
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return
             self._drop_pending()
@@ -58,12 +58,12 @@ class Scheduler(WheelTimers):
         self._cond.notify()
 
     def _wake(self) -> None:
-        with self._cond:
+        with self._lock:
             self._cond.notify()
 
     def _drive(self) -> None:
         clock = self._clock
-        with self._cond:
+        with self._lock:
             while not self._closed:
                 due = self._wheel.advance(clock.now_ns() // NS_PER_MS)
                 if due:

@@ -63,7 +63,9 @@ class WheelTimers(ABC):
 
     def __init__(self, clock: Clock | None, tick_ms: int) -> None:
         self._clock: Clock = clock or SystemClock()
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        # waits and wake-ups go through the condition; plain `with self._lock` is cheaper
+        self._cond = threading.Condition(self._lock)
         self._wheel: TimingWheel[Hashable, TimerHandle] = TimingWheel(
             self._clock.now_ns() // NS_PER_MS, check_tick(tick_ms)
         )
@@ -90,18 +92,18 @@ class WheelTimers(ABC):
     def cancel(self, key: Hashable) -> bool:
         """Cancel the timer scheduled under `key`; return whether it was pending."""
         check_key(key)
-        with self._cond:
+        with self._lock:
             return self._wheel.cancel(key)
 
     def cancel_handle(self, handle: TimerHandle) -> bool:
         wheel_key = handle if handle.key is None else handle.key
-        with self._cond:
+        with self._lock:
             return self._wheel.get(wheel_key) is handle and self._wheel.cancel(wheel_key)
 
     def reschedule_handle(self, handle: TimerHandle, delay: float) -> bool:
         due_ms = due_after(delay, self._clock.now_ns())
         wheel_key = handle if handle.key is None else handle.key
-        with self._cond:
+        with self._lock:
             if self._wheel.get(wheel_key) is not handle:
                 return False
             handle._due_ms = due_ms
@@ -120,7 +122,7 @@ class WheelTimers(ABC):
         if key is not None:
             check_key(key)
         handle = TimerHandle(self, key, due_ms, fn, args)
-        with self._cond:
+        with self._lock:
             if self._closed:
                 raise Closed(f"{type(self).__name__} is closed")
             self._wheel.add(handle if key is None else key, due_ms, handle)

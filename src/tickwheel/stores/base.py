@@ -1,0 +1,123 @@
+"""The `Store` protocol every timer store implements, and the records it passes around."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tickwheel.errors import InvalidArgument
+from tickwheel.model import State, Timer
+
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A claimed timer: its holder may fire it until `deadline_ms`, then ack, retry or kill it.
+
+    `token` is the attempt number the claim started; settling with a stale token raises
+    `LeaseLost`, so a worker that paused past its deadline cannot undo another's work.
+    """
+
+    timer: Timer
+    token: int
+    deadline_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of `Store.list`; pass `cursor` back for the next, None at the end."""
+
+    timers: list[Timer]
+    cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Counts per state and the earliest due time among scheduled timers."""
+
+    counts: dict[State, int] = field(default_factory=dict)
+    earliest_due_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreSettings:
+    """Limits and policies shared by every store."""
+
+    retention_ms: int = DAY_MS
+    max_horizon_ms: int = 10 * 365 * DAY_MS
+    max_claim: int = 10_000
+
+    def __post_init__(self) -> None:
+        if self.retention_ms < 0:
+            raise InvalidArgument("retention_ms", "must not be negative")
+        if self.max_horizon_ms <= 0:
+            raise InvalidArgument("max_horizon_ms", "must be positive")
+        if self.max_claim < 1:
+            raise InvalidArgument("max_claim", "must be at least 1")
+
+
+class Store(Protocol):
+    """Where timers wait until they fire; every method is atomic and safe to call concurrently."""
+
+    def now_ms(self) -> int:
+        """Return the store's clock in epoch ms: the one that decides what is due."""
+        ...
+
+    async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
+        """Store a scheduled timer and return it as stored.
+
+        The same id with the same spec returns the stored timer (idempotent); another spec
+        raises `TimerExists` unless `replace`.
+        """
+        ...
+
+    async def get(self, timer_id: str) -> Timer | None:
+        """Return the timer, finished ones included while retained, or None."""
+        ...
+
+    async def cancel(self, timer_id: str) -> bool:
+        """Delete a scheduled timer; return whether one was there to delete."""
+        ...
+
+    async def reschedule(self, timer_id: str, due_ms: int) -> bool:
+        """Move a scheduled timer to `due_ms`; return whether it was scheduled."""
+        ...
+
+    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+        """Lease up to `limit` timers of `queue` due by `horizon_ms`, earliest first.
+
+        Expired leases return to scheduled first, so their timers are claimed again with the
+        attempt (and token) one higher.
+        """
+        ...
+
+    async def ack(self, lease: Lease) -> None:
+        """Mark the leased timer done (kept for the retention period)."""
+        ...
+
+    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+        """Return the leased timer to scheduled at `due_ms`, recording `error`."""
+        ...
+
+    async def kill(self, lease: Lease, error: str) -> None:
+        """Move the leased timer to the dead letters, recording `error`."""
+        ...
+
+    async def replay(self, timer_id: str) -> bool:
+        """Schedule a dead timer again, due now; return whether it was dead."""
+        ...
+
+    async def list(
+        self, state: State | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page:
+        """Return timers in id order (creation order for generated ids), filtered by state."""
+        ...
+
+    async def stats(self) -> Stats:
+        """Count timers per state and find the earliest due one."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and files; idempotent."""
+        ...

@@ -1,0 +1,190 @@
+"""`MemoryStore`: the reference behaviour of the `Store` protocol, on the core delay heap."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from tickwheel.core import DelayHeap
+from tickwheel.errors import Closed, LeaseLost, TimerExists
+from tickwheel.model import State, Timer, truncate_error
+from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
+from tickwheel.stores.checks import check_claim, check_due, check_list
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MemoryStore:
+    """Timers in this process only: lost on exit. For tests, and as the model the others follow."""
+
+    def __init__(
+        self, settings: StoreSettings | None = None, *, clock: Callable[[], int] = _wall_ms
+    ) -> None:
+        self.settings = settings or StoreSettings()
+        self._clock = clock
+        self._timers: dict[str, Timer] = {}
+        self._due: dict[str, DelayHeap[str, None]] = {}
+        self._leases: DelayHeap[str, None] = DelayHeap()
+        self._expiry: DelayHeap[str, None] = DelayHeap()
+        self._closed = False
+
+    def now_ms(self) -> int:
+        return self._clock()
+
+    async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
+        self._open()
+        now = self._clock()
+        check_due(timer.due_ms, now, self.settings)
+        existing = self._live(timer.id, now)
+        attempt = 0
+        if existing is not None:
+            if not replace:
+                if existing.spec() == timer.spec():
+                    return existing
+                raise TimerExists(timer.id)
+            self._forget(existing)
+            # the attempt (the lease token) carries over: a lease on the replaced timer must
+            # never match a claim of the new one
+            attempt = existing.attempt
+        stored = timer.evolve(
+            state=State.SCHEDULED, attempt=attempt, created_ms=now, updated_ms=now, last_error=None
+        )
+        self._schedule(stored)
+        return stored
+
+    async def get(self, timer_id: str) -> Timer | None:
+        self._open()
+        return self._live(timer_id, self._clock())
+
+    async def cancel(self, timer_id: str) -> bool:
+        self._open()
+        timer = self._timers.get(timer_id)
+        if timer is None or timer.state is not State.SCHEDULED:
+            return False
+        self._forget(timer)
+        return True
+
+    async def reschedule(self, timer_id: str, due_ms: int) -> bool:
+        self._open()
+        now = self._clock()
+        check_due(due_ms, now, self.settings)
+        timer = self._timers.get(timer_id)
+        if timer is None or timer.state is not State.SCHEDULED:
+            return False
+        self._due[timer.queue].reschedule(timer_id, due_ms)
+        self._timers[timer_id] = timer.evolve(due_ms=due_ms, updated_ms=now)
+        return True
+
+    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+        self._open()
+        check_claim(limit, lease_ms, self.settings)
+        now = self._clock()
+        for timer_id, _ in self._leases.pop_due(now):
+            timer = self._timers[timer_id]
+            self._schedule(timer.evolve(state=State.SCHEDULED, updated_ms=now))
+        heap = self._due.get(queue)
+        if heap is None:
+            return []
+        leases = []
+        for timer_id, _ in heap.pop_due(horizon_ms, limit):
+            timer = self._timers[timer_id]
+            leased = timer.evolve(state=State.LEASED, attempt=timer.attempt + 1, updated_ms=now)
+            self._timers[timer_id] = leased
+            self._leases.push(timer_id, now + lease_ms, None)
+            leases.append(Lease(leased, leased.attempt, now + lease_ms))
+        return leases
+
+    async def ack(self, lease: Lease) -> None:
+        timer = self._settle(lease)
+        now = self._clock()
+        self._timers[timer.id] = timer.evolve(state=State.DONE, updated_ms=now)
+        self._expiry.push(timer.id, now + self.settings.retention_ms, None)
+
+    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+        check_due(due_ms, self._clock(), self.settings)
+        timer = self._settle(lease)
+        self._schedule(
+            timer.evolve(
+                state=State.SCHEDULED,
+                due_ms=due_ms,
+                updated_ms=self._clock(),
+                last_error=truncate_error(error),
+            )
+        )
+
+    async def kill(self, lease: Lease, error: str) -> None:
+        timer = self._settle(lease)
+        self._timers[timer.id] = timer.evolve(
+            state=State.DEAD, updated_ms=self._clock(), last_error=truncate_error(error)
+        )
+
+    async def replay(self, timer_id: str) -> bool:
+        self._open()
+        timer = self._timers.get(timer_id)
+        if timer is None or timer.state is not State.DEAD:
+            return False
+        now = self._clock()
+        self._schedule(timer.evolve(state=State.SCHEDULED, due_ms=now, updated_ms=now))
+        return True
+
+    async def list(
+        self, state: State | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page:
+        self._open()
+        check_list(limit)
+        self._expire_done(self._clock())
+        ids = sorted(
+            timer_id
+            for timer_id, timer in self._timers.items()
+            if (cursor is None or timer_id > cursor) and (state is None or timer.state is state)
+        )
+        timers = [self._timers[timer_id] for timer_id in ids[: limit + 1]]
+        if len(timers) > limit:
+            return Page(timers[:limit], timers[limit - 1].id)
+        return Page(timers, None)
+
+    async def stats(self) -> Stats:
+        self._open()
+        now = self._clock()
+        self._expire_done(now)
+        counts = dict.fromkeys(State, 0)
+        for timer in self._timers.values():
+            counts[timer.state] += 1
+        dues = [due for heap in self._due.values() if (due := heap.next_due_ms()) is not None]
+        return Stats(counts, min(dues, default=None))
+
+    async def close(self) -> None:
+        self._closed = True
+
+    def _schedule(self, timer: Timer) -> None:
+        self._timers[timer.id] = timer
+        self._due.setdefault(timer.queue, DelayHeap()).push(timer.id, timer.due_ms, None)
+
+    def _forget(self, timer: Timer) -> None:
+        del self._timers[timer.id]
+        if timer.queue in self._due:
+            self._due[timer.queue].cancel(timer.id)
+        self._leases.cancel(timer.id)
+        self._expiry.cancel(timer.id)
+
+    def _settle(self, lease: Lease) -> Timer:
+        self._open()
+        timer = self._timers.get(lease.timer.id)
+        if timer is None or timer.state is not State.LEASED or timer.attempt != lease.token:
+            raise LeaseLost(lease.timer.id, lease.token)
+        self._leases.cancel(timer.id)
+        return timer
+
+    def _live(self, timer_id: str, now: int) -> Timer | None:
+        self._expire_done(now)
+        return self._timers.get(timer_id)
+
+    def _expire_done(self, now: int) -> None:
+        for timer_id, _ in self._expiry.pop_due(now):
+            del self._timers[timer_id]
+
+    def _open(self) -> None:
+        if self._closed:
+            raise Closed("store is closed")

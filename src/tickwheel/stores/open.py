@@ -1,0 +1,76 @@
+"""`open_store`: build a store from a URL, as ``tickwheel serve --store URL`` takes it.
+
+=================================  ==========================================================
+``memory://``                      `MemoryStore`: this process only, lost on exit
+``sqlite:///relative/path.db``     `SqliteStore` on a path relative to the working directory
+``sqlite:////absolute/path.db``    `SqliteStore` on an absolute path (four slashes)
+``redis://host:port/db``           `RedisStore` on a standalone Redis (``rediss://`` for TLS)
+``redis+cluster://host:port``      `RedisStore` on a Redis Cluster, from any one node
+=================================  ==========================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from tickwheel.errors import InvalidArgument, StoreUnavailable
+from tickwheel.stores.base import Store, StoreSettings
+from tickwheel.stores.memory import MemoryStore
+from tickwheel.stores.sqlite import SqliteStore
+
+Opener = Callable[[str, StoreSettings | None], Store]
+
+
+def open_store(url: str, settings: StoreSettings | None = None) -> Store:
+    """Return the store `url` names; it connects on first use.
+
+    Raises:
+        InvalidArgument: the URL's scheme is unknown or the URL is malformed (``argument="url"``).
+        StoreUnavailable: the SQLite file's directory cannot be created.
+    """
+    scheme, separator, _ = url.partition("://")
+    opener = _OPENERS.get(scheme.lower()) if separator else None
+    if opener is None:
+        known = ", ".join(f"{name}://" for name in sorted(_OPENERS))
+        raise InvalidArgument("url", f"{url!r} is not a store URL; expected one of {known}")
+    return opener(url, settings)
+
+
+def _memory(url: str, settings: StoreSettings | None) -> Store:
+    if url.partition("://")[2] not in {"", "/"}:
+        raise InvalidArgument("url", f"memory:// takes no host or path, got {url!r}")
+    return MemoryStore(settings)
+
+
+def _sqlite(url: str, settings: StoreSettings | None) -> Store:
+    rest = url.partition("://")[2]
+    if not rest.startswith("/") or len(rest) < 2:
+        raise InvalidArgument(
+            "url",
+            f"{url!r} names no file: write sqlite:///relative.db or sqlite:////absolute.db",
+        )
+    # like SQLAlchemy: the third slash ends the (empty) host, what follows is the path
+    path = Path(rest[1:])
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StoreUnavailable(f"cannot create the directory of {path}: {error}") from error
+    return SqliteStore(path, settings)
+
+
+def _redis(url: str, settings: StoreSettings | None) -> Store:
+    # imported here so that memory and SQLite users never import redis-py
+    from tickwheel.stores.redis import RedisStore
+
+    return RedisStore.from_url(url, settings)
+
+
+_OPENERS: dict[str, Opener] = {
+    "memory": _memory,
+    "sqlite": _sqlite,
+    "redis": _redis,
+    "rediss": _redis,
+    "redis+cluster": _redis,
+    "rediss+cluster": _redis,
+}

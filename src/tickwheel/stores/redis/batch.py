@@ -1,0 +1,77 @@
+"""How `RedisStore.add` and `add_many` pack timers into add.lua calls, and read the answers.
+
+A call carries up to `ADD_BATCH` timers of one shard as one ARGV string of
+``<id>\n<record>\n`` lines: one argument instead of two per timer halves the client's encoding
+work, and add.lua writes each key of the batch with one variadic command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tickwheel.model import State, Timer
+from tickwheel.stores.codec import encode_spec
+from tickwheel.stores.redis.keys import shard_of
+from tickwheel.stores.redis.record import SeqSource, pack_new
+
+ADD_BATCH = 200  # timers per add.lua call: keeps each script call short
+
+# what `add` sets on a stored timer; every other field is the caller's
+_BOOKKEEPING = ("attempt", "state", "created_ms", "updated_ms", "last_error")
+_KEPT = tuple(name for name in Timer.__slots__ if name not in _BOOKKEEPING)
+
+
+@dataclass(frozen=True, slots=True)
+class AddCall:
+    """One add.lua call: the shard, the timers' positions in the batch, their lines."""
+
+    shard: int
+    positions: list[int]
+    lines: str
+
+
+def plan(timers: Sequence[Timer], now_ms: int, first_seq: int, shards: int) -> list[AddCall]:
+    """Split `timers` into add.lua calls, in order within each shard, distinct ids per call."""
+    by_shard: dict[int, list[int]] = {}
+    lines: list[str] = []
+    specs: dict[tuple[int, int], str] = {}
+    for n, timer in enumerate(timers):
+        by_shard.setdefault(shard_of(timer.id, shards), []).append(n)
+        if timer.payload is None:  # timers sharing a callback share its encoding
+            key = (id(timer.callback), id(timer.retry))
+            spec = specs.get(key) or specs.setdefault(key, encode_spec(timer))
+        else:
+            spec = encode_spec(timer)
+        record = pack_new(timer, now_ms, SeqSource.format(first_seq + n), spec)
+        lines.append(f"{timer.id}\n{record}\n")
+    calls = []
+    for shard, positions in by_shard.items():
+        chunk: list[int] = []
+        ids: set[str] = set()
+        for n in positions:
+            if len(chunk) == ADD_BATCH or timers[n].id in ids:
+                calls.append(AddCall(shard, chunk, "".join([lines[i] for i in chunk])))
+                chunk, ids = [], set()
+            chunk.append(n)
+            ids.add(timers[n].id)
+        calls.append(AddCall(shard, chunk, "".join([lines[i] for i in chunk])))
+    return calls
+
+
+def as_stored(timer: Timer, now_ms: int, attempt: int) -> Timer:
+    """Return `timer` as add.lua stored it.
+
+    This is `Timer.evolve` without validating again the fields the caller's timer already
+    passed: that validation took a quarter of add_many's time.
+    """
+    stored = object.__new__(Timer)
+    set_field = object.__setattr__
+    for name in _KEPT:
+        set_field(stored, name, getattr(timer, name))
+    set_field(stored, "attempt", attempt)
+    set_field(stored, "state", State.SCHEDULED)
+    set_field(stored, "created_ms", now_ms)
+    set_field(stored, "updated_ms", now_ms)
+    set_field(stored, "last_error", None)
+    return stored

@@ -1,0 +1,86 @@
+"""Where a timer lives in Redis: its virtual shard and the keys of that shard.
+
+Every key of shard ``s`` starts with the hash tag ``{<prefix>:<s>}``, so one shard is one Cluster
+slot and every script runs on one node::
+
+    {p:s}:r                 hash   id → record (see `record.py`)
+    {p:s}:l                 zset   <lease seq><id> → lease deadline ms (leased timers)
+    {p:s}:x                 zset   id → expiry ms (done timers, kept for the retention)
+    {p:s}:s:0 … {p:s}:s:3   zsets  id, score 0: one per state, in id order (list, counts);
+                                   {p:s}:s:3 is the dead-letter set
+    {p:s}:queues            set    queues with scheduled timers in this shard
+    {p:s}:q:<queue>:i       zset   minute → minute: the non-empty buckets of a queue
+    {p:s}:q:<queue>:b:<m>   zset   <seq><id> → due ms: the timers due in minute m
+                                   (m = due ms // 60 000)
+
+A queue's index lists exactly its non-empty buckets, so a claim walks buckets in minute order
+from the oldest, however long no worker ran, and never reads an empty one.
+
+Scripts derive bucket and queue-index keys from data they read atomically (a record's queue and
+due time); they build them from the tag of ``KEYS[1]``, so those keys share the slot too.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+
+from tickwheel.errors import InvalidArgument
+
+DEFAULT_PREFIX = "tickwheel"
+DEFAULT_SHARDS = 16
+MAX_SHARDS = 16_384  # one per Cluster slot at most: more could not spread any further
+
+_PREFIX = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+def check_layout(prefix: str, shards: int) -> None:
+    """Reject a prefix that would break the hash tag, or a shard count out of range."""
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+        raise InvalidArgument("prefix", f"must be 1-64 of A-Z a-z 0-9 . _ : -, got {prefix!r}")
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+        raise InvalidArgument("shards", f"must be an integer from 1 to {MAX_SHARDS}")
+
+
+def shard_of(timer_id: str, shards: int) -> int:
+    """Return the virtual shard of a timer id: stable across processes and restarts."""
+    return zlib.crc32(timer_id.encode()) % shards
+
+
+@dataclass(frozen=True, slots=True)
+class ShardKeys:
+    """The fixed keys of one shard, in the order every script receives them as KEYS[1..8]."""
+
+    tag: str
+
+    @classmethod
+    def of(cls, prefix: str, shard: int) -> ShardKeys:
+        return cls("{%s:%d}" % (prefix, shard))  # noqa: UP031 -- braces would need doubling
+
+    @property
+    def records(self) -> str:
+        return f"{self.tag}:r"
+
+    @property
+    def fixed(self) -> tuple[str, ...]:
+        """KEYS[1..8]: records, leases, expiry, the four state sets, queues."""
+        tag = self.tag
+        return (
+            f"{tag}:r",
+            f"{tag}:l",
+            f"{tag}:x",
+            f"{tag}:s:0",
+            f"{tag}:s:1",
+            f"{tag}:s:2",
+            f"{tag}:s:3",
+            f"{tag}:queues",
+        )
+
+    def index(self, queue: str) -> str:
+        """The zset of non-empty minute buckets of `queue` in this shard."""
+        return f"{self.tag}:q:{queue}:i"
+
+    def bucket(self, queue: str, minute: int) -> str:
+        """The zset of `queue`'s timers due in `minute` (epoch ms // 60 000)."""
+        return f"{self.tag}:q:{queue}:b:{minute}"

@@ -1,0 +1,11 @@
+-- cancel.lua: delete a scheduled timer: its record, bucket entry and (once empty) the bucket.
+-- KEYS[1..8] the shard's fixed keys (see lib.lua)
+-- ARGV[1] id
+-- returns: 1 when a scheduled timer was deleted, 0 when there was none (or it is not scheduled)
+local id = ARGV[1]
+local r = load(id)
+if r == nil or r.state ~= SCHEDULED then
+  return 0
+end
+forget(id, r)
+return 1

@@ -1,0 +1,134 @@
+-- lib.lua: helpers every tickwheel script starts with (the store prepends this file to each).
+-- Every script receives its shard's fixed keys as KEYS[1..8]:
+--   KEYS[1] records hash (id → record)   KEYS[2] lease zset (<lease seq><id> → deadline ms)
+--   KEYS[3] done-expiry zset (id → ms)   KEYS[4..7] state sets, id order: scheduled, leased,
+--   done, dead (the dead letters)        KEYS[8] set of queues with scheduled timers
+-- Bucket and queue-index keys depend on a record's queue and due time, read inside the script,
+-- so they are built here from the hash tag of KEYS[1]: every key a script touches shares a slot.
+-- Numbers stay decimal strings; arithmetic results are formatted with '%d' (never %.14g).
+
+local RECORDS, LEASES, EXPIRY, QUEUES = KEYS[1], KEYS[2], KEYS[3], KEYS[8]
+local SCHEDULED, LEASED, DONE, DEAD = '0', '1', '2', '3'
+local STATE_SET = { ['0'] = KEYS[4], ['1'] = KEYS[5], ['2'] = KEYS[6], ['3'] = KEYS[7] }
+local TAG = string.match(RECORDS, '^{[^}]*}')
+local MINUTE_MS = 60000
+local SEQ_DIGITS = 14
+
+local function int(n)
+  return string.format('%d', n)
+end
+
+local function minute_of(due_ms)
+  return int(math.floor(tonumber(due_ms) / MINUTE_MS))
+end
+
+local function index_key(queue)
+  return TAG .. ':q:' .. queue .. ':i'
+end
+
+local function bucket_key(queue, minute)
+  return TAG .. ':q:' .. queue .. ':b:' .. minute
+end
+
+-- record: "<state>,<attempt>,<due>,<created>,<updated>,<seq>,<queue>,<errlen>|<error><spec>"
+local function parse(raw)
+  local state, attempt, due, created, updated, seq, queue, errlen, body = string.match(raw,
+    '^(%d),(%d+),(%-?%d+),(%d+),(%d+),(%x+),([^,|]+),(%d*)|()')
+  if not state then
+    error('tickwheel: corrupt record ' .. string.sub(raw, 1, 60))
+  end
+  return { state = state, attempt = attempt, due = due, created = created, updated = updated,
+           seq = seq, queue = queue, errlen = errlen, body = string.sub(raw, body) }
+end
+
+local function pack(r)
+  return table.concat({ r.state, r.attempt, r.due, r.created, r.updated, r.seq, r.queue,
+                        r.errlen }, ',') .. '|' .. r.body
+end
+
+-- the record under id, parsed, and its raw text; nil when there is none
+local function load(id)
+  local raw = redis.call('HGET', RECORDS, id)
+  if not raw then
+    return nil, nil
+  end
+  return parse(raw), raw
+end
+
+local function save(id, r)
+  local raw = pack(r)
+  redis.call('HSET', RECORDS, id, raw)
+  return raw
+end
+
+local function set_error(r, message)
+  r.body = message .. string.sub(r.body, (tonumber(r.errlen) or 0) + 1)
+  r.errlen = int(#message)
+end
+
+local function move_state(id, r, state)
+  if r.state ~= state then
+    redis.call('ZREM', STATE_SET[r.state], id)
+    redis.call('ZADD', STATE_SET[state], 0, id)
+    r.state = state
+  end
+end
+
+-- put a scheduled timer in its minute bucket, and the bucket in its queue's index
+local function enqueue(id, r)
+  local minute = minute_of(r.due)
+  redis.call('ZADD', bucket_key(r.queue, minute), r.due, r.seq .. id)
+  redis.call('ZADD', index_key(r.queue), minute, minute)
+  redis.call('SADD', QUEUES, r.queue)
+end
+
+-- the bucket emptied: the index lists only non-empty buckets, the queues set only used queues
+local function drop_bucket(queue, minute)
+  local index = index_key(queue)
+  redis.call('ZREM', index, minute)
+  if redis.call('EXISTS', index) == 0 then
+    redis.call('SREM', QUEUES, queue)
+  end
+end
+
+local function dequeue(id, r)
+  local minute = minute_of(r.due)
+  local bucket = bucket_key(r.queue, minute)
+  redis.call('ZREM', bucket, r.seq .. id)
+  if redis.call('EXISTS', bucket) == 0 then
+    drop_bucket(r.queue, minute)
+  end
+end
+
+-- remove every trace of a timer, whatever its state
+local function forget(id, r)
+  if r.state == SCHEDULED then
+    dequeue(id, r)
+  end
+  if r.state == LEASED then
+    redis.call('ZREM', LEASES, r.seq .. id)
+  end
+  redis.call('ZREM', EXPIRY, id)
+  redis.call('ZREM', STATE_SET[r.state], id)
+  redis.call('HDEL', RECORDS, id)
+end
+
+-- a done timer past its retention is gone for readers even before expire.lua deletes it
+local function expired(id, r, now_ms)
+  if r.state ~= DONE then
+    return false
+  end
+  local at = redis.call('ZSCORE', EXPIRY, id)
+  return at ~= false and tonumber(at) <= tonumber(now_ms)
+end
+
+-- the leased record when (id, token) still holds the lease, its lease entry removed; else nil
+local function settle(id, token)
+  local r = load(id)
+  if r == nil or r.state ~= LEASED or r.attempt ~= token then
+    return nil
+  end
+  redis.call('ZREM', LEASES, r.seq .. id)
+  return r
+end
+

@@ -1,0 +1,14 @@
+-- replay.lua: schedule a dead timer again, due now (attempt and last error kept).
+-- KEYS[1..8] the shard's fixed keys (see lib.lua)
+-- ARGV[1] id  ARGV[2] now_ms  ARGV[3] seq
+-- returns: 1 when replayed, 0 when no dead timer has that id
+local id = ARGV[1]
+local r = load(id)
+if r == nil or r.state ~= DEAD then
+  return 0
+end
+move_state(id, r, SCHEDULED)
+r.due, r.updated, r.seq = ARGV[2], ARGV[2], ARGV[3]
+save(id, r)
+enqueue(id, r)
+return 1

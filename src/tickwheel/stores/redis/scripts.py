@@ -1,0 +1,112 @@
+"""The Lua scripts of the Redis store: read from ``lua/``, registered per client, run by EVALSHA.
+
+Each script is ``lib.lua`` followed by the script's own file. A Redis error of any kind leaves
+this module as `StoreUnavailable`, its cause chained.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from typing import Any, TypeAlias
+
+from redis.asyncio import Redis, RedisCluster
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
+
+from tickwheel.errors import StoreUnavailable
+
+Client: TypeAlias = "Redis | RedisCluster"
+Arg: TypeAlias = str | int | float
+# (script name, KEYS, ARGV)
+ScriptCall: TypeAlias = tuple[str, Sequence[str], Sequence[Arg]]
+
+NAMES = (
+    "ack",
+    "add",
+    "cancel",
+    "claim",
+    "get",
+    "ids",
+    "kill",
+    "peek",
+    "purge",
+    "release",
+    "replay",
+    "reschedule",
+    "retry",
+    "stats",
+)
+_ERRORS = (RedisError, RedisClusterException, OSError)
+
+
+@functools.cache
+def sources() -> dict[str, str]:
+    """The text of every script, ``lib.lua`` first."""
+    folder = resources.files("tickwheel.stores.redis") / "lua"
+    lib = (folder / "lib.lua").read_text()
+    return {name: lib + (folder / f"{name}.lua").read_text() for name in NAMES}
+
+
+@contextmanager
+def unavailable(action: str) -> Iterator[None]:
+    """Turn a Redis or connection error into `StoreUnavailable`."""
+    try:
+        yield
+    except _ERRORS as error:
+        raise StoreUnavailable(f"redis {action} failed: {error}") from error
+
+
+class Scripts:
+    """The scripts registered on one client."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._scripts: dict[str, AsyncScript] = {
+            name: client.register_script(source) for name, source in sources().items()
+        }
+
+    async def run(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
+        """Run one script (redis-py loads it again if the server forgot it)."""
+        with unavailable(name):
+            return await self._scripts[name](keys=keys, args=args)
+
+    async def run_many(self, calls: Sequence[ScriptCall]) -> list[Any]:
+        """Run script calls in one pipeline; return their replies in order.
+
+        The Cluster client splits the pipeline by node and sends the parts concurrently, in
+        order within a node. Calls the server refused with NOSCRIPT (it restarted) did not
+        run; they are sent again once the scripts are loaded.
+        """
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        with unavailable(calls[0][0] if calls else "pipeline"):
+            for _ in range(2):
+                pipe = self._client.pipeline(transaction=False)
+                for n in todo:
+                    name, keys, args = calls[n]
+                    # execute_command: the Cluster pipeline blocks its evalsha() method, yet
+                    # routes EVALSHA by its first key; all keys of one call share a slot
+                    sha = self._scripts[name].sha
+                    pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+                answers = await pipe.execute(raise_on_error=False)
+                missing = []
+                for n, answer in zip(todo, answers, strict=True):
+                    if isinstance(answer, NoScriptError):
+                        missing.append(n)
+                    elif isinstance(answer, Exception):
+                        raise answer
+                    else:
+                        replies[n] = answer
+                if not missing:
+                    return replies
+                await self._load()
+                todo = missing
+        raise StoreUnavailable("redis lost its scripts again while they were being loaded")
+
+    async def _load(self) -> None:
+        # on a Cluster, SCRIPT LOAD goes to every primary
+        for script in self._scripts.values():
+            script.sha = await self._client.script_load(script.script)

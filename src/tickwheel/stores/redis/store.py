@@ -1,0 +1,424 @@
+"""`RedisStore`: timers in Redis or Redis Cluster, in virtual shards of minute buckets.
+
+A timer lives in the shard its id hashes to (`keys.py`); each state transition is one Lua
+script on that shard (``lua/*.lua``), so a timer is never half written. Calls that touch several
+shards (claim, list, stats, add_many) go out as one pipeline, which the Cluster client splits by
+node and sends concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias, cast
+
+from redis.asyncio import Redis, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from tickwheel.errors import Closed, InvalidArgument, LeaseLost, TimerExists
+from tickwheel.model import State, Timer, truncate_error
+from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
+from tickwheel.stores.checks import check_claim, check_due, check_list
+from tickwheel.stores.codec import state_code
+from tickwheel.stores.redis.batch import AddCall, as_stored, plan
+from tickwheel.stores.redis.clock import ServerClock
+from tickwheel.stores.redis.keys import (
+    DEFAULT_PREFIX,
+    DEFAULT_SHARDS,
+    ShardKeys,
+    check_layout,
+    shard_of,
+)
+from tickwheel.stores.redis.record import SeqSource, seq_of, unpack
+from tickwheel.stores.redis.scripts import Arg, Client, ScriptCall, Scripts, unavailable
+
+# (`RedisStore.list` hides the builtin inside the class body)
+Added: TypeAlias = list[Timer | TimerExists]
+Replies: TypeAlias = list[Any]
+Calls: TypeAlias = list[ScriptCall]
+Members: TypeAlias = list[bytes]
+Heads: TypeAlias = list[tuple[float, bytes, int]]
+
+ADD_WAVE = 25  # add.lua calls per pipeline in add_many (5,000 timers)
+ADD_IN_FLIGHT = 4  # add_many pipelines sent at once
+GET_BATCH = 500  # ids per get.lua call
+RELEASE_LIMIT = 256  # expired leases returned per shard per claim
+PURGE_LIMIT = 256  # done timers past retention deleted per shard per claim, list or stats
+MAX_MS = 2**53  # Lua and sorted-set scores are doubles: integers are exact below this
+_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+
+class RedisStore:
+    """Timers in Redis (standalone or Cluster), shared by any number of workers.
+
+    Args:
+        client: a ``redis.asyncio`` `Redis` or `RedisCluster` with ``decode_responses=False``.
+            Give it socket timeouts: a Redis that stops answering then raises
+            `StoreUnavailable` instead of hanging.
+        prefix: names this store's keys; stores with different prefixes share nothing.
+        shards: the number of virtual shards. Every store on one prefix must use the same.
+        clock: epoch ms for tests; None follows the Redis server's clock (``TIME``), re-measured
+            every `clock_refresh_s`.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        settings: StoreSettings | None = None,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        shards: int = DEFAULT_SHARDS,
+        clock: Callable[[], int] | None = None,
+        clock_refresh_s: float = 60.0,
+        owns_client: bool = False,
+    ) -> None:
+        check_layout(prefix, shards)
+        self.settings = settings or StoreSettings()
+        self.prefix = prefix
+        self.shards = shards
+        self._client = client
+        self._owns_client = owns_client
+        self._keys = [ShardKeys.of(prefix, shard) for shard in range(shards)]
+        self._fixed = [keys.fixed for keys in self._keys]
+        self._scripts = Scripts(client)
+        self._server_clock: ServerClock | None = None
+        self._clock: Callable[[], int]
+        if clock is None:
+            self._server_clock = self._clock = ServerClock(clock_refresh_s)
+        else:
+            self._clock = clock
+        self._seq = SeqSource()
+        self._closed = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        settings: StoreSettings | None = None,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        shards: int = DEFAULT_SHARDS,
+        clock: Callable[[], int] | None = None,
+        clock_refresh_s: float = 60.0,
+        timeout_s: float = 5.0,
+    ) -> RedisStore:
+        """Open a store on ``redis://``, ``rediss://``, ``redis+cluster://`` or ``rediss+cluster://``.
+
+        `timeout_s` bounds connecting and every reply. A standalone client does not retry
+        after a connection error (the script may have run before the connection dropped): the
+        caller gets `StoreUnavailable` and decides. The Cluster client keeps redis-py's retries,
+        which follow a failover; a retried ack may then report `LeaseLost` for its own ack.
+        """
+        check_layout(prefix, shards)  # before a client exists to be closed
+        scheme, sep, rest = url.partition("://")
+        if not sep or scheme not in {"redis", "rediss", *_CLUSTER_SCHEMES}:
+            raise InvalidArgument("url", f"must start with redis:// or redis+cluster://: {url!r}")
+        client: Client
+        if scheme in _CLUSTER_SCHEMES:
+            client = RedisCluster.from_url(
+                f"{_CLUSTER_SCHEMES[scheme]}://{rest}",
+                socket_timeout=timeout_s,
+                socket_connect_timeout=timeout_s,
+            )
+        else:
+            client = Redis.from_url(
+                url,
+                socket_timeout=timeout_s,
+                socket_connect_timeout=timeout_s,
+                retry=Retry(NoBackoff(), 0),
+            )
+        return cls(
+            client,
+            settings,
+            prefix=prefix,
+            shards=shards,
+            clock=clock,
+            clock_refresh_s=clock_refresh_s,
+            owns_client=True,
+        )
+
+    @property
+    def client(self) -> Client:
+        return self._client
+
+    def now_ms(self) -> int:
+        return self._clock()
+
+    def shard_keys(self, shard: int) -> ShardKeys:
+        """The keys of one shard (for tools and tests)."""
+        return self._keys[shard]
+
+    async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
+        (stored,) = await self._add([timer], replace)
+        if isinstance(stored, TimerExists):
+            raise stored
+        return stored
+
+    async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
+        """Add many timers in few round trips; return them as stored, in order.
+
+        Each timer is added atomically, as by `add`, the batch as a whole is not: after a
+        `StoreUnavailable` some may be stored. An id held by a timer with another spec raises
+        `TimerExists` once the rest are stored.
+        """
+        stored = []
+        for result in await self._add(timers, replace):
+            if isinstance(result, TimerExists):
+                raise result
+            stored.append(result)
+        return stored
+
+    async def get(self, timer_id: str) -> Timer | None:
+        self._open()
+        now = await self._now()
+        (raw,) = await self._scripts.run("get", self._fixed_of(timer_id), (now, timer_id))
+        return None if raw == 0 else unpack(timer_id, raw)
+
+    async def cancel(self, timer_id: str) -> bool:
+        self._open()
+        return await self._step("cancel", timer_id)
+
+    async def reschedule(self, timer_id: str, due_ms: int) -> bool:
+        self._open()
+        now = await self._now()
+        check_due(due_ms, now, self.settings)
+        return await self._step("reschedule", timer_id, due_ms, now, self._next_seq())
+
+    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+        self._open()
+        check_claim(limit, lease_ms, self.settings)
+        now = await self._now()
+        horizon_ms = min(horizon_ms, MAX_MS)
+        chosen = await self._choose(queue, horizon_ms, limit, now)
+        if not chosen:
+            return []
+        # lease seqs number the claims in (due, seq) order across shards: the leases are
+        # returned in that order, and come back in it should they expire
+        first = self._seq.take(len(chosen))
+        lease_seqs: dict[int, list[str]] = {}
+        for n, (_, _, shard) in enumerate(chosen):
+            lease_seqs.setdefault(shard, []).append(SeqSource.format(first + n))
+        claim_calls = [
+            self._call("claim", s, (queue, horizon_ms, now, lease_ms, *seqs), queue)
+            for s, seqs in lease_seqs.items()
+        ]
+        claimed = sorted(
+            (seq_of(flat[i + 1]), flat[i], flat[i + 1])
+            for flat in await self._scripts.run_many(claim_calls)
+            for i in range(0, len(flat), 2)
+        )
+        leases = []
+        for _, raw_id, raw in claimed:
+            timer = unpack(raw_id.decode(), raw)
+            leases.append(Lease(timer, timer.attempt, now + lease_ms))
+        return leases
+
+    async def _choose(self, queue: str, horizon_ms: int, limit: int, now: int) -> Heads:
+        """Return (due, member, shard) of the `limit` earliest due timers over all shards.
+
+        Expired leases return to their queues first. Each shard shows a fair share and a
+        margin; a shard all of whose shown timers made the cut shows `limit` in a second round.
+        """
+        asked = dict.fromkeys(range(self.shards), min(limit, -(-2 * limit // self.shards) + 8))
+        shown: dict[int, Members] = {}
+        wanted = list(asked)
+        calls = self._purges(now)
+        released = False
+        while wanted:
+            calls += [
+                self._call("peek", s, (queue, horizon_ms, asked[s], now, RELEASE_LIMIT), queue)
+                for s in wanted
+            ]
+            peeks = (await self._scripts.run_many(calls))[len(calls) - len(wanted) :]
+            calls = []
+            expired = {s: members for s, (members, _) in zip(wanted, peeks, strict=True)}
+            if not released and any(expired.values()):
+                # as in the reference store, they return before anything is claimed (once
+                # per claim: those beyond RELEASE_LIMIT in a shard wait for the next claim)
+                await self._release(now, expired)
+                released = True
+                continue
+            shown.update((s, due) for s, (_, due) in zip(wanted, peeks, strict=True))
+            chosen = heapq.nsmallest(
+                limit,
+                (
+                    (float(due[i + 1]), due[i], shard)
+                    for shard, due in shown.items()
+                    for i in range(0, len(due), 2)
+                ),
+            )
+            taken = Counter(shard for _, _, shard in chosen)
+            wanted = [
+                s
+                for s, due in shown.items()
+                if taken[s] == len(due) // 2 == asked[s] < limit  # it may hold more
+            ]
+            asked.update(dict.fromkeys(wanted, limit))
+        return chosen
+
+    async def ack(self, lease: Lease) -> None:
+        self._open()
+        now = await self._now()
+        await self._settle("ack", lease, now, now + self.settings.retention_ms)
+
+    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+        self._open()
+        now = await self._now()
+        check_due(due_ms, now, self.settings)
+        await self._settle("retry", lease, now, due_ms, self._next_seq(), truncate_error(error))
+
+    async def kill(self, lease: Lease, error: str) -> None:
+        self._open()
+        now = await self._now()
+        await self._settle("kill", lease, now, truncate_error(error))
+
+    async def replay(self, timer_id: str) -> bool:
+        self._open()
+        now = await self._now()
+        return await self._step("replay", timer_id, now, self._next_seq())
+
+    async def list(
+        self, state: State | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page:
+        self._open()
+        check_list(limit)
+        now = await self._now()
+        codes = range(4) if state is None else (state_code(state),)
+        id_calls = [
+            self._call("ids", s, (cursor or "", limit + 1, *codes)) for s in range(self.shards)
+        ]
+        ranges = (await self._scripts.run_many(self._purges(now) + id_calls))[self.shards :]
+        ids = heapq.nsmallest(
+            limit + 1, {i.decode() for found in ranges for state_ids in found for i in state_ids}
+        )
+        page = ids[:limit]
+        by_shard: dict[int, list[str]] = {}
+        for timer_id in page:
+            by_shard.setdefault(shard_of(timer_id, self.shards), []).append(timer_id)
+        batches = [
+            shard_ids[start : start + GET_BATCH]
+            for shard_ids in by_shard.values()
+            for start in range(0, len(shard_ids), GET_BATCH)
+        ]
+        get_calls = [self._call("get", shard_of(b[0], self.shards), (now, *b)) for b in batches]
+        found: dict[str, bytes] = {}
+        for batch, records in zip(batches, await self._scripts.run_many(get_calls), strict=True):
+            found.update((i, raw) for i, raw in zip(batch, records, strict=True) if raw != 0)
+        # a timer gone since the ids were read (or past its retention) is left out of the page
+        timers = [unpack(i, found[i]) for i in page if i in found]
+        return Page(timers, page[-1] if len(ids) > limit else None)
+
+    async def stats(self) -> Stats:
+        self._open()
+        now = await self._now()
+        stats_calls = [self._call("stats", s, (now,)) for s in range(self.shards)]
+        replies = (await self._scripts.run_many(self._purges(now) + stats_calls))[self.shards :]
+        counts = dict.fromkeys(State, 0)
+        dues = []
+        for reply in replies:
+            for state, count in zip(State, reply[:4], strict=True):
+                counts[state] += count
+            if reply[4]:
+                dues.append(int(float(reply[4])))
+        return Stats(counts, min(dues, default=None))
+
+    async def sync_clock(self) -> None:
+        """Measure the server clock's offset now (done lazily and every `clock_refresh_s`)."""
+        if self._server_clock is not None:
+            with unavailable("TIME"):
+                await self._server_clock.sync(self._server_time)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def _add(self, timers: Sequence[Timer], replace: bool) -> Added:
+        self._open()
+        now = await self._now()
+        for timer in timers:
+            check_due(timer.due_ms, now, self.settings)
+        calls = plan(timers, now, self._seq.take(len(timers)), self.shards)
+        # waves of pipelined calls, several in flight so encoding overlaps Redis's work; one
+        # at a time when an id repeats, so that the later add sees the earlier
+        waves = [calls[start : start + ADD_WAVE] for start in range(0, len(calls), ADD_WAVE)]
+        distinct = len({timer.id for timer in timers}) == len(timers)
+        in_flight = ADD_IN_FLIGHT if distinct else 1
+        outcome: Replies = [None] * len(timers)
+
+        async def send(wave: list[AddCall]) -> None:
+            script_calls = [self._call("add", c.shard, (now, int(replace), c.lines)) for c in wave]
+            replies = await self._scripts.run_many(script_calls)
+            for call, reply in zip(wave, replies, strict=True):
+                for n, result in zip(call.positions, reply, strict=True):
+                    outcome[n] = result
+
+        for start in range(0, len(waves), in_flight):
+            await asyncio.gather(*map(send, waves[start : start + in_flight]))
+        results: Added = []
+        for timer, result in zip(timers, outcome, strict=True):
+            if isinstance(result, int):  # stored, with this attempt
+                results.append(as_stored(timer, now, result))
+            else:
+                existing = unpack(timer.id, cast(bytes, result))
+                same = existing.spec() == timer.spec()
+                results.append(existing if same else TimerExists(timer.id))
+        return results
+
+    async def _release(self, now: int, expired: dict[int, Members]) -> None:
+        """Return expired leases to scheduled, numbered in (deadline, lease seq) order."""
+        ordered = sorted(
+            (float(flat[i + 1]), flat[i], shard)
+            for shard, flat in expired.items()
+            for i in range(0, len(flat), 2)
+        )
+        first = self._seq.take(len(ordered))
+        args: dict[int, list[Arg]] = {}
+        for n, (_, member, shard) in enumerate(ordered):
+            args.setdefault(shard, [now]).extend((member.decode(), SeqSource.format(first + n)))
+        await self._scripts.run_many([self._call("release", s, a) for s, a in args.items()])
+
+    async def _settle(self, name: str, lease: Lease, *args: Arg) -> None:
+        if not await self._step(name, lease.timer.id, lease.token, *args):
+            raise LeaseLost(lease.timer.id, lease.token)
+
+    async def _step(self, name: str, timer_id: str, *args: Arg) -> bool:
+        """Run a one-timer transition script; return whether it applied."""
+        reply: int = await self._scripts.run(name, self._fixed_of(timer_id), (timer_id, *args))
+        return reply == 1
+
+    def _fixed_of(self, timer_id: str) -> tuple[str, ...]:
+        return self._fixed[shard_of(timer_id, self.shards)]
+
+    def _call(
+        self, name: str, shard: int, args: Sequence[Arg], queue: str | None = None
+    ) -> ScriptCall:
+        """A call of script `name` on `shard`; with a queue, its bucket index is KEYS[9]."""
+        keys = self._fixed[shard]
+        return (name, keys if queue is None else (*keys, self._keys[shard].index(queue)), args)
+
+    def _purges(self, now: int) -> Calls:
+        return [self._call("purge", s, (now, PURGE_LIMIT)) for s in range(self.shards)]
+
+    def _next_seq(self) -> str:
+        return SeqSource.format(self._seq.take())
+
+    async def _now(self) -> int:
+        if self._server_clock is not None and self._server_clock.stale():
+            await self.sync_clock()
+        return self._clock()
+
+    async def _server_time(self) -> tuple[int, int]:
+        reply: Any = await self._client.time()
+        if isinstance(reply, dict):  # the Cluster client may answer per node
+            reply = next(iter(reply.values()))
+        return int(reply[0]), int(reply[1])
+
+    def _open(self) -> None:
+        if self._closed:
+            raise Closed("store is closed")

@@ -1,0 +1,219 @@
+"""Session fixtures: real ``redis-server`` processes, standalone and a three-master Cluster.
+
+Each server runs on a free loopback port in a temp dir, without persistence, and is stopped by
+its pid. Nothing starts unless a test asks for it. Tests share a server and keep apart by key
+prefix, never by FLUSHALL.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    import redis
+
+START_TIMEOUT_S = 10.0
+
+
+def _binary(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(
+            f"{name} is not on PATH: the Redis tests start real servers "
+            "(install Redis >= 7, e.g. `apt-get install redis-server`)",
+            pytrace=False,
+        )
+    return path
+
+
+def free_port(*, cluster: bool = False) -> int:
+    """Return a loopback port nobody listens on (and, for Cluster, its bus port + 10000)."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port: int = probe.getsockname()[1]
+        if port == 6379 or (cluster and port > 55_535):
+            continue
+        if not cluster or _is_free(port + 10_000):
+            return port
+    raise RuntimeError("no free port pair found")
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+class RedisServer:
+    """One ``redis-server`` process on 127.0.0.1; `restart` keeps its port (not its data)."""
+
+    def __init__(self, directory: Path, *, cluster: bool = False) -> None:
+        self.directory = directory
+        self.cluster = cluster
+        self.port = free_port(cluster=cluster)
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        args = [
+            _binary("redis-server"),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(self.directory),
+            "--logfile", str(self.directory / "redis.log"),
+        ]  # fmt: skip
+        if self.cluster:
+            nodes = self.directory / "nodes.conf"
+            nodes.unlink(missing_ok=True)
+            args += ["--cluster-enabled", "yes", "--cluster-config-file", str(nodes)]
+        self._process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self._answers():
+            if self._process.poll() is not None:
+                error = self._process.stderr.read().decode() if self._process.stderr else ""
+                raise RuntimeError(f"redis-server on {self.port} exited: {error}{self.log()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server on {self.port} did not start: {self.log()}")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        """Terminate the server by pid and wait for it (killing it if it lingers)."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        os.kill(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)
+        if process.stderr is not None:
+            process.stderr.close()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def client(self) -> redis.Redis:
+        """A synchronous client for inspecting the server (INFO, CLUSTER, KEYS)."""
+        import redis  # only the Redis tests need the client library
+
+        return redis.Redis(port=self.port, socket_timeout=5, decode_responses=True)
+
+    def log(self) -> str:
+        path = self.directory / "redis.log"
+        return path.read_text()[-2000:] if path.exists() else ""
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as conn:
+                conn.sendall(b"PING\r\n")
+                return conn.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+
+class RedisClusterProcesses:
+    """Three masters, no replicas, all 16384 slots assigned by ``redis-cli --cluster create``."""
+
+    def __init__(self, directory: Path, masters: int = 3) -> None:
+        self.nodes = [RedisServer(directory / f"node{n}", cluster=True) for n in range(masters)]
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.start()
+        subprocess.run(
+            [
+                _binary("redis-cli"),
+                "--cluster", "create",
+                *(f"127.0.0.1:{node.port}" for node in self.nodes),
+                "--cluster-replicas", "0",
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )  # fmt: skip
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not all(self._ok(node) for node in self.nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError("cluster did not reach cluster_state:ok")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    @staticmethod
+    def _ok(node: RedisServer) -> bool:
+        with node.client() as client:
+            info = client.execute_command("CLUSTER", "INFO")
+        return "cluster_state:ok" in str(info)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A standalone Redis shared by the whole session."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
+    """A three-master Redis Cluster shared by the whole session."""
+    cluster = RedisClusterProcesses(tmp_path_factory.mktemp("redis-cluster"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def start_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], RedisServer]]:
+    """Start private standalone servers (to stop or restart in a test); all stopped after it."""
+    started: list[RedisServer] = []
+
+    def start() -> RedisServer:
+        server = RedisServer(tmp_path_factory.mktemp("redis-own"))
+        started.append(server)
+        server.start()
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.stop()

@@ -1,0 +1,305 @@
+"""The `Store` contract: every backend passes these unchanged (see conftest's BACKENDS)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tickwheel.errors import InvalidArgument, InvalidTimer, LeaseLost, TimerExists
+from tickwheel.model import Callback, RetryPolicy, State, Timer
+from tickwheel.stores import Store
+
+from .conftest import ManualClock
+
+MINUTE = 60_000
+
+
+def timer(clock: ManualClock, delay_ms: int = 1000, **fields: object) -> Timer:
+    return Timer(due_ms=clock.now_ms + delay_ms, **fields)  # type: ignore[arg-type]
+
+
+async def claim_all(store: Store, clock: ManualClock, queue: str = "default") -> list[str]:
+    leases = await store.claim(queue, clock.now_ms, 1000, 30_000)
+    return [lease.timer.id for lease in leases]
+
+
+async def test_add_then_get_returns_the_stored_timer(store: Store, clock: ManualClock) -> None:
+    callback = Callback(url="https://example.com/hook", headers={"X-A": "1"}, body='{"a":1}')
+    added = await store.add(timer(clock, callback=callback, retry=RetryPolicy(max_attempts=3)))
+    got = await store.get(added.id)
+    assert got == added
+    assert got.state is State.SCHEDULED
+    assert got.attempt == 0
+    assert got.created_ms == clock.now_ms
+    assert got.callback == callback
+    assert got.retry.max_attempts == 3
+
+
+async def test_get_unknown_is_none(store: Store) -> None:
+    assert await store.get("nope") is None
+
+
+async def test_payload_round_trips(store: Store, clock: ManualClock) -> None:
+    payload = {"to": "ada@example.com", "n": [1, 2.5, None, "ü"]}
+    added = await store.add(timer(clock, id="mail-1", queue="emails", payload=payload))
+    got = await store.get("mail-1")
+    assert got is not None
+    assert got.payload == payload
+    assert got.queue == "emails"
+    assert added.callback is None
+
+
+async def test_same_id_and_spec_is_idempotent(store: Store, clock: ManualClock) -> None:
+    first = await store.add(timer(clock, id="t1", payload=1))
+    clock.advance(5)
+    again = await store.add(Timer(id="t1", due_ms=first.due_ms, payload=1))
+    assert again == first
+    assert await claim_all(store, clock.__class__(first.due_ms)) == ["t1"]
+
+
+async def test_same_id_other_spec_conflicts(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, id="t1", payload=1))
+    with pytest.raises(TimerExists) as caught:
+        await store.add(timer(clock, id="t1", payload=2))
+    assert caught.value.timer_id == "t1"
+    got = await store.get("t1")
+    assert got is not None
+    assert got.payload == 1
+
+
+async def test_replace_overwrites(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, 1000, id="t1", payload=1))
+    await store.add(timer(clock, 5000, id="t1", payload=2), replace=True)
+    clock.advance(1000)
+    assert await claim_all(store, clock) == []
+    clock.advance(4000)
+    leases = await store.claim("default", clock.now_ms, 10, 1000)
+    assert [(lease.timer.id, lease.timer.payload) for lease in leases] == [("t1", 2)]
+
+
+async def test_re_adding_an_id_never_makes_two_timers(store: Store, clock: ManualClock) -> None:
+    for _ in range(3):
+        await store.add(timer(clock, 100, id="dup"))
+    await store.add(timer(clock, 200, id="dup"), replace=True)
+    clock.advance(MINUTE)
+    assert await claim_all(store, clock) == ["dup"]
+    assert (await store.stats()).counts[State.LEASED] == 1
+
+
+async def test_nothing_is_claimed_before_its_due_ms(store: Store, clock: ManualClock) -> None:
+    added = await store.add(timer(clock, 1234))
+    assert await store.claim("default", added.due_ms - 1, 10, 1000) == []
+    leases = await store.claim("default", added.due_ms, 10, 1000)
+    assert [lease.timer.id for lease in leases] == [added.id]
+
+
+async def test_claim_takes_the_earliest_first_up_to_the_limit(
+    store: Store, clock: ManualClock
+) -> None:
+    for n, delay in enumerate([500, 100, 300, 100, 200]):
+        await store.add(timer(clock, delay, id=f"t{n}"))
+    clock.advance(1000)
+    first = await store.claim("default", clock.now_ms, 3, 1000)
+    assert [lease.timer.id for lease in first] == ["t1", "t3", "t4"]
+    rest = await store.claim("default", clock.now_ms, 10, 1000)
+    assert [lease.timer.id for lease in rest] == ["t2", "t0"]
+
+
+async def test_claim_serves_one_queue(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, 10, id="mail", queue="emails"))
+    await store.add(timer(clock, 10, id="hook"))
+    clock.advance(10)
+    assert await claim_all(store, clock, "emails") == ["mail"]
+    assert await claim_all(store, clock, "other") == []
+    assert await claim_all(store, clock) == ["hook"]
+
+
+async def test_lease_carries_token_and_deadline(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, 0, id="t"))
+    (lease,) = await store.claim("default", clock.now_ms, 10, 5000)
+    assert lease.token == 1
+    assert lease.timer.attempt == 1
+    assert lease.timer.state is State.LEASED
+    assert lease.deadline_ms == clock.now_ms + 5000
+    got = await store.get("t")
+    assert got is not None
+    assert got.state is State.LEASED
+
+
+async def test_seed_flaw_cancel_far_ahead_never_fires(store: Store, clock: ManualClock) -> None:
+    """The seed's 120 s delete-set TTL let a timer cancelled 10 minutes ahead fire anyway."""
+    added = await store.add(timer(clock, 10 * MINUTE))
+    assert await store.cancel(added.id) is True
+    assert await store.cancel(added.id) is False
+    clock.advance(11 * MINUTE)
+    assert await claim_all(store, clock) == []
+    assert await store.get(added.id) is None
+
+
+async def test_cancel_unknown_or_leased_is_false(store: Store, clock: ManualClock) -> None:
+    assert await store.cancel("ghost") is False
+    added = await store.add(timer(clock, 0))
+    await claim_all(store, clock)
+    assert await store.cancel(added.id) is False
+
+
+async def test_seed_flaw_downtime_is_caught_up(store: Store, clock: ManualClock) -> None:
+    """The seed read only the current second: a timer due while nobody claimed was lost."""
+    ids = [(await store.add(timer(clock, delay))).id for delay in (1000, 60_000, 150_000)]
+    clock.advance(3 * MINUTE)
+    assert await claim_all(store, clock) == ids
+
+
+async def test_seed_flaw_unacked_claim_comes_back(store: Store, clock: ManualClock) -> None:
+    """The seed removed a timer before firing it: a crash in between lost it."""
+    added = await store.add(timer(clock, 0))
+    (first,) = await store.claim("default", clock.now_ms, 10, 5000)
+    clock.advance(4999)
+    assert await claim_all(store, clock) == []
+    clock.advance(1)
+    (second,) = await store.claim("default", clock.now_ms, 10, 5000)
+    assert second.timer.id == added.id
+    assert second.token == first.token + 1
+    with pytest.raises(LeaseLost):
+        await store.ack(first)
+    await store.ack(second)
+    got = await store.get(added.id)
+    assert got is not None
+    assert got.state is State.DONE
+
+
+async def test_stale_token_changes_nothing(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, 0, id="t"))
+    (first,) = await store.claim("default", clock.now_ms, 10, 100)
+    clock.advance(100)
+    (second,) = await store.claim("default", clock.now_ms, 10, 100)
+    for settle in (
+        store.ack(first),
+        store.retry(first, clock.now_ms, "late"),
+        store.kill(first, "late"),
+    ):
+        with pytest.raises(LeaseLost):
+            await settle
+    got = await store.get("t")
+    assert got is not None
+    assert (got.state, got.attempt, got.last_error) == (State.LEASED, second.token, None)
+
+
+async def test_settling_twice_is_lease_lost(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, 0))
+    (lease,) = await store.claim("default", clock.now_ms, 10, 1000)
+    await store.ack(lease)
+    with pytest.raises(LeaseLost):
+        await store.ack(lease)
+
+
+async def test_ack_keeps_the_timer_for_the_retention_period(
+    store: Store, clock: ManualClock
+) -> None:
+    added = await store.add(timer(clock, 0))
+    (lease,) = await store.claim("default", clock.now_ms, 10, 1000)
+    await store.ack(lease)
+    clock.advance(59_999)
+    got = await store.get(added.id)
+    assert got is not None
+    assert got.state is State.DONE
+    clock.advance(1)
+    assert await store.get(added.id) is None
+    assert await claim_all(store, clock) == []
+
+
+async def test_retry_schedules_again_with_the_error(store: Store, clock: ManualClock) -> None:
+    added = await store.add(timer(clock, 0))
+    (lease,) = await store.claim("default", clock.now_ms, 10, 1000)
+    await store.retry(lease, clock.now_ms + 5000, "HTTP 503")
+    got = await store.get(added.id)
+    assert got is not None
+    assert (got.state, got.due_ms, got.last_error) == (
+        State.SCHEDULED,
+        clock.now_ms + 5000,
+        "HTTP 503",
+    )
+    clock.advance(4999)
+    assert await claim_all(store, clock) == []
+    clock.advance(1)
+    (again,) = await store.claim("default", clock.now_ms, 10, 1000)
+    assert again.token == 2
+
+
+async def test_kill_then_replay(store: Store, clock: ManualClock) -> None:
+    added = await store.add(timer(clock, 0))
+    (lease,) = await store.claim("default", clock.now_ms, 10, 1000)
+    await store.kill(lease, "HTTP 400")
+    dead = await store.get(added.id)
+    assert dead is not None
+    assert (dead.state, dead.last_error) == (State.DEAD, "HTTP 400")
+    assert await claim_all(store, clock) == []
+    assert (await store.list(State.DEAD)).timers == [dead]
+    clock.advance(10)
+    assert await store.replay(added.id) is True
+    assert await store.replay(added.id) is False
+    assert await claim_all(store, clock) == [added.id]
+
+
+async def test_reschedule_moves_a_scheduled_timer(store: Store, clock: ManualClock) -> None:
+    added = await store.add(timer(clock, 1000))
+    assert await store.reschedule(added.id, clock.now_ms + 9000) is True
+    clock.advance(1000)
+    assert await claim_all(store, clock) == []
+    clock.advance(8000)
+    assert await claim_all(store, clock) == [added.id]
+    assert await store.reschedule(added.id, clock.now_ms) is False
+    assert await store.reschedule("ghost", clock.now_ms) is False
+
+
+async def test_due_beyond_the_horizon_is_refused(store: Store, clock: ManualClock) -> None:
+    horizon = 10 * 365 * 86_400_000
+    with pytest.raises(InvalidTimer) as caught:
+        await store.add(timer(clock, horizon + 1))
+    assert caught.value.argument == "due_ms"
+    await store.add(timer(clock, horizon))
+
+
+async def test_claim_arguments_are_checked(store: Store, clock: ManualClock) -> None:
+    for limit, lease_ms in ((0, 1000), (10, 0)):
+        with pytest.raises(InvalidArgument):
+            await store.claim("default", clock.now_ms, limit, lease_ms)
+
+
+async def test_list_pages_by_id(store: Store, clock: ManualClock) -> None:
+    ids = [f"t{n:02}" for n in range(25)]
+    for timer_id in reversed(ids):
+        await store.add(timer(clock, id=timer_id))
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await store.list(limit=10, cursor=cursor)
+        seen.extend(t.id for t in page.timers)
+        if page.cursor is None:
+            break
+        cursor = page.cursor
+    assert seen == ids
+
+
+async def test_list_filters_by_state(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, 0, id="a"))
+    await store.add(timer(clock, 0, id="b"))
+    await store.add(timer(clock, MINUTE, id="c"))
+    (lease, _) = await store.claim("default", clock.now_ms, 2, 1000)
+    await store.kill(lease, "boom")
+    assert [t.id for t in (await store.list(State.SCHEDULED)).timers] == ["c"]
+    assert [t.id for t in (await store.list(State.LEASED)).timers] == ["b"]
+    assert [t.id for t in (await store.list(State.DEAD)).timers] == ["a"]
+
+
+async def test_stats_counts_states_and_earliest_due(store: Store, clock: ManualClock) -> None:
+    empty = await store.stats()
+    assert sum(empty.counts.values()) == 0
+    assert empty.earliest_due_ms is None
+    await store.add(timer(clock, 0, id="a"))
+    await store.add(timer(clock, 700, id="b"))
+    await store.add(timer(clock, 900, id="c", queue="other"))
+    await store.claim("default", clock.now_ms, 1, 1000)
+    stats = await store.stats()
+    assert stats.counts[State.SCHEDULED] == 2
+    assert stats.counts[State.LEASED] == 1
+    assert stats.earliest_due_ms == clock.now_ms + 700

@@ -1,0 +1,68 @@
+"""`open_store` turns the URLs `tickwheel serve --store` takes into stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tickwheel.errors import InvalidArgument, StoreUnavailable
+from tickwheel.model import Timer
+from tickwheel.stores import MemoryStore, StoreSettings
+from tickwheel.stores.open import open_store
+from tickwheel.stores.sqlite import SqliteStore
+
+
+async def test_memory_url_opens_a_memory_store() -> None:
+    settings = StoreSettings(retention_ms=5)
+    store = open_store("memory://", settings)
+    assert isinstance(store, MemoryStore)
+    assert store.settings is settings
+    await store.close()
+
+
+async def test_sqlite_url_with_three_slashes_is_relative_and_makes_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = open_store("sqlite:///./data/timers.db")
+    assert isinstance(store, SqliteStore)
+    assert (tmp_path / "data").is_dir()
+    await store.add(Timer(id="t", due_ms=0))
+    await store.close()
+    assert (tmp_path / "data" / "timers.db").is_file()
+
+
+async def test_sqlite_url_with_four_slashes_is_absolute(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "timers.db"
+    assert str(path).startswith("/")
+    settings = StoreSettings(retention_ms=5)
+    store = open_store(f"sqlite:///{path}", settings)
+    assert isinstance(store, SqliteStore)
+    assert store.path == path
+    assert store.settings is settings
+    await store.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://localhost/timers",
+        "timers.db",
+        "",
+        "sqlite://",
+        "sqlite:///",
+        "sqlite://host/timers.db",
+        "memory://somewhere",
+    ],
+)
+def test_unknown_or_malformed_urls_are_invalid_arguments(url: str) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        open_store(url)
+    assert caught.value.argument == "url"
+
+
+def test_a_directory_that_cannot_be_made_is_store_unavailable(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(StoreUnavailable):
+        open_store(f"sqlite:///{tmp_path}/file/timers.db")

@@ -1,0 +1,230 @@
+"""What only the SQLite store promises: one file that survives kill -9, shared by processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tickwheel.errors import Closed, LeaseLost, StoreUnavailable
+from tickwheel.model import State, Timer
+from tickwheel.stores import StoreSettings
+from tickwheel.stores import sqlite as sqlite_store
+from tickwheel.stores.sqlite import SqliteStore
+
+from .conftest import ManualClock
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+ADD_THEN_HANG = """
+import asyncio, sys, time
+from tickwheel.model import Timer
+from tickwheel.stores.sqlite import SqliteStore
+
+async def main():
+    store = SqliteStore(sys.argv[1])
+    for n in range(1000):
+        await store.add(Timer(id=f"t{n:04}", due_ms=1_700_000_000_000 + n))
+    print("added", flush=True)
+    time.sleep(60)  # killed here: the store is never closed
+
+asyncio.run(main())
+"""
+
+CLAIM_UNTIL_EMPTY = """
+import asyncio, sys, time
+from tickwheel.stores.sqlite import SqliteStore
+
+async def main():
+    store = SqliteStore(sys.argv[1])
+    await store.stats()  # connected before the start line, so both start claiming together
+    time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+    while leases := await store.claim("default", store.now_ms(), 3, 600_000):
+        print("\\n".join(lease.timer.id for lease in leases))
+    await store.close()
+
+asyncio.run(main())
+"""
+
+
+async def _python(code: str, *args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        code,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
+
+
+async def test_a_killed_process_loses_no_committed_timer(tmp_path: Path) -> None:
+    path = tmp_path / "timers.db"
+    child = await _python(ADD_THEN_HANG, str(path))
+    assert child.stdout is not None
+    line = await asyncio.wait_for(child.stdout.readline(), timeout=30)
+    child.kill()  # SIGKILL: no atexit, no close, no checkpoint
+    assert await child.wait() == -9
+    assert line == b"added\n"
+
+    store = SqliteStore(path)
+    try:
+        assert (await store.stats()).counts[State.SCHEDULED] == 1000
+        page = await store.list(limit=1000)
+        assert [t.id for t in page.timers] == [f"t{n:04}" for n in range(1000)]
+    finally:
+        await store.close()
+
+
+async def test_processes_sharing_a_file_never_claim_one_timer_twice(tmp_path: Path) -> None:
+    path = tmp_path / "timers.db"
+    store = SqliteStore(path)
+    ids = [f"t{n:04}" for n in range(2000)]
+    now = store.now_ms()
+    await asyncio.gather(*(store.add(Timer(id=i, due_ms=now - 1000)) for i in ids))
+
+    start = time.time() + 1.5  # both children past their imports by then
+    children = [await _python(CLAIM_UNTIL_EMPTY, str(path), str(start)) for _ in range(2)]
+    outputs = await asyncio.wait_for(asyncio.gather(*(c.communicate() for c in children)), 60)
+    claimed = []
+    for child, (out, err) in zip(children, outputs, strict=True):
+        assert child.returncode == 0, err.decode()
+        claimed.append(out.decode().split())
+
+    first, second = claimed
+    assert len(first) + len(second) == len(ids)
+    assert sorted(first + second) == ids
+    # each claimed some, or they did not run side by side and the test proved nothing
+    assert first, "the second process claimed everything"
+    assert second, "the first process claimed everything"
+    stats = await store.stats()
+    assert stats.counts[State.LEASED] == len(ids)
+    assert {t.attempt for t in (await store.list(State.LEASED, limit=1000)).timers} == {1}
+    await store.close()
+
+
+async def test_reopening_the_file_keeps_every_state(tmp_path: Path) -> None:
+    path, clock = tmp_path / "timers.db", ManualClock()
+    settings = StoreSettings(retention_ms=60_000)
+    first = SqliteStore(path, settings, clock=clock)
+    for timer_id in "abcd":
+        await first.add(Timer(id=timer_id, due_ms=clock.now_ms, payload={"n": timer_id}))
+    await first.add(Timer(id="e", due_ms=clock.now_ms + 5000))
+    acked, killed, retried, held = await first.claim("default", clock.now_ms, 4, 10_000)
+    await first.ack(acked)
+    await first.kill(killed, "HTTP 400")
+    await first.retry(retried, clock.now_ms + 1000, "HTTP 503")
+    before = (await first.list()).timers
+    await first.close()
+
+    second = SqliteStore(path, settings, clock=clock)
+    try:
+        assert (await second.list()).timers == before
+        assert [t.state for t in before] == [
+            State.DONE,
+            State.DEAD,
+            State.SCHEDULED,
+            State.LEASED,
+            State.SCHEDULED,
+        ]
+        # the lease taken before the restart still expires, and its token goes stale
+        clock.advance(10_000)
+        again = await second.claim("default", clock.now_ms, 10, 10_000)
+        assert [(lease.timer.id, lease.token) for lease in again] == [("d", 2), ("c", 2), ("e", 1)]
+        with pytest.raises(LeaseLost):
+            await second.ack(held)
+        assert await second.replay("b") is True
+        done = await second.get("a")
+        assert done is not None
+        assert done.state is State.DONE
+    finally:
+        await second.close()
+
+
+async def test_construction_does_no_io_and_the_file_is_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "timers.db"
+    store = SqliteStore(path)
+    assert not path.exists()
+    await store.get("x")
+    await store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert conn.execute("PRAGMA user_version").fetchone() == (sqlite_store.SCHEMA_VERSION,)
+    conn.close()
+
+
+async def test_close_is_idempotent_and_final(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "timers.db")
+    await store.add(Timer(id="t", due_ms=0))
+    await store.close()
+    await store.close()
+    with pytest.raises(Closed):
+        await store.get("t")
+    with pytest.raises(Closed):
+        await store.claim("default", 0, 1, 1000)
+
+
+async def test_an_unusable_file_is_store_unavailable(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path)  # a directory
+    with pytest.raises(StoreUnavailable) as caught:
+        await store.get("t")
+    assert isinstance(caught.value.__cause__, sqlite3.Error)
+    await store.close()
+
+
+async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "timers.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    store = SqliteStore(path)
+    with pytest.raises(StoreUnavailable, match="schema version 99"):
+        await store.stats()
+    await store.close()
+
+
+async def test_a_lock_held_too_long_is_store_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 100)
+    path = tmp_path / "timers.db"
+    store = SqliteStore(path)
+    await store.stats()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreUnavailable, match="locked"):
+            await store.add(Timer(due_ms=0))
+        assert (await store.stats()).counts[State.SCHEDULED] == 0  # readers are not blocked
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    await store.add(Timer(due_ms=0))
+    await store.close()
+
+
+async def test_idempotent_add_compares_payloads_as_stored(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "timers.db")
+    first = await store.add(Timer(id="t", due_ms=5, payload={"a": 1, "b": (1, 2)}))
+    again = await store.add(Timer(id="t", due_ms=5, payload={"b": [1, 2], "a": 1}))
+    assert again.payload == {"a": 1, "b": [1, 2]}
+    assert again.created_ms == first.created_ms
+    await store.close()
+
+
+async def test_claim_reads_the_due_index_not_the_table(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "timers.db")
+    await store.stats()
+    await store.close()
+    conn = sqlite3.connect(tmp_path / "timers.db")
+    params = {"queue": "q", "horizon": 1, "limit": 5, "deadline": 1, "now": 1, "seq": 0}
+    plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sqlite_store._CLAIM, params)]
+    conn.close()
+    assert any("USING INDEX timers_due" in step for step in plan), plan
+    assert not any(step.startswith("SCAN timers") for step in plan), plan
