@@ -106,7 +106,8 @@ def test_due_on_an_aligned_level_boundary(level: int) -> None:
     wheel: TimingWheel[str, None] = TimingWheel()
     due = 64**level
     wheel.add("x", due, None)
-    assert wheel.next_due_ms() == due
+    # an upper bucket asks to be woken while it drains, never after the due time
+    assert 0 < wheel.next_due_ms() <= due
     assert wheel.advance(due - 1) == []
     assert wheel.advance(due) == [("x", None)]
 
@@ -200,7 +201,8 @@ def test_cancel_leaves_the_rest_of_the_level_pending() -> None:
     assert wheel.next_due_ms() == 9
     assert wheel.advance(8) == []
     assert wheel.advance(9) == [("b", None)]
-    assert wheel.next_due_ms() == 64 * 9
+    assert 9 < wheel.next_due_ms() <= 64 * 9
+    assert wheel.advance(64 * 9 - 1) == []
     assert wheel.advance(64 * 9) == [("d", None)]
 
 

@@ -1,31 +1,44 @@
-"""Hierarchical hashed timing wheel over integer milliseconds.
+"""Hierarchical hashed timing wheel over integer milliseconds, cascading ahead of time.
 
-The wheel has levels of 64 buckets; level ``L`` spans ``64**(L+1)`` ticks. An entry due at tick
-``t`` lives at the level of the highest 6-bit digit in which ``t`` differs from the current tick,
-in the bucket named by ``t``'s digit there (Varghese & Lauck's scheme 6, with the level chosen by
-``t XOR now`` rather than by the remaining delay). Two facts follow and everything else rests on
-them:
+Time is counted in ticks. Level ``L`` has a ring of 128 buckets, each spanning ``64**L`` ticks:
+two *blocks* of 64 buckets, the block the current tick is in and the next one. An entry due at
+tick ``t`` lives at the lowest level whose block of ``t`` is the current or the next, in bucket
+``(t >> 6L) & 127``. Three facts follow and everything rests on them:
 
-* every entry of level ``L`` is due before every entry of level ``L + 1``, so the earliest
+* every entry of level ``L`` is due after every entry of level ``L - 1``, so the lowest
   non-empty bucket of the lowest non-empty level holds the next due entry;
-* entries with the same due tick always share one bucket, and buckets keep insertion order, so a
-  stable sort by due time yields ``(due_ms, insertion)`` order without a sequence number.
+* entries with the same due tick share one bucket, and buckets keep insertion order, so a stable
+  sort by due time yields ``(due_ms, insertion)`` order without a sequence number;
+* the bucket an entry sits in is a function of its due tick and the current tick, so `cancel`
+  finds it without a stored pointer.
+
+A plain hierarchical wheel re-files a whole upper bucket the moment its time comes: with 100k
+timers due in the next few seconds that is one call of 100 ms while timers are due. Here the
+next block of every level is its own half of the ring, so the upper bucket that feeds it
+(the *source*) can be re-filed a slice per `advance` during the whole current block, and is
+empty by the time any of its entries is due. While a source is being drained, it stays where
+lookups can find it and takes the new entries that belong to it, keeping insertion order.
 
 Per pending entry the wheel holds one slot in a key → due dict and one in its bucket dict: no
-per-entry object, so a million pending timers add nothing for the cyclic garbage collector to walk.
+per-entry object, so a million pending timers add nothing for the cyclic garbage collector.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
+from itertools import islice
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
 _BITS = 6
-_SLOTS = 1 << _BITS
-_DIGIT = _SLOTS - 1
+_RING = 128  # two blocks of 64 buckets per level
+_SLOT = _RING - 1
+_LAST = 63  # the last bucket of a block
+_ALL = (1 << _RING) - 1
+# a source bucket is drained at least this many entries per advance
+_MIN_SLICE = 64
 
 
 class TimingWheel(Generic[K, T]):
@@ -36,7 +49,8 @@ class TimingWheel(Generic[K, T]):
     of ``tick_ms`` at or after its due time, so it is at most ``tick_ms - 1`` ms late.
 
     ``add`` and ``cancel`` are O(1). ``advance`` costs O(levels) plus the non-empty buckets it
-    passes plus the entries it expires or cascades, however far time jumps.
+    passes plus the entries it expires, plus a slice of the upper buckets it re-files ahead of
+    time; a driver that advances every tick never re-files more than a slice at once.
     """
 
     __slots__ = ("_buckets", "_due", "_now", "_occupied", "_overdue", "_tick_ms")
@@ -50,9 +64,9 @@ class TimingWheel(Generic[K, T]):
         self._now = now_ms // tick_ms
         self._due: dict[K, int] = {}
         self._overdue: dict[K, T] = {}
-        # bucket (level, digit) is self._buckets[level << _BITS | digit]
+        # bucket (level, slot) is self._buckets[level << 7 | slot]
         self._buckets: list[dict[K, T]] = []
-        # one bit per bucket that may be non-empty; cancel leaves bits set, scans clear them
+        # one bit per bucket that may be non-empty; removals leave bits set, scans clear them
         self._occupied: list[int] = []
 
     def __len__(self) -> int:
@@ -70,19 +84,30 @@ class TimingWheel(Generic[K, T]):
         """Schedule `value` under `key` for `due_ms`, replacing any entry with that key."""
         due = self._due
         if key in due:
-            self._bucket_of(due[key]).pop(key)
+            del self._bucket_of(key, due[key])[key]
         tick = self._tick_ms
         t = due_ms if tick == 1 else -(-due_ms // tick)
         now = self._now
         if t <= now:
             self._overdue[key] = value
         else:
+            # _level, inlined: add and cancel are the hot path
             level = ((t ^ now).bit_length() - 1) // _BITS
-            if level >= len(self._occupied):
-                self._grow(level)
-            digit = (t >> (level * _BITS)) & _DIGIT
-            self._buckets[level << _BITS | digit][key] = value
-            self._occupied[level] |= 1 << digit
+            shift = level * _BITS
+            while level and (t >> shift) - (now >> shift) <= 1:
+                level -= 1
+                shift -= _BITS
+            if level + 1 >= len(self._occupied):
+                self._grow(level + 1)
+            above = t >> (shift + _BITS)
+            buckets = self._buckets
+            # while the source of the next block drains, new entries join it, behind older ones
+            if above != now >> (shift + _BITS) and buckets[(level + 1) << 7 | above & _SLOT]:
+                buckets[(level + 1) << 7 | above & _SLOT][key] = value
+            else:
+                slot = (t >> shift) & _SLOT
+                buckets[level << 7 | slot][key] = value
+                self._occupied[level] |= 1 << slot
         due[key] = due_ms
 
     def cancel(self, key: K) -> bool:
@@ -90,49 +115,54 @@ class TimingWheel(Generic[K, T]):
         due_ms = self._due.pop(key, None)
         if due_ms is None:
             return False
-        # _bucket_of, inlined: cancel is half of the add+cancel hot path
         tick = self._tick_ms
         t = due_ms if tick == 1 else -(-due_ms // tick)
         now = self._now
         if t <= now:
             del self._overdue[key]
+            return True
+        # _bucket_of, inlined
+        level = ((t ^ now).bit_length() - 1) // _BITS
+        shift = level * _BITS
+        while level and (t >> shift) - (now >> shift) <= 1:
+            level -= 1
+            shift -= _BITS
+        bucket = self._buckets[level << 7 | (t >> shift) & _SLOT]
+        if key in bucket:
+            del bucket[key]
         else:
-            level = ((t ^ now).bit_length() - 1) // _BITS
-            del self._buckets[level << _BITS | (t >> (level * _BITS)) & _DIGIT][key]
+            del self._buckets[(level + 1) << 7 | (t >> (shift + _BITS)) & _SLOT][key]
         return True
 
     def get(self, key: K) -> T | None:
         """Return the value pending under `key`, or None."""
         due_ms = self._due.get(key)
-        return None if due_ms is None else self._bucket_of(due_ms)[key]
+        return None if due_ms is None else self._bucket_of(key, due_ms)[key]
 
     def due_ms(self, key: K) -> int | None:
         """Return when the entry under `key` is due, or None."""
         return self._due.get(key)
 
     def next_due_ms(self) -> int | None:
-        """Return the start of the earliest non-empty bucket, or None when the wheel is empty.
+        """Return when the wheel next needs an `advance`, or None when it is empty.
 
-        A driver may sleep until then: nothing is due sooner. At level 0 that is the exact due
-        tick; higher up it is when the bucket cascades. A value at or before `now_ms` means
-        something is overdue.
+        A driver may sleep until then: nothing is due sooner. It is the exact due tick of the
+        earliest entry at level 0; for an upper bucket, the moment it starts draining into the
+        level below; the next tick while a source is draining; now if something is overdue.
         """
+        now = self._now
         if self._overdue:
-            return self._now * self._tick_ms
-        buckets = self._buckets
-        occupied = self._occupied
-        for level, bits in enumerate(occupied):
-            base = level << _BITS
-            while bits:
-                low = bits & -bits
-                digit = low.bit_length() - 1
-                if buckets[base | digit]:
-                    shift = level * _BITS
-                    start = (self._now >> (shift + _BITS) << (shift + _BITS)) | (digit << shift)
-                    return start * self._tick_ms
-                bits ^= low
-                occupied[level] &= ~low
-        return None
+            return now * self._tick_ms
+        wake = None
+        for level, bits in enumerate(self._occupied):
+            low = self._lowest(level, bits) if bits else None
+            if low is None:
+                continue
+            # an upper bucket drains during the block before its own
+            start = low if level == 0 else max((low - 1) << (level * _BITS), now + 1)
+            if wake is None or start < wake:
+                wake = start
+        return None if wake is None else wake * self._tick_ms
 
     def advance(self, now_ms: int) -> list[tuple[K, T]]:
         """Move time to `now_ms`; remove and return every entry due by then.
@@ -149,84 +179,166 @@ class TimingWheel(Generic[K, T]):
             expired.append((self._overdue, False))
             self._overdue = {}
         if new > old:
+            self._finish_sources(old, new)
             self._now = new
-            top = ((old ^ new).bit_length() - 1) // _BITS
-            levels = self._occupied
-            # idle ticks end here: no bucket at or below the highest changed level
-            if any(levels[: top + 1]) if top else levels and levels[0]:
-                cascade = self._expire_levels(old, new, top, expired)
-                if cascade:
-                    expired.extend(self._replace(cascade, new))
+            refile = self._expire(old, new, expired)
+            late = self._refile(refile, new) if refile else {}
+            if late:
+                # time jumped past a block: re-filed entries interleave with level 0's
+                merged: dict[K, T] = {}
+                for bucket, _ in expired:
+                    merged.update(bucket)
+                merged.update(late)
+                expired = [(merged, False)]
+            self._drain_sources(new)
         if not expired:
             return []
-        return self._drain(expired)
+        return self._flatten(expired)
 
-    def _expire_levels(
-        self, old: int, new: int, top: int, expired: list[tuple[dict[K, T], bool]]
-    ) -> dict[K, T] | None:
-        """Detach the buckets wholly due at `new`; return the bucket that must cascade.
+    def _level(self, t: int, now: int) -> int:
+        """Return the lowest level whose current or next block holds tick `t` (> now)."""
+        level = ((t ^ now).bit_length() - 1) // _BITS
+        # one level lower still works when t is in the next block there (a carry)
+        while level and (t >> (level * _BITS)) - (now >> (level * _BITS)) <= 1:
+            level -= 1
+        if level + 1 >= len(self._occupied):
+            self._grow(level + 1)  # the level above holds this one's draining source
+        return level
 
-        `top` is the highest level whose digit differs between `old` and `new`.
+    def _bucket_of(self, key: K, due_ms: int) -> dict[K, T]:
+        """Return the bucket holding `key`, due at `due_ms`: its own, or its draining source."""
+        tick = self._tick_ms
+        t = due_ms if tick == 1 else -(-due_ms // tick)
+        now = self._now
+        if t <= now:
+            return self._overdue
+        level = self._level(t, now)
+        shift = level * _BITS
+        bucket = self._buckets[level << 7 | (t >> shift) & _SLOT]
+        if key in bucket:
+            return bucket
+        return self._buckets[(level + 1) << 7 | (t >> (shift + _BITS)) & _SLOT]
+
+    def _lowest(self, level: int, bits: int) -> int | None:
+        """Return the lowest bucket number (``t >> 6L``) of a non-empty bucket at `level`."""
+        now = self._now
+        buckets = self._buckets
+        # bucket numbers at this level run from `first` for 128 in ring order
+        first = (now >> (level * _BITS)) + 1
+        turn = first & _SLOT
+        ring = ((bits >> turn) | (bits << (_RING - turn))) & _ALL
+        base = level << 7
+        while ring:
+            low = ring & -ring
+            offset = low.bit_length() - 1
+            if buckets[base | (first + offset) & _SLOT]:
+                return first + offset
+            ring ^= low
+            self._occupied[level] &= ~(1 << ((first + offset) & _SLOT))
+        return None
+
+    def _finish_sources(self, old: int, new: int) -> None:
+        """Drain at once every source whose block the move from `old` to `new` leaves."""
+        for level in reversed(range(len(self._occupied) - 1)):
+            shift = (level + 1) * _BITS
+            if (new >> shift) != (old >> shift) or self._deadline(level, old) <= new:
+                source = self._source(level, old)
+                if source:
+                    self._place_all(list(source.items()), source, old)
+
+    def _drain_sources(self, now: int) -> None:
+        """Re-file a slice of every draining source, enough to finish before its deadline."""
+        for level in reversed(range(len(self._occupied) - 1)):
+            source = self._source(level, now)
+            if not source:
+                continue
+            left = max(self._deadline(level, now) - now, 1)
+            size = max(-(-len(source) // left), _MIN_SLICE)
+            self._place_all(list(islice(source.items(), size)), source, now)
+
+    def _source(self, level: int, now: int) -> dict[K, T]:
+        """Return the upper bucket that feeds the next block of `level`."""
+        shift = (level + 1) * _BITS
+        return self._buckets[(level + 1) << 7 | ((now >> shift) + 1) & _SLOT]
+
+    @staticmethod
+    def _deadline(level: int, now: int) -> int:
+        """Return the tick by which the source of `level` must be drained.
+
+        That is the start of the last bucket of the current block at `level`: from there on
+        the next block of the level below starts to be fed from it.
+        """
+        shift = level * _BITS
+        return (((now >> (shift + _BITS)) << _BITS) | _LAST) << shift
+
+    def _place_all(self, items: list[tuple[K, T]], source: dict[K, T], now: int) -> None:
+        """Move `items` out of `source` into the buckets they belong in at `now`."""
+        for key, value in items:
+            del source[key]
+            self._file(key, value, now)
+
+    def _file(self, key: K, value: T, now: int) -> None:
+        """Put a pending entry (due after `now`) into its own bucket."""
+        due_ms = self._due[key]
+        tick = self._tick_ms
+        t = due_ms if tick == 1 else -(-due_ms // tick)
+        level = self._level(t, now)
+        slot = (t >> (level * _BITS)) & _SLOT
+        self._buckets[level << 7 | slot][key] = value
+        self._occupied[level] |= 1 << slot
+
+    def _expire(
+        self, old: int, new: int, expired: list[tuple[dict[K, T], bool]]
+    ) -> list[dict[K, T]]:
+        """Detach the level-0 buckets due at `new`; return upper buckets the move leaves behind.
+
+        An upper bucket is left behind when its number falls below its level's new range;
+        that happens only when time jumps past a block before the bucket could drain.
         """
         buckets = self._buckets
         occupied = self._occupied
-        single_due_level0 = self._tick_ms == 1
-        cascade = None
-        for level in range(min(top + 1, len(occupied))):
-            bits = occupied[level]
+        ordered = self._tick_ms == 1
+        refile: list[dict[K, T]] = []
+        for level, bits in enumerate(occupied):
             if not bits:
                 continue
-            base = level << _BITS
-            if level < top:
-                # the current tick left this level's whole span: all of it is due
-                hit = bits
-                occupied[level] = 0
-            elif level == 0:
-                # a level-0 bucket holds one tick, so the one at the new digit is due too
-                lo = old & _DIGIT
-                hit = bits & ((2 << (new & _DIGIT)) - (2 << lo))  # digits lo+1 .. hi
-                occupied[0] = bits & ~hit
-            else:
-                shift = level * _BITS
-                lo = (old >> shift) & _DIGIT
-                hi = (new >> shift) & _DIGIT
-                hit = bits & ((1 << hi) - (2 << lo))  # digits lo+1 .. hi-1
-                occupied[level] = bits & ~hit & ~(1 << hi)
-                if bits >> hi & 1:
-                    cascade = buckets[base | hi]
-                    buckets[base | hi] = {}
-            ordered = level == 0 and single_due_level0
-            while hit:
-                low = hit & -hit
-                digit = low.bit_length() - 1
-                bucket = buckets[base | digit]
+            shift = level * _BITS
+            # bucket numbers (t >> shift) that leave this level: lo .. hi
+            lo, hi = (old >> shift) + 1, new >> shift
+            if hi < lo:
+                continue
+            base = level << 7
+            # the level holds numbers from lo on, at most a ring's worth
+            for number in range(lo, min(hi, lo + _SLOT) + 1):
+                slot = number & _SLOT
+                if not bits >> slot & 1:
+                    continue
+                occupied[level] &= ~(1 << slot)
+                bucket = buckets[base | slot]
                 if bucket:
-                    expired.append((bucket, ordered))
-                    buckets[base | digit] = {}
-                hit ^= low
-        return cascade or None
+                    buckets[base | slot] = {}
+                    if level == 0:
+                        expired.append((bucket, ordered))
+                    else:
+                        refile.append(bucket)
+        return refile
 
-    def _replace(self, cascade: dict[K, T], now: int) -> list[tuple[dict[K, T], bool]]:
-        """Re-file a cascading bucket's entries one level down or lower; return those due."""
+    def _refile(self, refile: list[dict[K, T]], now: int) -> dict[K, T]:
+        """File entries of left-behind upper buckets again; return those due at `now`."""
         due = self._due
         tick = self._tick_ms
-        buckets = self._buckets
-        occupied = self._occupied
         now_due: dict[K, T] = {}
-        for key, value in cascade.items():
-            due_ms = due[key]
-            t = due_ms if tick == 1 else -(-due_ms // tick)
-            if t <= now:
-                now_due[key] = value
-                continue
-            level = ((t ^ now).bit_length() - 1) // _BITS
-            digit = (t >> (level * _BITS)) & _DIGIT
-            buckets[level << _BITS | digit][key] = value
-            occupied[level] |= 1 << digit
-        return [(now_due, False)] if now_due else []
+        for bucket in refile:
+            for key, value in bucket.items():
+                due_ms = due[key]
+                if (due_ms if tick == 1 else -(-due_ms // tick)) <= now:
+                    now_due[key] = value
+                else:
+                    self._file(key, value, now)
+        return now_due
 
-    def _drain(self, expired: list[tuple[dict[K, T], bool]]) -> list[tuple[K, T]]:
-        """Flatten detached buckets into (key, value) pairs in due order and forget them."""
+    def _flatten(self, expired: list[tuple[dict[K, T], bool]]) -> list[tuple[K, T]]:
+        """Flatten detached buckets, already in due order between them, and forget them."""
         due = self._due
         out: list[tuple[K, T]] = []
         for bucket, ordered in expired:
@@ -238,17 +350,7 @@ class TimingWheel(Generic[K, T]):
                 del due[key]
         return out
 
-    def _bucket_of(self, due_ms: int) -> dict[K, T]:
-        """Return the bucket an entry due at `due_ms` sits in now."""
-        tick = self._tick_ms
-        t = due_ms if tick == 1 else -(-due_ms // tick)
-        now = self._now
-        if t <= now:
-            return self._overdue
-        level = ((t ^ now).bit_length() - 1) // _BITS
-        return self._buckets[level << _BITS | (t >> (level * _BITS)) & _DIGIT]
-
     def _grow(self, level: int) -> None:
         while len(self._occupied) <= level:
             self._occupied.append(0)
-            self._buckets.extend({} for _ in range(_SLOTS))
+            self._buckets.extend({} for _ in range(_RING))

@@ -65,13 +65,16 @@ class Scheduler(WheelTimers):
         clock = self._clock
         with self._lock:
             while not self._closed:
+                if self._pool.backlogged():
+                    self._pool.nudge()  # the last batch is still waiting: add a thread
                 due = self._wheel.advance(clock.now_ns() // NS_PER_MS)
                 if due:
                     self._pool.submit(handle for _, handle in due)
                 self._wake_at = self._wheel.next_due_ms()
-                if self._wake_at is None:
-                    self._cond.wait()
-                    continue
-                sleep_s = (self._wake_at * NS_PER_MS - clock.now_ns()) / 1e9
+                sleep_s = MAX_SLEEP_S
+                if self._wake_at is not None:
+                    sleep_s = min((self._wake_at * NS_PER_MS - clock.now_ns()) / 1e9, sleep_s)
+                if self._pool.backlogged():
+                    sleep_s = min(sleep_s, CallbackPool.NUDGE_S)
                 if sleep_s > 0:
-                    self._cond.wait(min(sleep_s, MAX_SLEEP_S))
+                    self._cond.wait(sleep_s)

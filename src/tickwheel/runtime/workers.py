@@ -15,11 +15,13 @@ logger = logging.getLogger("tickwheel")
 class CallbackPool:
     """Run handles on up to `size` threads; a slow callback holds up only its own thread.
 
-    Waking a thread costs tens of microseconds, far more than a short callback, so handles go
-    into one shared deque and a single thread is woken per batch. A thread that starts a
-    callback while more are waiting wakes one helper first, so a callback that blocks leaves
-    the rest of its batch to another thread.
+    Waking a thread costs tens of microseconds, far more than a short callback, and every extra
+    runnable thread makes the driver wait longer for the GIL. So handles go into one shared
+    deque and one thread drains it; the driver calls `nudge` a few milliseconds later, which
+    wakes one more thread only if work is still waiting (a callback blocked or the load grew).
     """
+
+    NUDGE_S = 0.002
 
     def __init__(self, size: int, name: str) -> None:
         self._jobs: deque[TimerHandle] = deque()
@@ -35,8 +37,17 @@ class CallbackPool:
             thread.start()
 
     def submit(self, handles: Iterable[TimerHandle]) -> None:
-        """Queue handles to run now, in order."""
+        """Queue handles to run now, in order; wake a thread if none is running."""
         self._jobs.extend(handles)
+        if self._jobs and self._idle == len(self._threads):
+            self._wake_one()
+
+    def backlogged(self) -> bool:
+        """Whether handles are waiting for a thread."""
+        return bool(self._jobs)
+
+    def nudge(self) -> None:
+        """Wake one more thread if handles are still waiting."""
         if self._jobs:
             self._wake_one()
 
@@ -65,8 +76,6 @@ class CallbackPool:
                 if not self._sleep():
                     return
                 continue
-            if jobs and self._idle > self._waking:
-                self._wake_one()  # unlocked peek first: the common case takes no lock
             try:
                 handle.run()
             except Exception:
