@@ -53,7 +53,7 @@ class TimingWheel(Generic[K, T]):
     time; a driver that advances every tick never re-files more than a slice at once.
     """
 
-    __slots__ = ("_buckets", "_due", "_now", "_occupied", "_overdue", "_tick_ms")
+    __slots__ = ("_buckets", "_due", "_now", "_occupied", "_origin", "_overdue", "_tick_ms")
 
     def __init__(self, now_ms: int = 0, tick_ms: int = 1) -> None:
         if tick_ms < 1:
@@ -61,7 +61,9 @@ class TimingWheel(Generic[K, T]):
         if now_ms < 0:
             raise ValueError(f"now_ms: must not be negative, got {now_ms!r}")
         self._tick_ms = tick_ms
-        self._now = now_ms // tick_ms
+        # ticks count from the first one, so that for days they stay one-digit Python ints
+        self._origin = now_ms // tick_ms
+        self._now = 0
         self._due: dict[K, int] = {}
         self._overdue: dict[K, T] = {}
         # bucket (level, slot) is self._buckets[level << 7 | slot]
@@ -78,7 +80,7 @@ class TimingWheel(Generic[K, T]):
     @property
     def now_ms(self) -> int:
         """The time of the last advance, rounded down to a tick."""
-        return self._now * self._tick_ms
+        return (self._now + self._origin) * self._tick_ms
 
     def add(self, key: K, due_ms: int, value: T) -> None:
         """Schedule `value` under `key` for `due_ms`, replacing any entry with that key."""
@@ -86,7 +88,7 @@ class TimingWheel(Generic[K, T]):
         if key in due:
             del self._bucket_of(key, due[key])[key]
         tick = self._tick_ms
-        t = due_ms if tick == 1 else -(-due_ms // tick)
+        t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
         now = self._now
         if t <= now:
             self._overdue[key] = value
@@ -116,7 +118,7 @@ class TimingWheel(Generic[K, T]):
         if due_ms is None:
             return False
         tick = self._tick_ms
-        t = due_ms if tick == 1 else -(-due_ms // tick)
+        t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
         now = self._now
         if t <= now:
             del self._overdue[key]
@@ -127,10 +129,9 @@ class TimingWheel(Generic[K, T]):
         while level and (t >> shift) - (now >> shift) <= 1:
             level -= 1
             shift -= _BITS
-        bucket = self._buckets[level << 7 | (t >> shift) & _SLOT]
-        if key in bucket:
-            del bucket[key]
-        else:
+        try:
+            del self._buckets[level << 7 | (t >> shift) & _SLOT][key]
+        except KeyError:  # still in the draining source of its block
             del self._buckets[(level + 1) << 7 | (t >> (shift + _BITS)) & _SLOT][key]
         return True
 
@@ -152,7 +153,7 @@ class TimingWheel(Generic[K, T]):
         """
         now = self._now
         if self._overdue:
-            return now * self._tick_ms
+            return self.now_ms
         wake = None
         for level, bits in enumerate(self._occupied):
             low = self._lowest(level, bits) if bits else None
@@ -162,7 +163,7 @@ class TimingWheel(Generic[K, T]):
             start = low if level == 0 else max((low - 1) << (level * _BITS), now + 1)
             if wake is None or start < wake:
                 wake = start
-        return None if wake is None else wake * self._tick_ms
+        return None if wake is None else (wake + self._origin) * self._tick_ms
 
     def advance(self, now_ms: int) -> list[tuple[K, T]]:
         """Move time to `now_ms`; remove and return every entry due by then.
@@ -170,7 +171,7 @@ class TimingWheel(Generic[K, T]):
         Entries come in ``(due_ms, insertion)`` order. Time never moves back: an earlier
         `now_ms` only returns what was added overdue.
         """
-        new = now_ms // self._tick_ms
+        new = now_ms // self._tick_ms - self._origin
         old = self._now
         # (bucket, ordered) pairs, already in due order between them; `ordered` is False when
         # the bucket mixes due times and needs a stable sort of its own
@@ -208,7 +209,7 @@ class TimingWheel(Generic[K, T]):
     def _bucket_of(self, key: K, due_ms: int) -> dict[K, T]:
         """Return the bucket holding `key`, due at `due_ms`: its own, or its draining source."""
         tick = self._tick_ms
-        t = due_ms if tick == 1 else -(-due_ms // tick)
+        t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
         now = self._now
         if t <= now:
             return self._overdue
@@ -281,7 +282,7 @@ class TimingWheel(Generic[K, T]):
         """Put a pending entry (due after `now`) into its own bucket."""
         due_ms = self._due[key]
         tick = self._tick_ms
-        t = due_ms if tick == 1 else -(-due_ms // tick)
+        t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
         level = self._level(t, now)
         slot = (t >> (level * _BITS)) & _SLOT
         self._buckets[level << 7 | slot][key] = value
@@ -331,7 +332,7 @@ class TimingWheel(Generic[K, T]):
         for bucket in refile:
             for key, value in bucket.items():
                 due_ms = due[key]
-                if (due_ms if tick == 1 else -(-due_ms // tick)) <= now:
+                if (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin <= now:
                     now_due[key] = value
                 else:
                     self._file(key, value, now)
