@@ -82,7 +82,6 @@ TARGET_SQLITE = 20_000
 START_TIMEOUT_S = 10.0
 
 RAW_DUE = "raw:due"
-RAW_LEASES = "raw:leases"
 RAW_RECORDS = "raw:records"
 # the floor's claim: one zset, due members moved to a lease zset, as the store's claim does
 RAW_CLAIM_LUA = """
@@ -372,16 +371,25 @@ def pct(samples: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-async def sample_calls(call: Callable[[], Awaitable[Any]], calls: int, expect: int) -> list[float]:
-    """Time `calls` awaits of `call()` in ms; check each returned `expect` items."""
-    samples, short = [], 0
-    for _ in range(calls):
-        t0 = time.perf_counter_ns()
-        got = await call()
-        samples.append((time.perf_counter_ns() - t0) / 1e6)
-        short += len(got) != expect
+Call = Callable[[], Awaitable[Any]]
+
+
+async def sample_interleaved(
+    calls: dict[int, Call], rounds: int, expect: int
+) -> dict[int, list[float]]:
+    """Time `rounds` awaits of each call in ms, alternating between them (so a change in the
+    machine's load hits every one alike); warn when a call did not return `expect` items."""
+    samples: dict[int, list[float]] = {key: [] for key in calls}
+    short = 0
+    order = list(calls)
+    for n in range(rounds):
+        for key in order if n % 2 == 0 else reversed(order):
+            t0 = time.perf_counter_ns()
+            got = await calls[key]()
+            samples[key].append((time.perf_counter_ns() - t0) / 1e6)
+            short += len(got) != expect
     if short:
-        progress(f"  warning: {short} of {calls} calls did not return {expect}")
+        progress(f"  warning: {short} calls did not return {expect}")
     return samples
 
 
@@ -443,7 +451,10 @@ async def raw_zadd(client: aredis.Redis, timers: Sequence[Timer], record: str | 
 
 
 async def raw_fill(
-    client: aredis.Redis, timers: Sequence[Timer], record: str | None = None
+    client: aredis.Redis,
+    timers: Sequence[Timer],
+    record: str | None = None,
+    keys: tuple[str, str] = (RAW_DUE, RAW_RECORDS),
 ) -> None:
     """Untimed setup: variadic ZADD (and HSET) of PIPELINE members per command, two pipelines
     of ten commands in flight."""
@@ -453,9 +464,9 @@ async def raw_fill(
         pipe = client.pipeline(transaction=False)
         for first in range(start, min(start + step, len(timers)), PIPELINE):
             chunk = timers[first : first + PIPELINE]
-            pipe.zadd(RAW_DUE, {t.id: t.due_ms for t in chunk})
+            pipe.zadd(keys[0], {t.id: t.due_ms for t in chunk})
             if record is not None:
-                pipe.hset(RAW_RECORDS, mapping=dict.fromkeys((t.id for t in chunk), record))
+                pipe.hset(keys[1], mapping=dict.fromkeys((t.id for t in chunk), record))
         await pipe.execute()
 
     starts = range(0, len(timers), step)
@@ -463,9 +474,10 @@ async def raw_fill(
         await asyncio.gather(*map(send, starts[n : n + 2]))
 
 
-async def raw_claim(script: Any, limit: int) -> list[bytes]:
+async def raw_claim(script: Any, limit: int, due_key: str = RAW_DUE) -> list[bytes]:
     now = wall_ms()
-    ids: list[bytes] = await script(keys=[RAW_DUE, RAW_LEASES], args=[now, limit, now + LEASE_MS])
+    keys = [due_key, f"{due_key}:leases"]
+    ids: list[bytes] = await script(keys=keys, args=[now, limit, now + LEASE_MS])
     return ids
 
 
@@ -474,14 +486,14 @@ async def raw_claim_ack(client: aredis.Redis, script: Any, probe: Probe) -> int:
     done = 0
     while True:
         t0 = time.perf_counter()
-        ids = await raw_claim(script, CLAIM_LIMIT)
+        ids = await raw_claim(script, CLAIM_LIMIT, RAW_DUE)
         t1 = time.perf_counter()
         probe.claim_s += t1 - t0
         if not ids:
             return done
         pipe = client.pipeline(transaction=False)
         for member in ids:
-            pipe.zrem(RAW_LEASES, member)
+            pipe.zrem(f"{RAW_DUE}:leases", member)
         await pipe.execute()
         probe.ack_s += time.perf_counter() - t1
         probe.batches += 1
@@ -553,6 +565,20 @@ def sqlite_raw_fill(path: Path, timers: Sequence[Timer]) -> bool:
         conn.close()
 
 
+def key_kind(key: str) -> str:
+    """Name the kind of a RedisStore key (see tickwheel/stores/redis/keys.py)."""
+    rest = key.split("}:", 1)[-1]
+    if rest == "r":
+        return "records hash (id -> record)"
+    if rest.startswith("s:"):
+        return "state sets (id, score 0)"
+    if rest.startswith("q:") and ":b:" in rest:
+        return "minute buckets (seq+id -> due)"
+    if rest.startswith("q:") and rest.endswith(":i"):
+        return "bucket indexes (minute -> minute)"
+    return f"other ({rest})"
+
+
 def file_size(path: Path) -> int:
     return path.stat().st_size
 
@@ -576,6 +602,7 @@ class Results:
     latency: Lat = field(default_factory=dict)
     sqlite_batched: bool = True
     sqlite_disk: float | None = None
+    kinds: dict[str, list[int]] = field(default_factory=dict)  # key kind -> [keys, bytes]
     notes: list[str] = field(default_factory=list)
     load_note: str = ""
 
@@ -686,53 +713,42 @@ class Bench:
             self.results.notes.append(note)
             progress(f"  warning: {note}")
 
-    async def raw_latency(self, pending: int) -> None:
-        """Latency of the floor's Lua claim (limit 100) with `pending` members already there."""
+    async def memory_by_kind(self) -> dict[str, list[int]]:
+        """MEMORY USAGE (exact: SAMPLES 0) of the store's keys, summed per kind of key."""
+        kinds: dict[str, list[int]] = {}
+        async for key in self.admin.scan_iter(match=f"{{{PREFIX}:*", count=1000):
+            usage = await self.admin.memory_usage(key, samples=0) or 0
+            cell = kinds.setdefault(key_kind(key), [0, 0])
+            cell[0] += 1
+            cell[1] += usage
+        return dict(sorted(kinds.items(), key=lambda item: -item[1][1]))
+
+    async def latency(self, name: str, stores: dict[int, Any], add_due: Call) -> None:
+        """Latency of claim(limit=100) on stores holding 10k and N pending timers, interleaved:
+        first with nothing due, then after `add_due` gave each 100 due timers per call."""
+        progress(f"{name} latency at {' and '.join(f'{p:,}' for p in stores)} pending")
+
+        def claim(store: Any) -> Call:
+            if isinstance(store, str):  # the floor: a zset key
+                return lambda: raw_claim(self.raw_script, LATENCY_LIMIT, store)
+            return lambda: store.claim(QUEUE, store.now_ms(), LATENCY_LIMIT, LEASE_MS)
+
+        calls = {pending: claim(store) for pending, store in stores.items()}
+        for call in calls.values():
+            for _ in range(5):  # warm-up (loads the scripts)
+                await call()
         k, lat = self.sizes.calls, self.results.latency
-        progress(f"redis latency: raw Lua claim at {pending:,} pending")
-        await raw_claim(self.raw_script, LATENCY_LIMIT)  # loads the script
-        lat["raw floor: Lua claim", "nothing due", pending] = await sample_calls(
-            lambda: raw_claim(self.raw_script, LATENCY_LIMIT), k, 0
-        )
-        await raw_fill(self.raw, self.inputs.due[: LATENCY_LIMIT * k])
-        lat["raw floor: Lua claim", "100 due", pending] = await sample_calls(
-            lambda: raw_claim(self.raw_script, LATENCY_LIMIT), k, LATENCY_LIMIT
-        )
+        for pending, samples in (await sample_interleaved(calls, k, 0)).items():
+            lat[name, "nothing due", pending] = samples
+        await add_due()
+        for pending, samples in (await sample_interleaved(calls, k, LATENCY_LIMIT)).items():
+            lat[name, "100 due", pending] = samples
 
-    async def store_latency(self, name: str, store: Any, pending: int) -> None:
-        """Latency of `store.claim(limit=100)`; `pending` not-due timers are already there."""
-        k, lat = self.sizes.calls, self.results.latency
-        progress(f"{name} latency at {pending:,} pending")
-
-        def call() -> Awaitable[Any]:
-            pending: Awaitable[Any] = store.claim(QUEUE, store.now_ms(), LATENCY_LIMIT, LEASE_MS)
-            return pending
-
-        for _ in range(5):  # warm-up
-            await call()
-        lat[name, "nothing due", pending] = await sample_calls(call, k, 0)
-        due = self.inputs.due[: LATENCY_LIMIT * k]
-        if isinstance(store, RedisStore):
-            await add_batched(store, due)
-        elif isinstance(store, SqliteStore):
-            await sqlite_fill(store, due)
-        else:
-            await add_each(store, due, 1)
-        lat[name, "100 due", pending] = await sample_calls(call, k, LATENCY_LIMIT)
-
-    async def redis_small(self) -> None:
-        far = self.inputs.far[:SMALL]
-        await self.flush()
-        await raw_fill(self.raw, far)
-        await self.raw_latency(SMALL)
-        await self.flush()
-        store = self.store()
-        await add_batched(store, far)
-        await self.store_latency("RedisStore", store, SMALL)
-        await store.close()
+    def due_for_latency(self) -> list[Timer]:
+        return self.inputs.due[: LATENCY_LIMIT * self.sizes.calls]
 
     async def redis_large(self) -> None:
-        """Memory per timer at N (floor and store), then latency at N."""
+        """Memory per timer at N (floor and store), then latency at 10k and N pending."""
         n, inputs, mem = self.sizes.pending, self.inputs, self.results.memory
         far = inputs.far[:n]
         await self.flush()
@@ -740,19 +756,18 @@ class Bench:
         progress(f"redis memory: raw ZADD of {n:,}")
         await raw_fill(self.raw, far)
         mem["raw floor: ZADD only (id -> due)"] = (await self.used_memory() - before) / n
-        await self.raw_latency(n)
 
-        await self.flush()
         before = await self.used_memory()
         progress(f"redis memory: raw ZADD + HSET of {n:,}")
-        await raw_fill(self.raw, far, "r" * inputs.record_bytes)
+        keys = ("raw2:due", "raw2:records")
+        await raw_fill(self.raw, far, "r" * inputs.record_bytes, keys)
         mem[f"raw floor: ZADD + HSET {inputs.record_bytes} B record"] = (
             await self.used_memory() - before
         ) / n
+        await self.raw.delete(*keys)  # the ZADD-only zset stays, for the latency phase
 
-        await self.flush()
         warm = self.store()
-        await warm.stats()  # loads the scripts, which FLUSHALL keeps
+        await warm.stats()  # loads the scripts
         await warm.close()
         store = self.store()
         before = await self.used_memory()
@@ -763,9 +778,31 @@ class Bench:
         self.results.schedule[label] = probe.measured
         await store.close()
         mem["RedisStore"] = (await self.used_memory() - before) / n
-        store = self.store()
-        await self.store_latency("RedisStore", store, n)
-        await store.close()
+        progress("redis memory: MEMORY USAGE of the store's keys")
+        self.results.kinds = await self.memory_by_kind()
+
+        # the 10k sets sit beside the N ones (other keys, another prefix) so that both are
+        # measured in alternation
+        small_key = f"{RAW_DUE}:small"
+        await raw_fill(self.raw, far[:SMALL], keys=(small_key, ""))
+        due = self.due_for_latency()
+
+        async def raw_due() -> None:
+            for key in (small_key, RAW_DUE):
+                await raw_fill(self.raw, due, keys=(key, ""))
+
+        await self.latency("raw floor: Lua claim", {SMALL: small_key, n: RAW_DUE}, raw_due)
+        small = RedisStore.from_url(self.url, prefix=f"{PREFIX}-small", shards=self.shards)
+        await add_batched(small, far[:SMALL])
+        big = self.store()
+
+        async def store_due() -> None:
+            for each in (small, big):
+                await add_batched(each, due)
+
+        await self.latency("RedisStore", {SMALL: small, n: big}, store_due)
+        await small.close()
+        await big.close()
         await self.flush()
 
     # -- SQLite and memory ------------------------------------------------------------------
@@ -804,23 +841,11 @@ class Bench:
         self._check_count("SqliteStore", probe.count, s.claim)
         await store.close()
 
-        store = self.sqlite()
-        await sqlite_fill(store, inputs.far[:SMALL])
-        await self.store_latency("SqliteStore", store, SMALL)
-        await store.close()
-
         # N pending: most loaded by a fast untimed path, the last `tail` timed through the
         # store's own INSERT (the batched rate at that size)
         tail = min(s.schedule, s.pending // 2)
-        store = self.sqlite()
-        await store.stats()  # creates the schema
-        await store.close()
         progress(f"sqlite: loading {s.pending - tail:,} (untimed, executemany)")
-        fast = await asyncio.to_thread(sqlite_raw_fill, store.path, inputs.far[: s.pending - tail])
-        store = SqliteStore(store.path)
-        if not fast:
-            self.results.notes.append("SQLite schema changed: the untimed load used add()")
-            await sqlite_fill(store, inputs.far[: s.pending - tail])
+        store = await self.sqlite_loaded(inputs.far[: s.pending - tail])
         label = f"SqliteStore emulated batch, {s.pending - tail:,} -> {s.pending:,} pending"
         progress(f"sqlite schedule: {label}")
         async with self.probe(label, tail, False) as probe:
@@ -829,9 +854,29 @@ class Bench:
             out[label] = probe.measured
         await store.close()  # checkpoints the WAL into the file
         self.results.sqlite_disk = file_size(store.path) / s.pending
-        store = SqliteStore(store.path)
-        await self.store_latency("SqliteStore", store, s.pending)
+        big = SqliteStore(store.path)
+        small = await self.sqlite_loaded(inputs.far[:SMALL])
+        due = self.due_for_latency()
+
+        async def add_due() -> None:
+            for each in (small, big):
+                await sqlite_fill(each, due)
+
+        await self.latency("SqliteStore", {SMALL: small, s.pending: big}, add_due)
+        await small.close()
+        await big.close()
+
+    async def sqlite_loaded(self, timers: Sequence[Timer]) -> SqliteStore:
+        """A new SQLite store holding `timers`, loaded by the fast untimed path if possible."""
+        store = self.sqlite()
+        await store.stats()  # creates the schema
         await store.close()
+        if await asyncio.to_thread(sqlite_raw_fill, store.path, timers):
+            return SqliteStore(store.path)
+        self.results.notes.append("SQLite schema changed: the untimed loads used add()")
+        store = SqliteStore(store.path)
+        await sqlite_fill(store, timers)
+        return store
 
     async def memory_phases(self) -> None:
         s, inputs = self.sizes, self.inputs
@@ -849,13 +894,13 @@ class Bench:
             probe.count = await claim_ack(store, probe)
         self.results.claim["MemoryStore"] = probe.measured
 
-        for pending in (SMALL,):  # at N only the fill would take time: it is a heap
-            store = MemoryStore()
-            progress(f"memory: loading {pending:,}")
-            await add_each(store, inputs.far[:pending], 1)
-            await self.store_latency("MemoryStore", store, pending)
-            del store
-            gc.collect()
+        store = MemoryStore()  # at 10k only: at N only the fill would take time (a heap)
+        await add_each(store, inputs.far[:SMALL], 1)
+
+        async def add_due() -> None:
+            await add_each(store, self.due_for_latency(), 1)
+
+        await self.latency("MemoryStore", {SMALL: store}, add_due)
 
     # -- profiling --------------------------------------------------------------------------
 
@@ -1130,6 +1175,28 @@ def memory_table(r: Results, inputs: Inputs, n: int, spread_ms: int, shards: int
     return table
 
 
+def kinds_table(r: Results, n: int) -> Table:
+    table = Table(
+        f"RedisStore memory by kind of key (N={n:,})",
+        ["kind", "keys", "MB", "bytes/timer", "share"],
+    )
+    total = sum(usage for _, usage in r.kinds.values()) or 1
+    for kind, (keys, usage) in r.kinds.items():
+        table.rows.append(
+            [kind, f"{keys:,}", f"{usage / 1e6:.1f}", f"{usage / n:.0f}", f"{usage / total:.0%}"]
+        )
+    delta = r.memory.get("RedisStore")
+    table.notes = [
+        f"MEMORY USAGE <key> SAMPLES 0 summed per kind: {total / n:.0f} bytes/timer in all"
+        + (
+            f", against {delta:.0f} from used_memory (the rest is keyspace overhead)"
+            if delta
+            else ""
+        )
+    ]
+    return table
+
+
 def latency_table(r: Results, n: int, calls: int) -> Table:
     table = Table(
         f"Claim latency, ms per claim(limit={LATENCY_LIMIT}) ({calls} calls per cell)",
@@ -1167,7 +1234,9 @@ def latency_table(r: Results, n: int, calls: int) -> Table:
     table.notes = [
         f"pending timers are not due (an hour or more ahead); '100' means {LATENCY_LIMIT} due "
         "timers were added beforehand for every call, so each call leases 100 (not acked)",
-        f"flat = p50 ratio <= {FLAT_LIMIT} (this bench's reading of 'must stay flat')",
+        f"flat = p50 ratio <= {FLAT_LIMIT} (this bench's reading of 'must stay flat'); the 10k "
+        "and N stores (Redis: two prefixes or keys on one server; SQLite: two files) are called "
+        "in alternation, so a change in the machine's load hits both columns alike",
         "RedisStore's claim is one pipeline of purge + peek per shard, then one claim script "
         "per shard holding due timers; the floor is one Lua call on one zset",
         "MemoryStore is measured at 10k only (a heap in this process; filling it to N would "
@@ -1179,7 +1248,7 @@ def latency_table(r: Results, n: int, calls: int) -> Table:
 
 def server_table(r: Results) -> Table:
     table = Table(
-        "Where the time goes (Redis runs)",
+        "Where the time goes (CPU per run; the Redis columns from INFO)",
         [
             "run",
             "timers",
@@ -1207,10 +1276,10 @@ def server_table(r: Results) -> Table:
                 f"{m.count:,}",
                 f"{m.seconds:.2f}",
                 f"{m.client_cpu_s / m.seconds:.0%}",
-                f"{(m.server_cpu_s or 0) / m.seconds:.0%}",
+                "—" if m.server_cpu_s is None else f"{m.server_cpu_s / m.seconds:.0%}",
                 f"{evalsha[0]:,}" if evalsha else "—",
                 f"{evalsha[1] / evalsha[0]:.0f}" if evalsha else "—",
-                f"{server_usec / max(m.count, 1):.1f}",
+                "—" if m.server_cpu_s is None else f"{server_usec / max(m.count, 1):.1f}",
                 ", ".join(f"{name} {usec / max(m.count, 1):.1f}" for usec, name in inner),
             ]
         )
@@ -1342,8 +1411,8 @@ def sizes_for(args: argparse.Namespace) -> Sizes:
     else:
         sizes = Sizes(pending=1_000_000, schedule=100_000, single=5_000, claim=20_000, calls=200)
     if args.timers is not None:
-        if args.timers < SMALL:
-            raise SystemExit(f"--timers must be at least {SMALL:,}")
+        if args.timers <= SMALL:
+            raise SystemExit(f"--timers must be more than {SMALL:,} (the small latency point)")
         sizes.pending = args.timers
     return sizes
 
@@ -1382,8 +1451,7 @@ async def run(args: argparse.Namespace, server: OwnRedis, tables: list[Table]) -
         for name, phase in (
             ("redis schedule", bench.redis_schedule),
             ("redis claim+ack", bench.redis_claim),
-            ("redis 10k pending", bench.redis_small),
-            ("redis N pending", bench.redis_large),
+            ("redis memory, latency", bench.redis_large),
             ("sqlite", bench.sqlite_phases),
             ("memory", bench.memory_phases),
         ):
@@ -1396,6 +1464,8 @@ async def run(args: argparse.Namespace, server: OwnRedis, tables: list[Table]) -
         emit(schedule_table(r, inputs), tables)
         emit(claim_table(r), tables)
         emit(memory_table(r, inputs, sizes.pending, spread_ms, args.shards), tables)
+        if r.kinds:
+            emit(kinds_table(r, sizes.pending), tables)
         emit(latency_table(r, sizes.pending, sizes.calls), tables)
         emit(server_table(r), tables)
         if args.profile:
@@ -1427,9 +1497,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         emit(machine, tables)
         asyncio.run(run(args, server, tables))
         busy = whole.other()
+    except KeyboardInterrupt:
+        busy = math.nan
     finally:
         server.stop()
         shutil.rmtree(directory, ignore_errors=True)
+    if math.isnan(busy):
+        progress("interrupted; our redis-server is stopped and its temp dir removed")
+        raise SystemExit(130)
     elapsed = time.monotonic() - start_s
     summary = (
         f"run took {elapsed:.0f} s; other processes (not this one nor its redis-server) kept "

@@ -53,7 +53,16 @@ class TimingWheel(Generic[K, T]):
     time; a driver that advances every tick never re-files more than a slice at once.
     """
 
-    __slots__ = ("_buckets", "_due", "_now", "_occupied", "_origin", "_overdue", "_tick_ms")
+    __slots__ = (
+        "_buckets",
+        "_draining",
+        "_due",
+        "_now",
+        "_occupied",
+        "_origin",
+        "_overdue",
+        "_tick_ms",
+    )
 
     def __init__(self, now_ms: int = 0, tick_ms: int = 1) -> None:
         if tick_ms < 1:
@@ -70,6 +79,8 @@ class TimingWheel(Generic[K, T]):
         self._buckets: list[dict[K, T]] = []
         # one bit per bucket that may be non-empty; removals leave bits set, scans clear them
         self._occupied: list[int] = []
+        # one bit per level whose source (the upper bucket feeding its next block) is draining
+        self._draining = 0
 
     def __len__(self) -> int:
         return len(self._due)
@@ -180,10 +191,15 @@ class TimingWheel(Generic[K, T]):
             expired.append((self._overdue, False))
             self._overdue = {}
         if new > old:
-            self._finish_sources(old, new)
+            # the highest level whose bucket number changes; blocks change below it
+            top = ((old ^ new).bit_length() - 1) // _BITS
+            if self._draining:
+                self._finish_sources(old, new, top)
             self._now = new
-            refile = self._expire(old, new, expired)
-            late = self._refile(refile, new) if refile else {}
+            levels = self._occupied
+            # idle ticks skip this: no bucket at or below the highest changed level
+            refile = self._expire(old, new, top, expired) if any(levels[: top + 1]) else None
+            late = self._refile(refile, new) if refile else None
             if late:
                 # time jumped past a block: re-filed entries interleave with level 0's
                 merged: dict[K, T] = {}
@@ -191,7 +207,11 @@ class TimingWheel(Generic[K, T]):
                     merged.update(bucket)
                 merged.update(late)
                 expired = [(merged, False)]
-            self._drain_sources(new)
+            for level in range(min(top, len(levels) - 1)):
+                if self._source(level, new):
+                    self._draining |= 1 << level
+            if self._draining:
+                self._drain_sources(new)
         if not expired:
             return []
         return self._flatten(expired)
@@ -238,24 +258,25 @@ class TimingWheel(Generic[K, T]):
             self._occupied[level] &= ~(1 << ((first + offset) & _SLOT))
         return None
 
-    def _finish_sources(self, old: int, new: int) -> None:
-        """Drain at once every source whose block the move from `old` to `new` leaves."""
+    def _finish_sources(self, old: int, new: int, top: int) -> None:
+        """Drain at once every source whose block ends, or whose deadline passes, by `new`."""
         for level in reversed(range(len(self._occupied) - 1)):
-            shift = (level + 1) * _BITS
-            if (new >> shift) != (old >> shift) or self._deadline(level, old) <= new:
+            if self._draining >> level & 1 and (level < top or self._deadline(level, old) <= new):
                 source = self._source(level, old)
-                if source:
-                    self._place_all(list(source.items()), source, old)
+                self._place_all(list(source.items()), source, old)
+                self._draining &= ~(1 << level)
 
     def _drain_sources(self, now: int) -> None:
         """Re-file a slice of every draining source, enough to finish before its deadline."""
         for level in reversed(range(len(self._occupied) - 1)):
-            source = self._source(level, now)
-            if not source:
+            if not self._draining >> level & 1:
                 continue
+            source = self._source(level, now)
             left = max(self._deadline(level, now) - now, 1)
             size = max(-(-len(source) // left), _MIN_SLICE)
             self._place_all(list(islice(source.items(), size)), source, now)
+            if not source:
+                self._draining &= ~(1 << level)
 
     def _source(self, level: int, now: int) -> dict[K, T]:
         """Return the upper bucket that feeds the next block of `level`."""
@@ -289,7 +310,7 @@ class TimingWheel(Generic[K, T]):
         self._occupied[level] |= 1 << slot
 
     def _expire(
-        self, old: int, new: int, expired: list[tuple[dict[K, T], bool]]
+        self, old: int, new: int, top: int, expired: list[tuple[dict[K, T], bool]]
     ) -> list[dict[K, T]]:
         """Detach the level-0 buckets due at `new`; return upper buckets the move leaves behind.
 
@@ -300,7 +321,8 @@ class TimingWheel(Generic[K, T]):
         occupied = self._occupied
         ordered = self._tick_ms == 1
         refile: list[dict[K, T]] = []
-        for level, bits in enumerate(occupied):
+        for level in range(min(top + 1, len(occupied))):
+            bits = occupied[level]
             if not bits:
                 continue
             shift = level * _BITS
