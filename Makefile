@@ -31,8 +31,9 @@ test: setup redis-server lint
 run: setup
 	$(BIN)/python examples/countdown.py
 
-bench: setup
+bench: setup redis-server
 	$(BIN)/python bench/inproc.py
+	$(BIN)/python bench/stores.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
