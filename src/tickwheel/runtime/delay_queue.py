@@ -38,6 +38,7 @@ class _Delayed(ABC, Generic[T]):
         # waits and wake-ups go through the condition; plain `with self._lock` is cheaper
         self._cond = threading.Condition(self._lock)
         self._closed = False
+        self._unwatch = self._clock.watch(self._on_clock_jump)
 
     def __len__(self) -> int:
         """Count the items held, due or not."""
@@ -82,6 +83,29 @@ class _Delayed(ABC, Generic[T]):
                 self._wake_getter()
         return moved
 
+    def get_nowait(self) -> T:
+        """Remove and return a due item, or raise `queue.Empty`."""
+        with self._lock:
+            taken = self._take()
+        if not taken:
+            raise queue.Empty
+        return taken[0]
+
+    def close(self) -> list[T]:
+        """Refuse further puts, wake every waiting `get` with `Closed`; return items still held."""
+        left = self._close()
+        self._unwatch()
+        self._wake_all()
+        return left
+
+    @abstractmethod
+    def _wake_all(self) -> None:
+        """Wake every waiting getter, so each re-checks the queue."""
+
+    @abstractmethod
+    def _on_clock_jump(self) -> None:
+        """Wake every waiting getter after the clock jumped; may run on another thread."""
+
     @abstractmethod
     def _wake_getter(self) -> None:
         """Tell one waiting getter that the earliest item changed; called with the lock held."""
@@ -120,7 +144,6 @@ class DelayQueue(_Delayed[T]):
     def __init__(self, *, clock: Clock | None = None) -> None:
         super().__init__(clock)
         self._waiting = 0
-        self._unwatch = self._clock.watch(self._wake_all)
 
     def _wake_getter(self) -> None:
         if self._waiting:
@@ -154,24 +177,12 @@ class DelayQueue(_Delayed[T]):
                 finally:
                     self._waiting -= 1
 
-    def get_nowait(self) -> T:
-        """Remove and return a due item, or raise `queue.Empty`."""
-        with self._lock:
-            taken = self._take()
-        if not taken:
-            raise queue.Empty
-        return taken[0]
-
-    def close(self) -> list[T]:
-        """Refuse further puts, wake every waiting `get` with `Closed`; return items still held."""
-        left = self._close()
-        self._unwatch()
-        self._wake_all()
-        return left
-
     def _wake_all(self) -> None:
         with self._lock:
             self._cond.notify_all()
+
+    def _on_clock_jump(self) -> None:
+        self._wake_all()
 
 
 class AsyncDelayQueue(_Delayed[T]):
@@ -184,7 +195,6 @@ class AsyncDelayQueue(_Delayed[T]):
         super().__init__(clock)
         self._loop = asyncio.get_running_loop()
         self._getters: deque[asyncio.Future[None]] = deque()
-        self._unwatch = self._clock.watch(self._wake_all_threadsafe)
 
     def _wake_getter(self) -> None:
         self._wake_one()
@@ -214,21 +224,6 @@ class AsyncDelayQueue(_Delayed[T]):
                 if waiter in self._getters:
                     self._getters.remove(waiter)
 
-    def get_nowait(self) -> T:
-        """Remove and return a due item, or raise `queue.Empty`."""
-        with self._lock:
-            taken = self._take()
-        if not taken:
-            raise queue.Empty
-        return taken[0]
-
-    def close(self) -> list[T]:
-        """Refuse further puts, wake every waiting `get` with `Closed`; return items still held."""
-        left = self._close()
-        self._unwatch()
-        self._wake_all()
-        return left
-
     def __aiter__(self) -> AsyncDelayQueue[T]:
         return self
 
@@ -249,7 +244,7 @@ class AsyncDelayQueue(_Delayed[T]):
         while self._getters:
             _settle(self._getters.popleft())
 
-    def _wake_all_threadsafe(self) -> None:
+    def _on_clock_jump(self) -> None:
         self._loop.call_soon_threadsafe(self._wake_all)
 
 
