@@ -14,6 +14,9 @@ from tickwheel.runtime.timers import WheelTimers
 
 logger = logging.getLogger("tickwheel")
 
+# how long before a due time the scheduler stops sleeping and checks on every loop iteration
+SPIN_S = 0.001
+
 
 class AsyncScheduler(WheelTimers):
     """Run plain callables and coroutine functions at their due time on the running loop.
@@ -26,7 +29,7 @@ class AsyncScheduler(WheelTimers):
     def __init__(self, *, clock: Clock | None = None, tick_ms: int = 1) -> None:
         super().__init__(clock, tick_ms)
         self._loop = asyncio.get_running_loop()
-        self._alarm: asyncio.TimerHandle | None = None
+        self._alarm: asyncio.Handle | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
         self._unwatch = self._clock.watch(self._wake)
 
@@ -63,7 +66,12 @@ class AsyncScheduler(WheelTimers):
             self._alarm.cancel()
         self._wake_at = due_ms
         sleep_s = (due_ms * NS_PER_MS - self._clock.now_ns()) / 1e9
-        self._alarm = self._loop.call_later(min(max(sleep_s, 0.0), MAX_SLEEP_S), self._fire)
+        if sleep_s < SPIN_S:
+            # the selector rounds sleeps up to whole ms: for the last stretch, poll each loop turn
+            self._alarm = self._loop.call_soon(self._fire)
+        else:
+            sleep_s = min(max(sleep_s - SPIN_S, SPIN_S), MAX_SLEEP_S)
+            self._alarm = self._loop.call_later(sleep_s, self._fire)
 
     def _wake(self) -> None:
         self._loop.call_soon_threadsafe(self._fire)
