@@ -1,7 +1,8 @@
-"""Compact JSON encoding of a timer, shared by the SQLite and Redis stores.
+"""Compact JSON encoding of a timer's spec, shared by the SQLite and Redis stores.
 
-A record is a JSON array, not an object: field names would be repeated in every one of a million
-records. Defaults (no callback headers, the default retry policy) are stored as null.
+The spec (callback, payload, retry policy) is a JSON array, not an object: field names would be
+repeated in every one of a million records. Defaults (no headers, the default retry policy) are
+stored as null. Decoding trusts the stored text: it was validated on the way in.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tickwheel.model import DEFAULT_RETRY, Callback, RetryPolicy, State, Timer
+from tickwheel.model import DEFAULT_RETRY, Callback, RetryPolicy, State, Timer, restore
 
 _STATES = tuple(State)
 _STATE_CODE = {state: code for code, state in enumerate(_STATES)}
@@ -38,46 +39,6 @@ def decode_spec(spec: str | bytes) -> tuple[Callback | None, Any, RetryPolicy]:
     return _decode_callback(callback), payload, _decode_retry(retry)
 
 
-def encode(timer: Timer) -> str:
-    """Encode the whole timer as one string (the Redis record)."""
-    return json.dumps(
-        [
-            timer.queue,
-            timer.due_ms,
-            _STATE_CODE[timer.state],
-            timer.attempt,
-            timer.created_ms,
-            timer.updated_ms,
-            timer.last_error,
-            _callback(timer.callback),
-            timer.payload,
-            _retry(timer.retry),
-        ],
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-
-
-def decode(timer_id: str, record: str | bytes) -> Timer:
-    """Rebuild a timer from `encode`'s output."""
-    queue, due_ms, state, attempt, created, updated, error, callback, payload, retry = json.loads(
-        record
-    )
-    return Timer(
-        id=timer_id,
-        due_ms=due_ms,
-        queue=queue,
-        callback=_decode_callback(callback),
-        payload=payload,
-        retry=_decode_retry(retry),
-        attempt=attempt,
-        state=_STATES[state],
-        created_ms=created,
-        updated_ms=updated,
-        last_error=error,
-    )
-
-
 _RETRY_FIELDS = ("max_attempts", "min_backoff_s", "max_backoff_s", "timeout_s", "max_retry_s")
 
 
@@ -91,7 +52,7 @@ def _decode_callback(fields: list[Any] | None) -> Callback | None:
     if fields is None:
         return None
     url, method, headers, body = fields
-    return Callback(url=url, method=method, headers=headers or {}, body=body)
+    return restore(Callback, url=url, method=method, headers=headers or {}, body=body)
 
 
 def _retry(retry: RetryPolicy) -> list[Any] | None:
@@ -103,4 +64,4 @@ def _retry(retry: RetryPolicy) -> list[Any] | None:
 def _decode_retry(fields: list[Any] | None) -> RetryPolicy:
     if fields is None:
         return DEFAULT_RETRY
-    return RetryPolicy(**dict(zip(_RETRY_FIELDS, fields, strict=True)))
+    return restore(RetryPolicy, **dict(zip(_RETRY_FIELDS, fields, strict=True)))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tickwheel.errors import Closed, LeaseLost, StoreUnavailable, TimerExists
-from tickwheel.model import State, Timer, truncate_error
+from tickwheel.model import State, Timer, restore, truncate_error
 from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
 from tickwheel.stores.checks import check_claim, check_due, check_list
 from tickwheel.stores.codec import decode_spec, encode_spec, state_code, state_of
@@ -110,7 +110,8 @@ def _wall_ms() -> int:
 def _timer(row: Row) -> Timer:
     timer_id, queue, state, due_ms, attempt, created_ms, updated_ms, last_error, spec = row
     callback, payload, retry = decode_spec(spec)
-    return Timer(
+    return restore(
+        Timer,
         id=timer_id,
         due_ms=due_ms,
         queue=queue,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tickwheel.model import State, Timer
+from tickwheel.model import State, Timer, restore
 from tickwheel.stores.codec import encode_spec
 from tickwheel.stores.redis.keys import shard_of
 from tickwheel.stores.redis.record import SeqSource, pack_new
@@ -65,13 +65,13 @@ def as_stored(timer: Timer, now_ms: int, attempt: int) -> Timer:
     This is `Timer.evolve` without validating again the fields the caller's timer already
     passed: that validation took a quarter of add_many's time.
     """
-    stored = object.__new__(Timer)
-    set_field = object.__setattr__
-    for name in _KEPT:
-        set_field(stored, name, getattr(timer, name))
-    set_field(stored, "attempt", attempt)
-    set_field(stored, "state", State.SCHEDULED)
-    set_field(stored, "created_ms", now_ms)
-    set_field(stored, "updated_ms", now_ms)
-    set_field(stored, "last_error", None)
-    return stored
+    kept = {name: getattr(timer, name) for name in _KEPT}
+    return restore(
+        Timer,
+        **kept,
+        attempt=attempt,
+        state=State.SCHEDULED,
+        created_ms=now_ms,
+        updated_ms=now_ms,
+        last_error=None,
+    )

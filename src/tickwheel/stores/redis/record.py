@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from tickwheel.model import Timer
+from tickwheel.model import Timer, restore
 from tickwheel.stores.codec import decode_spec, state_of
 
 SEQ_DIGITS = 14
@@ -36,7 +36,8 @@ def unpack(timer_id: str, raw: bytes) -> Timer:
         size = int(error_bytes)
         error, rest = rest[:size].decode(), rest[size:]
     callback, payload, retry = decode_spec(rest)
-    return Timer(
+    return restore(
+        Timer,
         id=timer_id,
         due_ms=int(due),
         queue=queue.decode(),
