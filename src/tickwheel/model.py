@@ -149,6 +149,9 @@ class RetryPolicy:
 
 DEFAULT_RETRY = RetryPolicy()
 
+# what the caller asked for; the other Timer fields are the store's bookkeeping
+_SPEC_FIELDS = ("id", "due_ms", "queue", "callback", "payload", "retry")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Timer:
@@ -209,6 +212,19 @@ def restore(cls: type[R], **fields: Any) -> R:
     for name, value in fields.items():
         object.__setattr__(record, name, value)
     return record
+
+
+def as_scheduled(timer: Timer, now_ms: int, attempt: int = 0) -> Timer:
+    """Return `timer` as a store keeps it once scheduled at `now_ms`, without validating again."""
+    return restore(
+        Timer,
+        **{name: getattr(timer, name) for name in _SPEC_FIELDS},
+        attempt=attempt,
+        state=State.SCHEDULED,
+        created_ms=now_ms,
+        updated_ms=now_ms,
+        last_error=None,
+    )
 
 
 def new_id(now_ms: int | None = None) -> str:

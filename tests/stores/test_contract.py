@@ -303,3 +303,26 @@ async def test_stats_counts_states_and_earliest_due(store: Store, clock: ManualC
     assert stats.counts[State.SCHEDULED] == 2
     assert stats.counts[State.LEASED] == 1
     assert stats.earliest_due_ms == clock.now_ms + 700
+
+
+async def test_add_many_stores_all_in_order(store: Store, clock: ManualClock) -> None:
+    timers = [timer(clock, 100 + n % 7, id=f"m{n:04}") for n in range(2500)]
+    stored = await store.add_many(timers)
+    assert [t.id for t in stored] == [t.id for t in timers]
+    assert all(t.state is State.SCHEDULED and t.created_ms == clock.now_ms for t in stored)
+    assert await store.add_many(timers[:10]) == stored[:10]  # idempotent repeat
+    clock.advance(200)
+    leases = await store.claim("default", clock.now_ms, 3000, 1000)
+    assert sorted(lease.timer.id for lease in leases) == [t.id for t in timers]
+
+
+async def test_add_many_conflict_stores_the_rest(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, id="taken", payload=1))
+    batch = [timer(clock, id="a"), timer(clock, id="taken", payload=2), timer(clock, id="b")]
+    with pytest.raises(TimerExists):
+        await store.add_many(batch)
+    assert await store.get("a") is not None
+    assert await store.get("b") is not None
+    taken = await store.get("taken")
+    assert taken is not None
+    assert taken.payload == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -69,6 +70,14 @@ class Store(Protocol):
 
         The same id with the same spec returns the stored timer (idempotent); another spec
         raises `TimerExists` unless `replace`.
+        """
+        ...
+
+    async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
+        """Add many timers in few round trips or transactions; return them as stored, in order.
+
+        Each timer is added as by `add`; the batch as a whole is not atomic. An id held by a
+        timer with another spec raises `TimerExists` once the rest are stored.
         """
         ...
 

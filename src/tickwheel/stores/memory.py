@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from tickwheel.core import DelayHeap
 from tickwheel.errors import Closed, LeaseLost, TimerExists
-from tickwheel.model import State, Timer, truncate_error
+from tickwheel.model import State, Timer, as_scheduled, truncate_error
 from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
 from tickwheel.stores.checks import check_claim, check_due, check_list
 
@@ -48,10 +48,20 @@ class MemoryStore:
             # the attempt (the lease token) carries over: a lease on the replaced timer must
             # never match a claim of the new one
             attempt = existing.attempt
-        stored = timer.evolve(
-            state=State.SCHEDULED, attempt=attempt, created_ms=now, updated_ms=now, last_error=None
-        )
+        stored = as_scheduled(timer, now, attempt)
         self._schedule(stored)
+        return stored
+
+    async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
+        stored = []
+        conflicts = []
+        for timer in timers:
+            try:
+                stored.append(await self.add(timer, replace=replace))
+            except TimerExists as conflict:
+                conflicts.append(conflict)
+        if conflicts:
+            raise conflicts[0]
         return stored
 
     async def get(self, timer_id: str) -> Timer | None:

@@ -17,13 +17,14 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tickwheel.errors import Closed, LeaseLost, StoreUnavailable, TimerExists
-from tickwheel.model import State, Timer, restore, truncate_error
+from tickwheel.model import State, Timer, as_scheduled, restore, truncate_error
 from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
 from tickwheel.stores.checks import check_claim, check_due, check_list
 from tickwheel.stores.codec import decode_spec, encode_spec, state_code, state_of
@@ -103,6 +104,9 @@ _PURGE_DONE = f"""
 _HELD = f"id = :id AND state = {_LEASED} AND attempt = :token"
 
 
+_BATCH = 1000  # timers per transaction in add_many
+
+
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -178,6 +182,43 @@ class SqliteStore:
 
     async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
         return await self._run(None, lambda conn, now: self._add(conn, now, timer, replace))
+
+    async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
+        """Add many timers, up to 1,000 per transaction; return them as stored, in order.
+
+        Each transaction is atomic; an id held by a timer with another spec raises
+        `TimerExists` once the rest are stored.
+        """
+        stored: list[Timer] = []
+        conflicts: list[TimerExists] = []
+
+        def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Timer]) -> list[Timer]:
+            for timer in chunk:
+                check_due(timer.due_ms, now, self.settings)
+            added = []
+            for timer in chunk:
+                if not replace:
+                    timer_added, written = self._insert(
+                        conn, now, timer, "INSERT", "ON CONFLICT (id) DO NOTHING"
+                    )
+                    if written:
+                        added.append(timer_added)
+                        continue
+                try:
+                    added.append(self._add_over(conn, now, timer, replace))
+                except TimerExists as conflict:
+                    conflicts.append(conflict)
+            return added
+
+        for start in range(0, len(timers), _BATCH):
+            stored.extend(
+                await self._run(
+                    "BEGIN IMMEDIATE", partial(work, chunk=timers[start : start + _BATCH])
+                )
+            )
+        if conflicts:
+            raise conflicts[0]
+        return stored
 
     async def get(self, timer_id: str) -> Timer | None:
         def work(conn: sqlite3.Connection, now: int) -> Timer | None:
@@ -343,9 +384,7 @@ class SqliteStore:
         attempt: int = 0,
     ) -> tuple[Timer, bool]:
         """Write `timer` as newly scheduled; return it as stored and whether a row was written."""
-        stored = timer.evolve(
-            state=State.SCHEDULED, attempt=attempt, created_ms=now, updated_ms=now, last_error=None
-        )
+        stored = as_scheduled(timer, now, attempt)
         sql = f"""{verb} INTO timers ({_COLUMNS}, seq)
                   VALUES (:id, :queue, {_SCHEDULED}, :due, :attempt, :now, :now, NULL, :spec,
                           {_next_seq(":queue", ":due")}) {conflict}"""

@@ -10,16 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tickwheel.model import State, Timer, restore
+from tickwheel.model import Timer
 from tickwheel.stores.codec import encode_spec
 from tickwheel.stores.redis.keys import shard_of
 from tickwheel.stores.redis.record import SeqSource, pack_new
 
 ADD_BATCH = 200  # timers per add.lua call: keeps each script call short
-
-# what `add` sets on a stored timer; every other field is the caller's
-_BOOKKEEPING = ("attempt", "state", "created_ms", "updated_ms", "last_error")
-_KEPT = tuple(name for name in Timer.__slots__ if name not in _BOOKKEEPING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,21 +53,3 @@ def plan(timers: Sequence[Timer], now_ms: int, first_seq: int, shards: int) -> l
             ids.add(timers[n].id)
         calls.append(AddCall(shard, chunk, "".join([lines[i] for i in chunk])))
     return calls
-
-
-def as_stored(timer: Timer, now_ms: int, attempt: int) -> Timer:
-    """Return `timer` as add.lua stored it.
-
-    This is `Timer.evolve` without validating again the fields the caller's timer already
-    passed: that validation took a quarter of add_many's time.
-    """
-    kept = {name: getattr(timer, name) for name in _KEPT}
-    return restore(
-        Timer,
-        **kept,
-        attempt=attempt,
-        state=State.SCHEDULED,
-        created_ms=now_ms,
-        updated_ms=now_ms,
-        last_error=None,
-    )

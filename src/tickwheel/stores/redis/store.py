@@ -19,11 +19,11 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from tickwheel.errors import Closed, InvalidArgument, LeaseLost, TimerExists
-from tickwheel.model import State, Timer, truncate_error
+from tickwheel.model import State, Timer, as_scheduled, truncate_error
 from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
 from tickwheel.stores.checks import check_claim, check_due, check_list
 from tickwheel.stores.codec import state_code
-from tickwheel.stores.redis.batch import AddCall, as_stored, plan
+from tickwheel.stores.redis.batch import AddCall, plan
 from tickwheel.stores.redis.clock import ServerClock
 from tickwheel.stores.redis.keys import (
     DEFAULT_PREFIX,
@@ -363,7 +363,7 @@ class RedisStore:
         results: Added = []
         for timer, result in zip(timers, outcome, strict=True):
             if isinstance(result, int):  # stored, with this attempt
-                results.append(as_stored(timer, now, result))
+                results.append(as_scheduled(timer, now, result))
             else:
                 existing = unpack(timer.id, cast(bytes, result))
                 same = existing.spec() == timer.spec()
