@@ -17,6 +17,9 @@ ALLOWED = {
     "errors": {"errors"},
     "model": {"model", "errors"},
     "stores": {"core", "model", "stores", "errors"},
+    "engine": {"core", "runtime", "model", "stores", "errors", "engine"},
+    "service": {"core", "runtime", "model", "stores", "errors", "engine", "service"},
+    "cli": {"core", "runtime", "model", "stores", "errors", "engine", "service", "cli"},
 }
 
 

@@ -1,0 +1,41 @@
+"""What one firing attempt came to, and who can fire a timer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from tickwheel.model import Timer
+
+
+class Verdict(StrEnum):
+    """How the worker settles a fired timer with its store."""
+
+    ACK = "ack"  # delivered: done
+    RETRY = "retry"  # failed for now: scheduled again after a backoff
+    KILL = "kill"  # failed for good: dead letter
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One attempt's result: the verdict, the error to record, a server's requested wait."""
+
+    verdict: Verdict
+    error: str | None = None
+    retry_after_s: float | None = None
+
+
+ACKED = Outcome(Verdict.ACK)
+
+
+class Target(Protocol):
+    """Fires a timer once, e.g. by making its HTTP callback; never raises for a failed delivery."""
+
+    async def fire(self, timer: Timer, attempt: int) -> Outcome:
+        """Make one delivery attempt of `timer` (attempt numbers start at 1)."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections; idempotent."""
+        ...

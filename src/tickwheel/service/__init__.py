@@ -1,0 +1,1 @@
+"""The timer service: HTTP API, worker wiring, receiver."""
