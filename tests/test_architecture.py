@@ -19,7 +19,6 @@ ALLOWED = {
     "stores": {"core", "model", "stores", "errors"},
     "engine": {"core", "runtime", "model", "stores", "errors", "engine"},
     "service": {"core", "runtime", "model", "stores", "errors", "engine", "service"},
-    "cli": {"core", "runtime", "model", "stores", "errors", "engine", "service", "cli"},
 }
 
 
