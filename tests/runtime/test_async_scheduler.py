@@ -338,3 +338,28 @@ async def test_timedelta_delay(clock: FakeClock) -> None:
         assert not fired.is_set()
         clock.advance_ms(1)
         await asyncio.wait_for(fired.wait(), WAIT_S)
+
+
+@pytest.mark.parametrize("offset_ms", [0, 1, 123, 86_400_123])
+async def test_call_at_ms_fires_on_exactly_that_ms(clock: FakeClock, offset_ms: int) -> None:
+    # 1_700_000_000.123 s is not exact as a float; integer ms are
+    fired = asyncio.Event()
+    async with AsyncScheduler(clock=clock) as s:
+        due = clock.now_ms() + offset_ms
+        handle = s.call_at_ms(due, fired.set)
+        assert due_ms(handle) == due
+        if offset_ms:
+            clock.advance_ms(offset_ms - 1)
+            await settle()
+            assert not fired.is_set()
+            clock.advance_ms(1)
+        await asyncio.wait_for(fired.wait(), WAIT_S)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "1", 253_402_300_800_000])
+async def test_call_at_ms_rejects_what_is_not_an_epoch_ms(clock: FakeClock, bad: object) -> None:
+    async with AsyncScheduler(clock=clock) as s:
+        with pytest.raises(InvalidArgument) as info:
+            s.call_at_ms(bad, print)  # type: ignore[arg-type]
+        assert info.value.argument == "due_ms"
+        assert len(s) == 0

@@ -64,6 +64,12 @@ def check_callable(fn: object) -> None:
         raise InvalidArgument("fn", f"must be callable, got {type(fn).__name__}")
 
 
+def check_due_ms(due_ms: object) -> int:
+    if isinstance(due_ms, bool) or not isinstance(due_ms, int) or not 0 <= due_ms <= MAX_DUE_MS:
+        raise InvalidArgument("due_ms", f"must be integer epoch ms in 1970-9999, got {due_ms!r}")
+    return due_ms
+
+
 def check_workers(max_workers: object) -> int:
     if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
         raise InvalidArgument("max_workers", f"must be a positive integer, got {max_workers!r}")

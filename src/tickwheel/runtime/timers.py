@@ -9,7 +9,14 @@ from typing import Any
 
 from tickwheel.core import TimingWheel
 from tickwheel.errors import Closed
-from tickwheel.runtime._args import check_callable, check_key, check_tick, due_after, due_at
+from tickwheel.runtime._args import (
+    check_callable,
+    check_due_ms,
+    check_key,
+    check_tick,
+    due_after,
+    due_at,
+)
 from tickwheel.runtime.clock import NS_PER_MS, Clock, SystemClock
 
 
@@ -88,6 +95,13 @@ class WheelTimers(ABC):
         """Call ``fn(*args)`` at `when` (epoch seconds or an aware datetime)."""
         check_callable(fn)
         return self._add(due_at(when), fn, args, key)
+
+    def call_at_ms(
+        self, due_ms: int, fn: Callable[..., Any], *args: Any, key: Hashable | None = None
+    ) -> TimerHandle:
+        """Call ``fn(*args)`` at integer epoch ms `due_ms`: exact, where float seconds may round."""
+        check_callable(fn)
+        return self._add(check_due_ms(due_ms), fn, args, key)
 
     def cancel(self, key: Hashable) -> bool:
         """Cancel the timer scheduled under `key`; return whether it was pending."""
