@@ -1,0 +1,312 @@
+"""The JSON bodies of the HTTP API: requests in, timers and errors out."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, WithJsonSchema
+
+from tickwheel.errors import InvalidArgument, InvalidTimer
+from tickwheel.model import (
+    DEFAULT_RETRY,
+    MAX_ID_CHARS,
+    MAX_QUEUE_CHARS,
+    MAX_URL_CHARS,
+    Callback,
+    RetryPolicy,
+    State,
+    Timer,
+)
+
+MAX_EPOCH_S = 253_402_300_799
+"""9999-12-31T23:59:59Z, the last instant RFC 3339 can write; the store's horizon is nearer."""
+MAX_BATCH = 1000
+REDACTED = "***"
+
+ID_PATTERN = rf"^[A-Za-z0-9._:-]{{1,{MAX_ID_CHARS}}}$"
+"""The model's rule for ids: a path that breaks it names no timer."""
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _seconds_ms(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"must be {what}")
+    if not math.isfinite(value) or not 0 <= value <= MAX_EPOCH_S:
+        raise ValueError(f"must be from 0 to {MAX_EPOCH_S} seconds, got {value!r}")
+    return value * 1000 if isinstance(value, int) else round(value * 1000)
+
+
+def _due_ms(value: object) -> int:
+    """Turn an RFC 3339 timestamp with an offset, or epoch seconds, into epoch ms."""
+    if not isinstance(value, str):
+        return _seconds_ms(value, "an RFC 3339 timestamp with an offset, or epoch seconds")
+    if not _RFC3339.fullmatch(value):
+        raise ValueError("must be an RFC 3339 timestamp with an offset, e.g. 2030-01-01T09:00:00Z")
+    try:
+        # fromisoformat in 3.11 keeps 6 fraction digits at most
+        when = datetime.fromisoformat(re.sub(r"(\.\d{6})\d+", r"\1", value.upper()))
+        ms = (when - _EPOCH) // timedelta(milliseconds=1)
+    except (ValueError, OverflowError) as error:
+        raise ValueError(f"is not a valid time: {error}") from None
+    if ms < 0:
+        raise ValueError("must not be before 1970-01-01T00:00:00Z")
+    return ms
+
+
+DueMs = Annotated[
+    int,
+    BeforeValidator(_due_ms),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "format": "date-time"},
+                {"type": "number", "minimum": 0, "maximum": MAX_EPOCH_S},
+            ],
+            "description": "RFC 3339 with an offset, or epoch seconds; past times fire at once",
+        }
+    ),
+]
+DelayMs = Annotated[
+    int,
+    BeforeValidator(lambda value: _seconds_ms(value, "a number of seconds")),
+    WithJsonSchema(
+        {"type": "number", "minimum": 0, "maximum": MAX_EPOCH_S, "description": "seconds from now"}
+    ),
+]
+Seconds = Annotated[float, Field(strict=True, ge=0, le=MAX_EPOCH_S, allow_inf_nan=False)]
+
+
+def format_ms(ms: int) -> str:
+    """Write epoch ms as RFC 3339 UTC with milliseconds: ``2030-01-01T09:00:00.000Z``."""
+    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CallbackIn(_Input):
+    """The HTTP request to make when the timer fires."""
+
+    url: Annotated[str, Field(strict=True, min_length=1, max_length=MAX_URL_CHARS)]
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    headers: dict[str, Annotated[str, Field(strict=True)]] = Field(default_factory=dict)
+    body: Annotated[str | None, Field(strict=True)] = None
+
+
+class RetryIn(_Input):
+    """How often and how far apart a failing timer is tried again; times in seconds."""
+
+    max_attempts: Annotated[int, Field(strict=True, ge=1, le=1000)] = DEFAULT_RETRY.max_attempts
+    min_backoff: Seconds = DEFAULT_RETRY.min_backoff_s
+    max_backoff: Seconds = DEFAULT_RETRY.max_backoff_s
+    timeout: Annotated[Seconds, Field(gt=0)] = DEFAULT_RETRY.timeout_s
+    max_retry: Seconds | None = DEFAULT_RETRY.max_retry_s
+
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_attempts=self.max_attempts,
+            min_backoff_s=self.min_backoff,
+            max_backoff_s=self.max_backoff,
+            timeout_s=self.timeout,
+            max_retry_s=self.max_retry,
+        )
+
+
+class When(_Input):
+    """Exactly one of `due` and `delay`."""
+
+    due: DueMs | None = None
+    delay: DelayMs | None = None
+
+    def due_ms_at(self, now_ms: int) -> int:
+        """Return the due time in epoch ms, `delay` counting from `now_ms`.
+
+        Raises:
+            InvalidTimer: both or neither were given.
+        """
+        if self.due is not None and self.delay is None:
+            return self.due
+        if self.delay is not None and self.due is None:
+            return now_ms + self.delay
+        raise InvalidTimer("due", "give exactly one of due (a time) and delay (seconds)")
+
+    def rename(self, error: InvalidArgument) -> InvalidTimer:
+        """Return `error` naming the request's field (``due``, ``retry.timeout``)."""
+        field = error.argument
+        if field == "due_ms":
+            field = "delay" if self.delay is not None else "due"
+        message = str(error).removeprefix(f"{error.argument}: ")
+        return InvalidTimer(field.removesuffix("_s"), message)
+
+
+class TimerIn(When):
+    """A timer to create: when, and a `callback` (HTTP) or a `payload` (for a queue consumer)."""
+
+    id: Annotated[str | None, Field(strict=True, max_length=MAX_ID_CHARS)] = None
+    queue: Annotated[str, Field(strict=True, max_length=MAX_QUEUE_CHARS)] = "default"
+    callback: CallbackIn | None = None
+    payload: JsonValue = None
+    retry: RetryIn | None = None
+
+    def to_timer(self, now_ms: int, timer_id: str | None = None) -> Timer:
+        """Build the model's timer, `delay` counting from `now_ms`; `timer_id` fills a missing id.
+
+        Raises:
+            InvalidTimer: a field is invalid, named as in the request.
+        """
+        if self.callback is None and self.payload is None:
+            raise InvalidTimer(
+                "callback", "an HTTP timer needs a callback; a queue consumer's timer a payload"
+            )
+        try:
+            return Timer(
+                id=self.id or timer_id or "",
+                due_ms=self.due_ms_at(now_ms),
+                queue=self.queue,
+                callback=None if self.callback is None else Callback(**self.callback.model_dump()),
+                payload=self.payload,
+                retry=DEFAULT_RETRY if self.retry is None else self.retry.policy(),
+            )
+        except InvalidTimer as error:
+            raise self.rename(error) from None
+
+
+class RescheduleIn(When):
+    """A new due time for a scheduled timer."""
+
+
+class BatchIn(_Input):
+    """Up to 1,000 timers; each is created as by ``POST /v1/timers`` and answered on its own."""
+
+    timers: Annotated[
+        list[dict[str, Any]],
+        Field(min_length=1, max_length=MAX_BATCH),
+        WithJsonSchema(
+            {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/TimerIn"},
+                "minItems": 1,
+                "maxItems": MAX_BATCH,
+            }
+        ),
+    ]
+
+
+class CallbackOut(BaseModel):
+    """The callback as stored; header values are redacted, since they often hold credentials."""
+
+    url: str
+    method: str
+    headers: dict[str, str]
+    body: str | None
+
+    @classmethod
+    def of(cls, callback: Callback) -> CallbackOut:
+        headers = dict.fromkeys(callback.headers, REDACTED)
+        return cls(url=callback.url, method=callback.method, headers=headers, body=callback.body)
+
+
+class RetryOut(BaseModel):
+    """The retry policy, times in seconds."""
+
+    max_attempts: int
+    min_backoff: float
+    max_backoff: float
+    timeout: float
+    max_retry: float | None
+
+
+class TimerOut(BaseModel):
+    """A timer as stored; times as RFC 3339 UTC and `due_ms` as epoch milliseconds."""
+
+    id: str
+    queue: str
+    due: str
+    due_ms: int
+    state: State
+    attempt: int
+    callback: CallbackOut | None
+    payload: JsonValue
+    retry: RetryOut
+    created: str
+    updated: str
+    last_error: str | None
+
+    @classmethod
+    def of(cls, timer: Timer) -> TimerOut:
+        retry = timer.retry
+        return cls(
+            id=timer.id,
+            queue=timer.queue,
+            due=format_ms(timer.due_ms),
+            due_ms=timer.due_ms,
+            state=timer.state,
+            attempt=timer.attempt,
+            callback=None if timer.callback is None else CallbackOut.of(timer.callback),
+            payload=timer.payload,
+            retry=RetryOut(
+                max_attempts=retry.max_attempts,
+                min_backoff=retry.min_backoff_s,
+                max_backoff=retry.max_backoff_s,
+                timeout=retry.timeout_s,
+                max_retry=retry.max_retry_s,
+            ),
+            created=format_ms(timer.created_ms),
+            updated=format_ms(timer.updated_ms),
+            last_error=timer.last_error,
+        )
+
+
+class TimerPage(BaseModel):
+    """One page of timers; pass `cursor` back for the next page, null at the end."""
+
+    timers: list[TimerOut]
+    cursor: str | None
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable `code`, a message for people, and the request field at fault."""
+
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorOut(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorDetail
+
+
+class BatchItemOut(BaseModel):
+    """One item's outcome: the status ``POST /v1/timers`` would give, and the timer or error."""
+
+    status: int
+    timer: TimerOut | None = None
+    error: ErrorDetail | None = None
+
+
+class BatchOut(BaseModel):
+    """Outcomes in the order of the request's timers."""
+
+    results: list[BatchItemOut]
+
+
+class StatsOut(BaseModel):
+    """Timers per state, and the earliest due time among scheduled ones."""
+
+    counts: dict[State, int]
+    earliest_due: str | None
+    earliest_due_ms: int | None
+
+
+class HealthOut(BaseModel):
+    """The service answers and its store is reachable."""
+
+    status: Literal["ok"]
+    store: str
