@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
+from collections.abc import AsyncIterator
+from email.utils import formatdate
 
 import aiohttp
 import pytest
+from aiohttp.abc import AbstractResolver, ResolveResult
 
-from tickwheel.engine.signing import sign
+from tickwheel.engine.http import (
+    HttpTarget,
+    PrivateAddressRefused,
+    PublicOnlyResolver,
+    retry_after_s,
+)
+from tickwheel.engine.outcome import ACKED, Outcome, Verdict
+from tickwheel.engine.signing import sign, verify_signature
+from tickwheel.errors import Closed, InvalidArgument
+from tickwheel.model import Callback, RetryPolicy, Timer
 from tickwheel.service.receiver import Received, Receiver, Reply
 
 from .conftest import MakeReceiver
@@ -67,3 +80,324 @@ async def test_receiver_without_keep_only_counts(make_receiver: MakeReceiver) ->
         pass
     await receiver.wait_for(1, timeout_s=5)
     assert (receiver.count, receiver.received) == (1, [])
+
+
+# --- HttpTarget ---------------------------------------------------------------------------------
+
+SECRET = "whsec-test-secret"
+TOKEN = "Bearer s3cr3t-token"
+
+
+def timer_for(
+    url: str,
+    *,
+    method: str = "POST",
+    headers: dict[str, str] | None = None,
+    body: str | None = '{"order": 42}',
+    timeout_s: float = 5.0,
+    timer_id: str = "timer-1",
+) -> Timer:
+    callback = Callback(url=url, method=method, headers=headers or {}, body=body)
+    return Timer(
+        id=timer_id,
+        due_ms=1_700_000_000_123,
+        callback=callback,
+        retry=RetryPolicy(timeout_s=timeout_s),
+    )
+
+
+@pytest.fixture
+async def target() -> AsyncIterator[HttpTarget]:
+    """A target that may call loopback (the receiver), with a signing secret."""
+    target = HttpTarget(signing_secret=SECRET, allow_private_targets=True)
+    yield target
+    await target.close()
+
+
+async def test_callback_carries_its_request_and_tickwheel_headers(
+    receiver: Receiver, target: HttpTarget
+) -> None:
+    headers = {"Authorization": TOKEN, "Content-Type": "application/json"}
+    outcome = await target.fire(timer_for(f"{receiver.url}/hooks/a?b=1", headers=headers), 3)
+    assert outcome == ACKED
+    [got] = receiver.received
+    assert (got.method, got.path, got.body) == ("POST", "/hooks/a?b=1", b'{"order": 42}')
+    assert (got.timer_id, got.attempt, got.due_ms) == ("timer-1", 3, 1_700_000_000_123)
+    assert got.headers["idempotency-key"] == "timer-1"
+    assert got.headers["authorization"] == TOKEN
+    assert got.headers["content-type"] == "application/json"
+    assert got.headers["user-agent"].startswith("tickwheel/")
+    assert got.headers["accept-encoding"] == "identity"
+    assert verify_signature(SECRET, got.headers, got.body)
+
+
+async def test_signature_verifies_at_a_receiver_with_the_secret(
+    make_receiver: MakeReceiver, target: HttpTarget
+) -> None:
+    receiver = await make_receiver(signing_secret=SECRET)
+    other = await make_receiver(signing_secret="another")
+    assert await target.fire(timer_for(receiver.url), 1) == ACKED
+    assert await target.fire(timer_for(other.url), 1) == ACKED
+    assert receiver.received[0].signature_ok is True
+    assert other.received[0].signature_ok is False
+
+
+async def test_no_signature_without_a_secret_and_no_invented_content_type(
+    receiver: Receiver,
+) -> None:
+    target = HttpTarget(allow_private_targets=True, user_agent="acme-timers/1")
+    try:
+        assert await target.fire(timer_for(receiver.url, method="GET", body=None), 1) == ACKED
+    finally:
+        await target.close()
+    [got] = receiver.received
+    assert "tickwheel-signature" not in got.headers
+    assert "content-type" not in got.headers
+    assert (got.method, got.body, got.headers["user-agent"]) == ("GET", b"", "acme-timers/1")
+
+
+async def test_idempotency_key_is_stable_across_attempts(
+    receiver: Receiver, target: HttpTarget
+) -> None:
+    for attempt in (1, 2):
+        await target.fire(timer_for(receiver.url, timer_id="order-7.expire"), attempt)
+    keys = [(r.headers["idempotency-key"], r.attempt) for r in receiver.received]
+    assert keys == [("order-7.expire", 1), ("order-7.expire", 2)]
+
+
+async def test_server_error_retries_with_the_body_recorded(
+    make_receiver: MakeReceiver, target: HttpTarget
+) -> None:
+    receiver = await make_receiver(respond=lambda _: Reply(500, body="database\n is down"))
+    outcome = await target.fire(timer_for(receiver.url), 1)
+    assert outcome == Outcome(Verdict.RETRY, "HTTP 500: database is down")
+
+
+async def test_client_error_kills(make_receiver: MakeReceiver, target: HttpTarget) -> None:
+    receiver = await make_receiver(respond=lambda _: Reply(400, body='{"error": "bad"}'))
+    assert await target.fire(timer_for(receiver.url), 1) == Outcome(
+        Verdict.KILL, 'HTTP 400: {"error": "bad"}'
+    )
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 410, 422])
+async def test_other_4xx_kill(make_receiver: MakeReceiver, target: HttpTarget, status: int) -> None:
+    receiver = await make_receiver(respond=lambda _: Reply(status))
+    assert await target.fire(timer_for(receiver.url), 1) == Outcome(Verdict.KILL, f"HTTP {status}")
+
+
+async def test_429_retries_after_the_seconds_asked(
+    make_receiver: MakeReceiver, target: HttpTarget
+) -> None:
+    receiver = await make_receiver(respond=lambda _: Reply(429, {"Retry-After": "7"}, "slow down"))
+    outcome = await target.fire(timer_for(receiver.url), 1)
+    assert outcome == Outcome(Verdict.RETRY, "HTTP 429: slow down", retry_after_s=7)
+
+
+async def test_408_and_503_retry_and_an_http_date_is_honoured(
+    make_receiver: MakeReceiver, target: HttpTarget
+) -> None:
+    later = formatdate(time.time() + 120, usegmt=True)
+    timeout = await make_receiver(respond=lambda _: Reply(408))
+    busy = await make_receiver(respond=lambda _: Reply(503, {"Retry-After": later}))
+    assert await target.fire(timer_for(timeout.url), 1) == Outcome(Verdict.RETRY, "HTTP 408")
+    outcome = await target.fire(timer_for(busy.url), 1)
+    assert (outcome.verdict, outcome.error) == (Verdict.RETRY, "HTTP 503")
+    assert outcome.retry_after_s is not None
+    assert 115 <= outcome.retry_after_s <= 120
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("7", 7.0),
+        (" 0 ", 0.0),
+        ("-1", None),
+        ("1.5", None),
+        ("soon", None),
+        ("", None),
+        (None, None),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),
+        ("Sun, 06 Nov 1994 08:49:37 GMT", 0.0),
+        ("Tue, 14 Nov 2023 22:13:50 GMT", 30.0),
+        ("Tue, 14 Nov 2023 22:13:50", None),
+    ],
+)
+def test_retry_after_parses_seconds_and_http_dates(
+    value: str | None, expected: float | None
+) -> None:
+    assert retry_after_s(value, now_s=1_700_000_000) == expected
+
+
+async def test_slow_receiver_times_out_and_retries(
+    make_receiver: MakeReceiver, target: HttpTarget
+) -> None:
+    async def slow(_: Received) -> Reply:
+        await asyncio.sleep(5)
+        return Reply()
+
+    receiver = await make_receiver(respond=slow)
+    started = time.monotonic()
+    outcome = await target.fire(timer_for(receiver.url, timeout_s=0.2), 1)
+    assert outcome == Outcome(Verdict.RETRY, "timeout after 0.2 s")
+    assert time.monotonic() - started < 2
+
+
+async def test_connection_refused_retries(target: HttpTarget) -> None:
+    port = closed_port()
+    outcome = await target.fire(timer_for(f"http://127.0.0.1:{port}/x"), 1)
+    assert outcome == Outcome(Verdict.RETRY, f"connection refused: 127.0.0.1:{port}")
+
+
+async def test_unknown_host_retries(target: HttpTarget) -> None:
+    outcome = await target.fire(timer_for("http://no-such-host.invalid/x"), 1)
+    assert outcome.verdict is Verdict.RETRY
+    assert outcome.error is not None
+    assert outcome.error.startswith("DNS lookup failed: no-such-host.invalid:80")
+
+
+async def test_redirect_is_not_followed_and_kills(
+    make_receiver: MakeReceiver, target: HttpTarget
+) -> None:
+    location = "http://169.254.169.254/latest/meta-data/"
+    receiver = await make_receiver(respond=lambda _: Reply(302, {"Location": location}))
+    outcome = await target.fire(timer_for(receiver.url), 1)
+    assert outcome == Outcome(Verdict.KILL, f"HTTP 302: redirect to {location!r} not followed")
+    assert receiver.count == 1
+
+
+async def test_big_response_body_is_cut_to_the_first_200_chars(
+    make_receiver: MakeReceiver, target: HttpTarget
+) -> None:
+    receiver = await make_receiver(respond=lambda _: Reply(500, body="x" * 2_000_000))
+    outcome = await target.fire(timer_for(receiver.url), 1)
+    assert outcome == Outcome(Verdict.RETRY, "HTTP 500: " + "x" * 200)
+
+
+async def test_big_ok_body_acks(make_receiver: MakeReceiver, target: HttpTarget) -> None:
+    receiver = await make_receiver(respond=lambda _: Reply(200, body="y" * 2_000_000))
+    assert await target.fire(timer_for(receiver.url), 1) == ACKED
+    assert await target.fire(timer_for(receiver.url), 2) == ACKED
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "[::1]", "[::ffff:127.0.0.1]", "0.0.0.0"])
+async def test_private_literal_is_refused_unless_allowed(receiver: Receiver, host: str) -> None:
+    url = receiver.url.replace("127.0.0.1", host)
+    target = HttpTarget()
+    try:
+        outcome = await target.fire(timer_for(url), 1)
+    finally:
+        await target.close()
+    shown = host.strip("[]").replace("::ffff:127.0.0.1", "::ffff:7f00:1")
+    assert outcome == Outcome(Verdict.KILL, f"refused: {shown} is a private address")
+    assert receiver.count == 0
+
+
+async def test_name_resolving_to_loopback_is_refused(receiver: Receiver) -> None:
+    target = HttpTarget()
+    try:
+        outcome = await target.fire(timer_for(receiver.url.replace("127.0.0.1", "localhost")), 1)
+    finally:
+        await target.close()
+    assert outcome.verdict is Verdict.KILL
+    assert outcome.error in {
+        "refused: localhost resolves to private address 127.0.0.1",
+        "refused: localhost resolves to private address ::1",
+    }
+    assert receiver.count == 0
+
+
+async def test_private_targets_work_when_allowed(receiver: Receiver, target: HttpTarget) -> None:
+    assert await target.fire(timer_for(receiver.url), 1) == ACKED
+    assert await target.fire(timer_for(receiver.url.replace("127.0.0.1", "localhost")), 1) == ACKED
+    assert receiver.count == 2
+
+
+class StubResolver(AbstractResolver):
+    def __init__(self, *addresses: str) -> None:
+        self.addresses = addresses
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        return [
+            ResolveResult(hostname=host, host=a, port=port, family=family, proto=0, flags=0)
+            for a in self.addresses
+        ]
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_resolver_keeps_only_public_addresses() -> None:
+    resolver = PublicOnlyResolver(StubResolver("10.0.0.5", "93.184.215.14", "169.254.169.254"))
+    assert [r["host"] for r in await resolver.resolve("mixed.example", 80)] == ["93.184.215.14"]
+
+
+async def test_resolver_refuses_a_name_with_only_private_addresses() -> None:
+    resolver = PublicOnlyResolver(StubResolver("169.254.169.254", "10.0.0.5"))
+    with pytest.raises(PrivateAddressRefused, match=r"metadata\.example resolves to private"):
+        await resolver.resolve("metadata.example", 80)
+
+
+async def test_secrets_stay_out_of_errors(make_receiver: MakeReceiver) -> None:
+    target = HttpTarget(signing_secret=SECRET)
+    headers = {"Authorization": TOKEN}
+    url = f"http://127.0.0.1:{closed_port()}/x?token=query-secret"
+    try:
+        outcomes = [
+            await target.fire(timer_for(url, headers=headers), 1),
+            await target.fire(timer_for(url.replace("127.0.0.1", "localhost"), headers=headers), 1),
+            await target.fire(timer_for("http://127.1/?token=query-secret", headers=headers), 1),
+        ]
+    finally:
+        await target.close()
+    for outcome in outcomes:
+        assert outcome.error is not None
+        for secret in (SECRET, TOKEN, "query-secret"):
+            assert secret not in outcome.error
+
+
+async def test_connections_are_bounded_per_host_and_queueing_does_not_count_as_time(
+    make_receiver: MakeReceiver,
+) -> None:
+    in_flight = 0
+    most = 0
+
+    async def slow(_: Received) -> Reply:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0.05)
+        in_flight -= 1
+        return Reply()
+
+    receiver = await make_receiver(respond=slow)
+    target = HttpTarget(allow_private_targets=True, max_connections=8, max_per_host=4)
+    try:
+        timers = [timer_for(receiver.url, timer_id=f"t{i}", timeout_s=0.5) for i in range(60)]
+        outcomes = await asyncio.gather(*(target.fire(t, 1) for t in timers))
+    finally:
+        await target.close()
+    # 60 requests, 4 at a time, 50 ms each: 750 ms in all, longer than one attempt's timeout
+    assert outcomes == [ACKED] * 60
+    assert most == 4
+
+
+async def test_fire_checks_its_arguments_and_close_is_idempotent(receiver: Receiver) -> None:
+    with pytest.raises(InvalidArgument, match="max_per_host"):
+        HttpTarget(max_per_host=0)
+    target = HttpTarget(allow_private_targets=True)
+    with pytest.raises(ValueError, match="no HTTP callback"):
+        await target.fire(Timer(id="q", due_ms=0, payload={"a": 1}), 1)
+    await target.close()
+    await target.close()
+    with pytest.raises(Closed):
+        await target.fire(timer_for(receiver.url), 1)
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port

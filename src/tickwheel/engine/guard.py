@@ -9,20 +9,67 @@ and local names) and again, on the resolved address actually connected to, when 
 from __future__ import annotations
 
 import ipaddress
+import socket
 from urllib.parse import urlsplit
 
 from tickwheel.errors import InvalidTimer
 
 ALLOW_PRIVATE_ENV = "TICKWHEEL_ALLOW_PRIVATE_TARGETS"
 _LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".localdomain")
+# IPv6 ranges that embed an IPv4 address in their low 32 bits, and local-use ranges that
+# Python's `is_global` (3.11) still calls global
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_LOCAL_IPV6 = (ipaddress.IPv6Network("64:ff9b:1::/48"),)
 
 
 def is_public_address(address: str) -> bool:
-    """Return whether `address` (an IP literal) is globally routable, so safe to call."""
+    """Return whether `address` (an IP literal) is globally routable, so safe to call.
+
+    IPv6 forms that carry an IPv4 address (mapped, compatible, 6to4, NAT64) are judged by that
+    address too: ``::ffff:127.0.0.1`` is loopback however it is spelled.
+
+    Raises:
+        ValueError: `address` is not an IP literal.
+    """
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None and not _is_public(embedded):
+            return False
+        if ip.is_site_local or any(ip in net for net in _LOCAL_IPV6):
+            return False
+    return _is_public(ip)
+
+
+def _is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return ip.is_global and not ip.is_multicast
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _NAT64 or ip in _IPV4_COMPATIBLE:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF)
+    return None
+
+
+def is_legacy_ipv4(host: str) -> bool:
+    """Return whether `host` is an IPv4 address in a non-dotted-quad form (``127.1``, ``0x7f.1``).
+
+    The C resolver maps such names onto addresses, so they would dodge a check of the literal.
+    """
+    try:
+        socket.inet_aton(host)
+    except OSError:
+        return False
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return True
+    return False
 
 
 def check_target_url(url: str, *, allow_private: bool) -> None:
@@ -38,7 +85,9 @@ def check_target_url(url: str, *, allow_private: bool) -> None:
     try:
         public = is_public_address(host)
     except ValueError:
-        public = host != "localhost" and not host.endswith(_LOCAL_SUFFIXES)
+        public = (
+            host != "localhost" and not host.endswith(_LOCAL_SUFFIXES) and not is_legacy_ipv4(host)
+        )
     if not public:
         raise InvalidTimer(
             "callback.url",

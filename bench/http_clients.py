@@ -1,0 +1,274 @@
+"""HTTP client benchmark: callbacks/s of aiohttp vs httpx (pooled) against the tickwheel receiver.
+
+Run ``python bench/http_clients.py`` (``--requests``, ``--concurrency``, ``--runs``, ``--uvloop``,
+``--markdown PATH``). It starts ``tickwheel.service.receiver`` (aiohttp, on uvloop when installed)
+in its own process on a free loopback port, then, for each client and pool size, POSTs
+``--requests`` callbacks with ``--concurrency`` in flight, carrying the headers a real callback
+carries (timer id, attempt, due, idempotency key, HMAC signature, user agent, JSON body). Clients
+alternate over ``--runs`` runs; the table gives the best and the spread, and the CPU each side
+used per request (the client's is what a worker pays). The receiver is stopped by its pid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+
+import aiohttp
+import httpx
+from inproc import Table, cpu_ticks, emit, fmt, machine_table, render_markdown, sample_other_load
+
+from tickwheel.engine.http import HttpTarget
+from tickwheel.engine.outcome import Verdict
+from tickwheel.engine.signing import sign
+from tickwheel.model import Callback, RetryPolicy, Timer
+
+SECRET = "bench-secret"
+BODY = b'{"order_id": 123456, "action": "expire", "tenant": "acme", "note": "benchmark body"}'
+Post = Callable[[int], Awaitable[None]]
+
+
+@contextlib.contextmanager
+def receiver_process() -> Iterator[tuple[str, int]]:
+    """Run the receiver in a child process; yield its URL and pid; stop it by pid."""
+    code = (
+        "from tickwheel.service.receiver import run_receiver; "
+        "run_receiver('127.0.0.1', 0, None, True)"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, bufsize=1
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        if not line.startswith("receiving on "):
+            raise RuntimeError(f"receiver did not start: {line!r}")
+        yield line.removeprefix("receiving on ").strip(), child.pid
+    finally:
+        child.terminate()
+        child.wait(timeout=10)
+
+
+def process_ticks(pid: int) -> int:
+    """Return the user+system clock ticks process `pid` has used."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def callback_headers(i: int) -> dict[str, str]:
+    """Return the headers of callback `i`, as the HTTP target sends them."""
+    timer_id = f"01JBENCH{i:018d}"
+    return {
+        "Content-Type": "application/json",
+        "Tickwheel-Timer-Id": timer_id,
+        "Tickwheel-Attempt": "1",
+        "Tickwheel-Due": str(time.time_ns() // 1_000_000),
+        "Idempotency-Key": timer_id,
+        "Tickwheel-Signature": sign(SECRET, BODY, int(time.time())),
+        "User-Agent": "tickwheel/bench",
+    }
+
+
+@dataclass
+class Client:
+    """One client under test: opens a `post(i)` function for a pool size and closes it."""
+
+    name: str
+    open: Callable[[str, int], Awaitable[tuple[Post, Callable[[], Awaitable[None]]]]]
+
+
+async def open_aiohttp(url: str, pool: int) -> tuple[Post, Callable[[], Awaitable[None]]]:
+    """A pooled aiohttp session, as HttpTarget uses it."""
+    connector = aiohttp.TCPConnector(limit=pool, limit_per_host=pool)
+    session = aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=10), auto_decompress=False
+    )
+
+    async def post(i: int) -> None:
+        async with session.post(url, data=BODY, headers=callback_headers(i)) as reply:
+            await reply.read()
+            if reply.status != 200:
+                raise RuntimeError(f"HTTP {reply.status}")
+
+    return post, session.close
+
+
+async def open_httpx(url: str, pool: int) -> tuple[Post, Callable[[], Awaitable[None]]]:
+    """A pooled httpx.AsyncClient with the same pool size."""
+    limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
+    client = httpx.AsyncClient(limits=limits, timeout=10.0)
+
+    async def post(i: int) -> None:
+        reply = await client.post(url, content=BODY, headers=callback_headers(i))
+        if reply.status_code != 200:
+            raise RuntimeError(f"HTTP {reply.status_code}")
+
+    return post, client.aclose
+
+
+async def open_target(url: str, pool: int) -> tuple[Post, Callable[[], Awaitable[None]]]:
+    """tickwheel's HttpTarget (aiohttp), private targets allowed, timers built up front."""
+    target = HttpTarget(
+        signing_secret=SECRET, allow_private_targets=True, max_connections=pool, max_per_host=pool
+    )
+    callback = Callback(url=url, headers={"Content-Type": "application/json"}, body=BODY.decode())
+    retry = RetryPolicy(timeout_s=10.0)
+    due_ms = time.time_ns() // 1_000_000
+
+    async def post(i: int) -> None:
+        timer = Timer(id=f"01JBENCH{i:018d}", due_ms=due_ms, callback=callback, retry=retry)
+        outcome = await target.fire(timer, 1)
+        if outcome.verdict is not Verdict.ACK:
+            raise RuntimeError(outcome.error)
+
+    return post, target.close
+
+
+CLIENTS = [
+    Client("aiohttp", open_aiohttp),
+    Client("httpx", open_httpx),
+    Client("HttpTarget", open_target),
+]
+
+
+@dataclass
+class Result:
+    """Samples of one client at one pool size."""
+
+    rates: list[float] = field(default_factory=list)
+    client_us: list[float] = field(default_factory=list)
+    receiver_us: list[float] = field(default_factory=list)
+    other_cpus: list[float] = field(default_factory=list)
+
+
+async def drive(post: Post, first: int, requests: int, concurrency: int) -> None:
+    """Make `requests` calls of `post` with `concurrency` in flight."""
+    next_i = first
+    end = first + requests
+
+    async def worker() -> None:
+        nonlocal next_i
+        while next_i < end:
+            i = next_i
+            next_i += 1
+            await post(i)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def measure(
+    client: Client, url: str, pid: int, pool: int, args: argparse.Namespace, result: Result
+) -> None:
+    """Warm a fresh pool up, then time one run of `args.requests` callbacks."""
+    post, close = await client.open(url, pool)
+    try:
+        await drive(post, 0, min(2_000, args.requests), args.concurrency)
+        hz = os.sysconf("SC_CLK_TCK")
+        machine0, receiver0 = cpu_ticks()[0], process_ticks(pid)
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        await drive(post, 10_000_000, args.requests, args.concurrency)
+        seconds = time.perf_counter() - t0
+        client_s = time.process_time() - cpu0
+        receiver_s = (process_ticks(pid) - receiver0) / hz
+        machine_s = (cpu_ticks()[0] - machine0) / hz
+    finally:
+        await close()
+    result.rates.append(args.requests / seconds)
+    result.client_us.append(client_s / args.requests * 1e6)
+    result.receiver_us.append(receiver_s / args.requests * 1e6)
+    result.other_cpus.append(max(0.0, machine_s - client_s - receiver_s) / seconds)
+
+
+def spread(values: Sequence[float]) -> str:
+    """Return 'low-high' of `values`."""
+    return f"{min(values):,.0f}-{max(values):,.0f}"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Read the command line."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--requests", type=int, default=20_000)
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--pools", type=int, nargs="+", default=[256, 64])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--uvloop", action="store_true", help="run the clients on uvloop")
+    parser.add_argument("--markdown", help="also write the tables as Markdown to this path")
+    return parser.parse_args(argv)
+
+
+async def run(args: argparse.Namespace) -> Table:
+    """Measure every client at every pool size, alternating, and tabulate."""
+    results = {(c.name, pool): Result() for c in CLIENTS for pool in args.pools}
+    with receiver_process() as (url, pid):
+        for run_no in range(args.runs):
+            order = CLIENTS if run_no % 2 == 0 else CLIENTS[::-1]
+            for pool in args.pools:
+                for client in order:
+                    print(f"run {run_no + 1}: {client.name} pool {pool}", file=sys.stderr)
+                    await measure(client, url, pid, pool, args, results[client.name, pool])
+    versions = {name: metadata.version(name) for name in ("aiohttp", "httpx", "httpcore")}
+    table = Table(
+        f"HTTP clients: {args.requests:,} POSTs, {args.concurrency} in flight, "
+        f"best of {args.runs} runs",
+        [
+            "client",
+            "pool",
+            "callbacks/s (best)",
+            "spread",
+            "client CPU µs/req",
+            "receiver CPU µs/req",
+            "other CPUs",
+        ],
+    )
+    for (name, pool), result in results.items():
+        table.rows.append(
+            [
+                name,
+                str(pool),
+                fmt(max(result.rates)),
+                spread(result.rates),
+                fmt(min(result.client_us)),
+                fmt(min(result.receiver_us)),
+                f"{max(result.other_cpus):.2f}",
+            ]
+        )
+    loop = "uvloop" if args.uvloop else "asyncio"
+    table.notes = [
+        f"aiohttp {versions['aiohttp']}, httpx {versions['httpx']} "
+        f"(httpcore {versions['httpcore']}); clients on the {loop} loop, one process; "
+        "receiver: tickwheel.service.receiver in its own process (uvloop)",
+        "pool: aiohttp TCPConnector(limit=pool, limit_per_host=pool); "
+        "httpx Limits(max_connections=pool, max_keepalive_connections=pool)",
+        "HttpTarget: the same aiohttp pool plus building the Timer, the signature and the Outcome",
+        "other CPUs: the most that processes other than these two kept busy during a run (of 2)",
+    ]
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the benchmark and print the tables."""
+    args = parse_args(argv)
+    tables: list[Table] = []
+    emit(machine_table(sample_other_load()), tables)
+    runner: Callable[..., Table] = asyncio.run
+    if args.uvloop:
+        import uvloop
+
+        runner = uvloop.run
+    emit(runner(run(args)), tables)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write("\n\n".join(render_markdown(t) for t in tables) + "\n")
+
+
+if __name__ == "__main__":
+    main()
