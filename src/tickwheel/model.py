@@ -158,7 +158,9 @@ class Timer:
     """A durable timer: fire `callback` (or hand `payload` to a consumer of `queue`) at `due_ms`.
 
     `id` is generated (sortable by creation time) when not given. The fields after `retry` are
-    the store's bookkeeping; callers leave them at their defaults.
+    the store's bookkeeping; callers leave them at their defaults. `first_claimed_ms` is when
+    the current run of attempts began (the first claim since it was added, rescheduled or
+    replayed), so `RetryPolicy.max_retry_s` can be measured from it.
     """
 
     id: str = ""
@@ -172,6 +174,7 @@ class Timer:
     created_ms: int = 0
     updated_ms: int = 0
     last_error: str | None = None
+    first_claimed_ms: int | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -224,6 +227,7 @@ def as_scheduled(timer: Timer, now_ms: int, attempt: int = 0) -> Timer:
         created_ms=now_ms,
         updated_ms=now_ms,
         last_error=None,
+        first_claimed_ms=None,
     )
 
 

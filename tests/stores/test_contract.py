@@ -326,3 +326,141 @@ async def test_add_many_conflict_stores_the_rest(store: Store, clock: ManualCloc
     taken = await store.get("taken")
     assert taken is not None
     assert taken.payload == 1
+
+
+async def test_extend_pushes_the_deadline(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, 0, id="t"))
+    (lease,) = await store.claim("default", clock.now_ms, 10, 1000)
+    clock.advance(900)
+    extended = await store.extend(lease, 1000)
+    assert (extended.timer, extended.token) == (lease.timer, lease.token)
+    assert extended.deadline_ms == clock.now_ms + 1000
+    clock.advance(999)  # past the first deadline, not the new one
+    assert await claim_all(store, clock) == []
+    assert await store.next_due_ms("default") == extended.deadline_ms
+    await store.ack(extended)
+    got = await store.get("t")
+    assert got is not None
+    assert got.state is State.DONE
+
+
+async def test_extend_a_stale_lease_is_lease_lost(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, 0, id="t"))
+    (first,) = await store.claim("default", clock.now_ms, 10, 100)
+    clock.advance(100)
+    (second,) = await store.claim("default", clock.now_ms, 10, 100)
+    with pytest.raises(LeaseLost):
+        await store.extend(first, 1000)
+    with pytest.raises(InvalidArgument):
+        await store.extend(second, 0)
+    await store.ack(second)
+    with pytest.raises(LeaseLost):
+        await store.extend(second, 1000)
+    got = await store.get("t")
+    assert got is not None
+    assert got.state is State.DONE
+
+
+async def test_extended_leases_expire_in_deadline_order(store: Store, clock: ManualClock) -> None:
+    for name in "abc":
+        await store.add(timer(clock, 0, id=name))
+    leases = await store.claim("default", clock.now_ms, 10, 1000)
+    clock.advance(500)
+    await store.extend(leases[0], 1000)  # a now expires 500 ms after b and c
+    clock.advance(500)  # b and c expire, a holds
+    assert [lease.timer.id for lease in await store.claim("default", clock.now_ms, 10, 50)] == [
+        "b",
+        "c",
+    ]
+
+
+async def test_ack_many_reports_lost_leases(store: Store, clock: ManualClock) -> None:
+    for name in "abcd":
+        await store.add(timer(clock, 0, id=name))
+    a, b, c, d = await store.claim("default", clock.now_ms, 10, 1000)
+    await store.ack(b)
+    await store.retry(d, clock.now_ms + MINUTE, "later")
+    assert await store.ack_many([a, b, c, d]) == [True, False, True, False]
+    assert await store.ack_many([]) == []
+    states = {t.id: t.state for t in (await store.list()).timers}
+    assert states == {"a": State.DONE, "b": State.DONE, "c": State.DONE, "d": State.SCHEDULED}
+
+
+async def test_ack_many_acks_a_burst(store: Store, clock: ManualClock) -> None:
+    await store.add_many([timer(clock, n % 50, id=f"t{n:04}") for n in range(1200)])
+    clock.advance(50)
+    leases = await store.claim("default", clock.now_ms, 1200, 1000)
+    assert len(leases) == 1200
+    assert await store.ack_many(leases) == [True] * 1200
+    stats = await store.stats()
+    assert (stats.counts[State.DONE], stats.counts[State.LEASED]) == (1200, 0)
+
+
+async def test_next_due_ms_is_the_earliest_due_or_lease_deadline(
+    store: Store, clock: ManualClock
+) -> None:
+    assert await store.next_due_ms("default") is None
+    await store.add(timer(clock, 5000, id="late"))
+    await store.add(timer(clock, 3000, id="soon"))
+    await store.add(timer(clock, 1000, id="other", queue="other"))
+    start = clock.now_ms
+    assert await store.next_due_ms("default") == start + 3000
+    assert await store.next_due_ms("other") == start + 1000
+    clock.advance(3000)
+    (lease,) = await store.claim("default", clock.now_ms, 10, 500)
+    assert await store.next_due_ms("default") == start + 3500  # the lease may expire first
+    await store.ack(lease)
+    assert await store.next_due_ms("default") == start + 5000
+    assert await store.reschedule("late", start + 4000)
+    assert await store.next_due_ms("default") == start + 4000
+    assert await store.cancel("late")
+    assert await store.next_due_ms("default") is None
+    clock.advance(MINUTE)
+    (lease,) = await store.claim("other", clock.now_ms, 10, 500)
+    assert await store.next_due_ms("other") == clock.now_ms + 500
+    clock.advance(500)  # expired: the lease deadline stays the next due time until claimed
+    assert await store.next_due_ms("other") == clock.now_ms
+
+
+async def test_first_claimed_ms_marks_the_start_of_a_run_of_attempts(
+    store: Store, clock: ManualClock
+) -> None:
+    added = await store.add(timer(clock, 0, id="t"))
+    assert added.first_claimed_ms is None
+    start = clock.now_ms
+    (lease,) = await store.claim("default", clock.now_ms, 10, 100)
+    assert lease.timer.first_claimed_ms == start
+    clock.advance(100)  # expires: kept
+    (lease,) = await store.claim("default", clock.now_ms, 10, 100)
+    assert lease.timer.first_claimed_ms == start
+    await store.retry(lease, clock.now_ms, "again")  # kept
+    got = await store.get("t")
+    assert got is not None
+    assert got.first_claimed_ms == start
+    clock.advance(10)
+    (lease,) = await store.claim("default", clock.now_ms, 10, 100)
+    assert lease.timer.first_claimed_ms == start
+    await store.kill(lease, "dead")
+    assert await store.replay("t")  # cleared
+    got = await store.get("t")
+    assert got is not None
+    assert got.first_claimed_ms is None
+    clock.advance(10)
+    (lease,) = await store.claim("default", clock.now_ms, 10, 100)
+    assert lease.timer.first_claimed_ms == clock.now_ms
+    await store.retry(lease, clock.now_ms + MINUTE, "again")
+    assert await store.reschedule("t", clock.now_ms + 5)  # cleared
+    got = await store.get("t")
+    assert got is not None
+    assert got.first_claimed_ms is None
+
+
+async def test_replace_clears_first_claimed_ms(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, 0, id="t", payload=1))
+    (lease,) = await store.claim("default", clock.now_ms, 10, 100)
+    await store.retry(lease, clock.now_ms + MINUTE, "again")
+    replaced = await store.add(timer(clock, 0, id="t", payload=2), replace=True)
+    assert replaced.first_claimed_ms is None
+    got = await store.get("t")
+    assert got is not None
+    assert got.first_claimed_ms is None

@@ -85,16 +85,25 @@ def check_layout(client: Any, store: RedisStore) -> None:
         tag = store.shard_keys(shard).tag
         shard_keys = {key for key in keys if key.startswith(tag + ":")}
         if shard_keys:
-            records = {i: r.split(",", 7) for i, r in client.hgetall(f"{tag}:r").items()}
+            records = {i: r.split(",", 8) for i, r in client.hgetall(f"{tag}:r").items()}
             for code in "0123":
                 members = set(client.zrange(f"{tag}:s:{code}", 0, -1))
                 assert members == {i for i, r in records.items() if r[0] == code}, code
-            leases = set(client.zrange(f"{tag}:l", 0, -1))
-            assert leases == {r[5] + i for i, r in records.items() if r[0] == "1"}
+            leases = dict(client.zrange(f"{tag}:l", 0, -1, withscores=True))
+            assert set(leases) == {r[5] + i for i, r in records.items() if r[0] == "1"}
+            by_queue: dict[str, dict[str, float]] = defaultdict(dict)
+            for i, r in records.items():
+                if r[0] == "1":
+                    by_queue[f"{tag}:q:{r[6]}:l"][r[5] + i] = leases[r[5] + i]
+            assert {key for key in shard_keys if key.endswith(":l") and ":q:" in key} == set(
+                by_queue
+            ), "each queue's lease zset holds exactly its leases"
+            for key, members in by_queue.items():
+                assert dict(client.zrange(key, 0, -1, withscores=True)) == members
             expiry = set(client.zrange(f"{tag}:x", 0, -1))
             assert expiry == {i for i, r in records.items() if r[0] == "2"}
             expected: dict[str, dict[str, float]] = defaultdict(dict)
-            for timer_id, (code, _, due, _, _, seq, queue, _) in records.items():
+            for timer_id, (code, _, due, _, _, seq, queue, _, _) in records.items():
                 if code == "0":
                     bucket = f"{tag}:q:{queue}:b:{int(due) // MINUTE}"
                     expected[bucket][seq + timer_id] = float(due)

@@ -228,3 +228,31 @@ async def test_claim_reads_the_due_index_not_the_table(tmp_path: Path) -> None:
     conn.close()
     assert any("USING INDEX timers_due" in step for step in plan), plan
     assert not any(step.startswith("SCAN timers") for step in plan), plan
+
+
+async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
+    """Version 2 added first_claimed_ms and the per-queue lease index; old rows read as unset."""
+    path = tmp_path / "timers.db"
+    with sqlite3.connect(path) as conn:
+        for statement in sqlite_store._SCHEMA:
+            if "timers_lease_queue" not in statement:
+                conn.execute(statement.replace(",\n        first_claimed_ms INTEGER", ""))
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute(
+            "INSERT INTO timers (id, queue, state, due_ms, seq, attempt, created_ms, updated_ms,"
+            " spec) VALUES ('old', 'default', 0, 5, 1, 0, 1, 1, '[null,7,null]')"
+        )
+    conn.close()
+    store = SqliteStore(path)
+    try:
+        got = await store.get("old")
+        assert got is not None
+        assert (got.payload, got.first_claimed_ms) == (7, None)
+        (lease,) = await store.claim("default", 10, 1, 1000)
+        assert lease.timer.first_claimed_ms is not None
+        assert await store.next_due_ms("default") == lease.deadline_ms
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    conn.close()

@@ -101,8 +101,41 @@ class Store(Protocol):
         """
         ...
 
+    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
+        """Push the lease deadline to now + `lease_ms`, for a callback still running.
+
+        Returns the new lease (same timer, same token); raises `LeaseLost` if `lease` no longer
+        holds the timer (it expired and was reclaimed, or was settled).
+        """
+        ...
+
+    async def next_due_ms(self, queue: str) -> int | None:
+        """Return the earliest time `claim(queue, ...)` could return something, or None.
+
+        That is the earlier of the queue's earliest scheduled due time and the earliest lease
+        deadline among its leased timers (an expired lease comes back). An index probe.
+        """
+        ...
+
+    async def wait(self, queue: str, timeout_s: float) -> bool:
+        """Block until something may have made `next_due_ms(queue)` earlier, or `timeout_s`.
+
+        Returns True after an add, reschedule, retry or replay into `queue` since the call
+        began (from this process, and from others where the store can tell), False on timeout.
+        A True may be spurious; the caller just claims again.
+        """
+        ...
+
     async def ack(self, lease: Lease) -> None:
         """Mark the leased timer done (kept for the retention period)."""
+        ...
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Ack many leases in few round trips or transactions.
+
+        Returns, per lease in order, True if acked, False if its lease was lost (nothing
+        changed for that one); lost leases raise nothing.
+        """
         ...
 
     async def retry(self, lease: Lease, due_ms: int, error: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from tickwheel.errors import InvalidArgument, InvalidTimer
 from tickwheel.stores.base import StoreSettings
 
@@ -27,3 +29,17 @@ def check_claim(limit: int, lease_ms: int, settings: StoreSettings) -> None:
 def check_list(limit: int) -> None:
     if not 1 <= limit <= MAX_LIST:
         raise InvalidArgument("limit", f"must be from 1 to {MAX_LIST}, got {limit!r}")
+
+
+def check_lease(lease_ms: int) -> None:
+    if isinstance(lease_ms, bool) or not isinstance(lease_ms, int) or lease_ms < 1:
+        raise InvalidArgument("lease_ms", f"must be a positive integer, got {lease_ms!r}")
+
+
+def check_timeout(timeout_s: float) -> None:
+    if (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, int | float)
+        or not (0 <= timeout_s < math.inf)
+    ):
+        raise InvalidArgument("timeout_s", f"must be a finite number >= 0, got {timeout_s!r}")

@@ -9,7 +9,14 @@ from tickwheel.core import DelayHeap
 from tickwheel.errors import Closed, LeaseLost, TimerExists
 from tickwheel.model import State, Timer, as_scheduled, truncate_error
 from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
-from tickwheel.stores.checks import check_claim, check_due, check_list
+from tickwheel.stores.checks import (
+    check_claim,
+    check_due,
+    check_lease,
+    check_list,
+    check_timeout,
+)
+from tickwheel.stores.wake import Wakeups
 
 
 def _wall_ms() -> int:
@@ -27,6 +34,9 @@ class MemoryStore:
         self._timers: dict[str, Timer] = {}
         self._due: dict[str, DelayHeap[str, None]] = {}
         self._leases: DelayHeap[str, None] = DelayHeap()
+        # the same leases by queue, for next_due_ms
+        self._queue_leases: dict[str, DelayHeap[str, None]] = {}
+        self._wakeups = Wakeups()
         self._expiry: DelayHeap[str, None] = DelayHeap()
         self._closed = False
 
@@ -84,7 +94,8 @@ class MemoryStore:
         if timer is None or timer.state is not State.SCHEDULED:
             return False
         self._due[timer.queue].reschedule(timer_id, due_ms)
-        self._timers[timer_id] = timer.evolve(due_ms=due_ms, updated_ms=now)
+        self._timers[timer_id] = timer.evolve(due_ms=due_ms, updated_ms=now, first_claimed_ms=None)
+        self._wakeups.notify(timer.queue)
         return True
 
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
@@ -93,6 +104,7 @@ class MemoryStore:
         now = self._clock()
         for timer_id, _ in self._leases.pop_due(now):
             timer = self._timers[timer_id]
+            self._queue_leases[timer.queue].cancel(timer_id)
             self._schedule(timer.evolve(state=State.SCHEDULED, updated_ms=now))
         heap = self._due.get(queue)
         if heap is None:
@@ -100,17 +112,51 @@ class MemoryStore:
         leases = []
         for timer_id, _ in heap.pop_due(horizon_ms, limit):
             timer = self._timers[timer_id]
-            leased = timer.evolve(state=State.LEASED, attempt=timer.attempt + 1, updated_ms=now)
+            leased = timer.evolve(
+                state=State.LEASED,
+                attempt=timer.attempt + 1,
+                updated_ms=now,
+                first_claimed_ms=now if timer.first_claimed_ms is None else timer.first_claimed_ms,
+            )
             self._timers[timer_id] = leased
-            self._leases.push(timer_id, now + lease_ms, None)
+            self._lease(leased, now + lease_ms)
             leases.append(Lease(leased, leased.attempt, now + lease_ms))
         return leases
+
+    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
+        check_lease(lease_ms)
+        timer = self._settle(lease)
+        deadline = self._clock() + lease_ms
+        self._lease(timer, deadline)
+        return Lease(lease.timer, lease.token, deadline)
+
+    async def next_due_ms(self, queue: str) -> int | None:
+        self._open()
+        heaps = (self._due.get(queue), self._queue_leases.get(queue))
+        dues = [heap.next_due_ms() for heap in heaps if heap is not None]
+        return min((due for due in dues if due is not None), default=None)
+
+    async def wait(self, queue: str, timeout_s: float) -> bool:
+        self._open()
+        check_timeout(timeout_s)
+        return await self._wakeups.wait(queue, timeout_s)
 
     async def ack(self, lease: Lease) -> None:
         timer = self._settle(lease)
         now = self._clock()
         self._timers[timer.id] = timer.evolve(state=State.DONE, updated_ms=now)
         self._expiry.push(timer.id, now + self.settings.retention_ms, None)
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        acked = []
+        for lease in leases:
+            try:
+                await self.ack(lease)
+            except LeaseLost:
+                acked.append(False)
+            else:
+                acked.append(True)
+        return acked
 
     async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
         check_due(due_ms, self._clock(), self.settings)
@@ -136,7 +182,9 @@ class MemoryStore:
         if timer is None or timer.state is not State.DEAD:
             return False
         now = self._clock()
-        self._schedule(timer.evolve(state=State.SCHEDULED, due_ms=now, updated_ms=now))
+        self._schedule(
+            timer.evolve(state=State.SCHEDULED, due_ms=now, updated_ms=now, first_claimed_ms=None)
+        )
         return True
 
     async def list(
@@ -171,12 +219,17 @@ class MemoryStore:
     def _schedule(self, timer: Timer) -> None:
         self._timers[timer.id] = timer
         self._due.setdefault(timer.queue, DelayHeap()).push(timer.id, timer.due_ms, None)
+        self._wakeups.notify(timer.queue)
+
+    def _lease(self, timer: Timer, deadline_ms: int) -> None:
+        self._leases.push(timer.id, deadline_ms, None)
+        self._queue_leases.setdefault(timer.queue, DelayHeap()).push(timer.id, deadline_ms, None)
 
     def _forget(self, timer: Timer) -> None:
         del self._timers[timer.id]
         if timer.queue in self._due:
             self._due[timer.queue].cancel(timer.id)
-        self._leases.cancel(timer.id)
+        self._unlease(timer)
         self._expiry.cancel(timer.id)
 
     def _settle(self, lease: Lease) -> Timer:
@@ -184,8 +237,13 @@ class MemoryStore:
         timer = self._timers.get(lease.timer.id)
         if timer is None or timer.state is not State.LEASED or timer.attempt != lease.token:
             raise LeaseLost(lease.timer.id, lease.token)
-        self._leases.cancel(timer.id)
+        self._unlease(timer)
         return timer
+
+    def _unlease(self, timer: Timer) -> None:
+        self._leases.cancel(timer.id)
+        if timer.queue in self._queue_leases:
+            self._queue_leases[timer.queue].cancel(timer.id)
 
     def _live(self, timer_id: str, now: int) -> Timer | None:
         self._expire_done(now)

@@ -26,18 +26,27 @@ from typing import Any, TypeVar
 from tickwheel.errors import Closed, LeaseLost, StoreUnavailable, TimerExists
 from tickwheel.model import State, Timer, as_scheduled, restore, truncate_error
 from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
-from tickwheel.stores.checks import check_claim, check_due, check_list
+from tickwheel.stores.checks import (
+    check_claim,
+    check_due,
+    check_lease,
+    check_list,
+    check_timeout,
+)
 from tickwheel.stores.codec import decode_spec, encode_spec, state_code, state_of
+from tickwheel.stores.wake import Wakeups
 
 R = TypeVar("R")
 Row = tuple[Any, ...]
 Work = Callable[[sqlite3.Connection, int], R]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... FROM (3.33) and RETURNING (3.35)
 BUSY_TIMEOUT_MS = 5000
 PURGE_BATCH = 1000
 """Most finished timers past their retention that one claim deletes."""
+WATCH_INTERVAL_S = 0.005
+"""How often `wait` checks whether another connection committed (``PRAGMA data_version``)."""
 
 # literal state codes: SQLite uses a partial index only when a query repeats its WHERE literally
 _SCHEDULED = state_code(State.SCHEDULED)
@@ -45,6 +54,10 @@ _LEASED = state_code(State.LEASED)
 _DONE = state_code(State.DONE)
 _DEAD = state_code(State.DEAD)
 
+# next_due_ms reads a queue's earliest lease deadline from this one
+_LEASE_BY_QUEUE = (
+    f"CREATE INDEX timers_lease_queue ON timers (queue, deadline_ms) WHERE state = {_LEASED}"
+)
 _SCHEMA = (
     """CREATE TABLE timers (
         id TEXT NOT NULL UNIQUE,
@@ -57,17 +70,21 @@ _SCHEMA = (
         created_ms INTEGER NOT NULL,
         updated_ms INTEGER NOT NULL,
         last_error TEXT,
-        spec TEXT NOT NULL
+        spec TEXT NOT NULL,
+        first_claimed_ms INTEGER
     )""",
     # deadline_ms is the lease deadline while leased, the end of retention while done
     f"CREATE INDEX timers_due ON timers (queue, due_ms, seq) WHERE state = {_SCHEDULED}",
     f"CREATE INDEX timers_lease ON timers (deadline_ms, seq) WHERE state = {_LEASED}",
+    _LEASE_BY_QUEUE,
     f"CREATE INDEX timers_done ON timers (deadline_ms) WHERE state = {_DONE}",
     f"CREATE INDEX timers_dead ON timers (id) WHERE state = {_DEAD}",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 
-_COLUMNS = "id, queue, state, due_ms, attempt, created_ms, updated_ms, last_error, spec"
+_COLUMNS = (
+    "id, queue, state, due_ms, attempt, created_ms, updated_ms, last_error, first_claimed_ms, spec"
+)
 _LIVE = f"NOT (state = {_DONE} AND deadline_ms <= :now)"
 
 
@@ -89,7 +106,8 @@ _LAST_LEASE = f"""SELECT coalesce(max(seq), 0) FROM timers
 # UPDATE ... FROM materializes `pick` first; the inner LIMIT bounds the window to claimed rows
 _CLAIM = f"""
     UPDATE timers SET state = {_LEASED}, attempt = attempt + 1, deadline_ms = :deadline,
-        updated_ms = :now, seq = :seq + pick.n
+        updated_ms = :now, seq = :seq + pick.n,
+        first_claimed_ms = coalesce(first_claimed_ms, :now)
     FROM (SELECT r, row_number() OVER (ORDER BY due_ms, seq) AS n
           FROM (SELECT rowid AS r, due_ms, seq FROM timers
                 WHERE queue = :queue AND state = {_SCHEDULED} AND due_ms <= :horizon
@@ -102,6 +120,17 @@ _PURGE_DONE = f"""
         SELECT rowid FROM timers WHERE state = {_DONE} AND deadline_ms <= :now LIMIT :batch)"""
 
 _HELD = f"id = :id AND state = {_LEASED} AND attempt = :token"
+# past every lease with the same deadline, as when leased
+_EXTEND = f"""deadline_ms = :deadline, seq = (SELECT coalesce(max(t.seq), 0) + 1 FROM timers AS t
+                  WHERE t.state = {_LEASED} AND t.deadline_ms = :deadline)"""
+_ACK = f"state = {_DONE}, deadline_ms = :end, updated_ms = :now"
+# two index probes; the aggregate min() skips the NULL of an empty side
+_NEXT_DUE = f"""SELECT min(t) FROM (
+    SELECT (SELECT due_ms FROM timers WHERE queue = :queue AND state = {_SCHEDULED}
+            ORDER BY due_ms LIMIT 1) AS t
+    UNION ALL
+    SELECT (SELECT deadline_ms FROM timers WHERE queue = :queue AND state = {_LEASED}
+            ORDER BY deadline_ms LIMIT 1))"""
 
 
 _BATCH = 1000  # timers per transaction in add_many
@@ -112,7 +141,7 @@ def _wall_ms() -> int:
 
 
 def _timer(row: Row) -> Timer:
-    timer_id, queue, state, due_ms, attempt, created_ms, updated_ms, last_error, spec = row
+    timer_id, queue, state, due_ms, attempt, created_ms, updated_ms, last_error, first, spec = row
     callback, payload, retry = decode_spec(spec)
     return restore(
         Timer,
@@ -127,6 +156,7 @@ def _timer(row: Row) -> Timer:
         created_ms=created_ms,
         updated_ms=updated_ms,
         last_error=last_error,
+        first_claimed_ms=first,
     )
 
 
@@ -147,6 +177,11 @@ def _transaction(
                 conn.execute("ROLLBACK")
         raise
     return result
+
+
+def _data_version(conn: sqlite3.Connection, now: int) -> int:
+    version: int = conn.execute("PRAGMA data_version").fetchone()[0]
+    return version
 
 
 def _settle(conn: sqlite3.Connection, lease: Lease, assignments: str, **values: object) -> None:
@@ -176,12 +211,17 @@ class SqliteStore:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tickwheel-sqlite")
         self._conn: sqlite3.Connection | None = None  # used only on the executor's thread
         self._closed = False
+        self._wakeups = Wakeups()
+        self._watcher: asyncio.Task[None] | None = None
+        self._seen_version: int | None = None
 
     def now_ms(self) -> int:
         return self._clock()
 
     async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
-        return await self._run(None, lambda conn, now: self._add(conn, now, timer, replace))
+        stored = await self._run(None, lambda conn, now: self._add(conn, now, timer, replace))
+        self._wakeups.notify(stored.queue)
+        return stored
 
     async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
         """Add many timers, up to 1,000 per transaction; return them as stored, in order.
@@ -216,6 +256,8 @@ class SqliteStore:
                     "BEGIN IMMEDIATE", partial(work, chunk=timers[start : start + _BATCH])
                 )
             )
+        for queue in {timer.queue for timer in stored}:
+            self._wakeups.notify(queue)
         if conflicts:
             raise conflicts[0]
         return stored
@@ -233,14 +275,17 @@ class SqliteStore:
         return await self._run(None, lambda conn, now: conn.execute(sql, (timer_id,)).rowcount > 0)
 
     async def reschedule(self, timer_id: str, due_ms: int) -> bool:
-        def work(conn: sqlite3.Connection, now: int) -> bool:
+        def work(conn: sqlite3.Connection, now: int) -> Row | None:
             check_due(due_ms, now, self.settings)
-            sql = f"""UPDATE timers SET due_ms = :due, updated_ms = :now,
+            sql = f"""UPDATE timers SET due_ms = :due, updated_ms = :now, first_claimed_ms = NULL,
                           seq = {_next_seq("timers.queue", ":due")}
-                      WHERE id = :id AND state = {_SCHEDULED}"""
-            return conn.execute(sql, {"due": due_ms, "now": now, "id": timer_id}).rowcount > 0
+                      WHERE id = :id AND state = {_SCHEDULED} RETURNING queue"""
+            row: Row | None = conn.execute(
+                sql, {"due": due_ms, "now": now, "id": timer_id}
+            ).fetchone()
+            return row
 
-        return await self._run(None, work)
+        return self._woke(await self._run(None, work))
 
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         self._check_open()
@@ -260,13 +305,58 @@ class SqliteStore:
 
         return await self._run("BEGIN IMMEDIATE", work)
 
+    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
+        check_lease(lease_ms)
+
+        def work(conn: sqlite3.Connection, now: int) -> Lease:
+            _settle(conn, lease, _EXTEND, deadline=now + lease_ms)
+            return Lease(lease.timer, lease.token, now + lease_ms)
+
+        return await self._run(None, work)
+
+    async def next_due_ms(self, queue: str) -> int | None:
+        def work(conn: sqlite3.Connection, now: int) -> int | None:
+            due: int | None = conn.execute(_NEXT_DUE, {"queue": queue}).fetchone()[0]
+            return due
+
+        return await self._run(None, work)
+
+    async def wait(self, queue: str, timeout_s: float) -> bool:
+        """Wait for a change to `queue` by this store, or a commit by any other connection.
+
+        Other connections (processes) are seen by polling ``PRAGMA data_version`` every
+        `WATCH_INTERVAL_S` while a task waits; the file does not say what changed, so such a
+        commit wakes every waiter of this store, whatever its queue.
+        """
+        self._check_open()
+        check_timeout(timeout_s)
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.create_task(self._watch(), name=f"tickwheel-watch {self.path}")
+        return await self._wakeups.wait(queue, timeout_s)
+
     async def ack(self, lease: Lease) -> None:
         def work(conn: sqlite3.Connection, now: int) -> None:
-            end = now + self.settings.retention_ms
-            sql = f"state = {_DONE}, deadline_ms = :end, updated_ms = :now"
-            _settle(conn, lease, sql, end=end, now=now)
+            _settle(conn, lease, _ACK, end=now + self.settings.retention_ms, now=now)
 
         await self._run(None, work)
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Ack many leases, up to 1,000 per transaction."""
+
+        def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Lease]) -> list[bool]:
+            values = {"end": now + self.settings.retention_ms, "now": now}
+            sql = f"UPDATE timers SET {_ACK} WHERE {_HELD}"
+            return [
+                conn.execute(sql, {"id": lease.timer.id, "token": lease.token, **values}).rowcount
+                > 0
+                for lease in chunk
+            ]
+
+        acked: list[bool] = []
+        for start in range(0, len(leases), _BATCH):
+            chunk = leases[start : start + _BATCH]
+            acked += await self._run("BEGIN IMMEDIATE", partial(work, chunk=chunk))
+        return acked
 
     async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
         def work(conn: sqlite3.Connection, now: int) -> None:
@@ -276,6 +366,7 @@ class SqliteStore:
             _settle(conn, lease, sql, due=due_ms, now=now, error=truncate_error(error))
 
         await self._run(None, work)
+        self._wakeups.notify(lease.timer.queue)
 
     async def kill(self, lease: Lease, error: str) -> None:
         def work(conn: sqlite3.Connection, now: int) -> None:
@@ -285,13 +376,14 @@ class SqliteStore:
         await self._run(None, work)
 
     async def replay(self, timer_id: str) -> bool:
-        def work(conn: sqlite3.Connection, now: int) -> bool:
+        def work(conn: sqlite3.Connection, now: int) -> Row | None:
             sql = f"""UPDATE timers SET state = {_SCHEDULED}, due_ms = :now, updated_ms = :now,
-                          seq = {_next_seq("timers.queue", ":now")}
-                      WHERE id = :id AND state = {_DEAD}"""
-            return conn.execute(sql, {"now": now, "id": timer_id}).rowcount > 0
+                          first_claimed_ms = NULL, seq = {_next_seq("timers.queue", ":now")}
+                      WHERE id = :id AND state = {_DEAD} RETURNING queue"""
+            row: Row | None = conn.execute(sql, {"now": now, "id": timer_id}).fetchone()
+            return row
 
-        return await self._run(None, work)
+        return self._woke(await self._run(None, work))
 
     async def list(
         self, state: State | None = None, limit: int = 100, cursor: str | None = None
@@ -338,11 +430,43 @@ class SqliteStore:
         if self._closed:
             return
         self._closed = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
         try:
             # queued behind every call already submitted, so those finish first
             await asyncio.get_running_loop().run_in_executor(self._executor, self._disconnect)
         finally:
             self._executor.shutdown(wait=True)
+
+    def _woke(self, row: Row | None) -> bool:
+        """Wake the waiters of the queue in `row` (a changed timer's), if any; return whether."""
+        if row is None:
+            return False
+        self._wakeups.notify(row[0])
+        return True
+
+    async def _watch(self) -> None:
+        """Wake every waiter when another connection has committed, polling while tasks wait.
+
+        ``PRAGMA data_version`` on the store's own connection changes only when another
+        connection commits (this store's changes notify their queue directly). The last
+        version seen outlives the task, so a commit between two waits still wakes the second;
+        the first poll of a store wakes its waiters, having nothing to compare with.
+        """
+        while True:
+            try:
+                version = await self._run(None, _data_version)
+            except (StoreUnavailable, Closed):
+                self._wakeups.notify_all()  # the waiters' next call reports it
+                return
+            if version != self._seen_version:
+                self._seen_version = version
+                self._wakeups.notify_all()
+            if not self._wakeups:
+                return
+            await asyncio.sleep(WATCH_INTERVAL_S)
 
     def _add(self, conn: sqlite3.Connection, now: int, timer: Timer, replace: bool) -> Timer:
         check_due(timer.due_ms, now, self.settings)
@@ -386,7 +510,7 @@ class SqliteStore:
         """Write `timer` as newly scheduled; return it as stored and whether a row was written."""
         stored = as_scheduled(timer, now, attempt)
         sql = f"""{verb} INTO timers ({_COLUMNS}, seq)
-                  VALUES (:id, :queue, {_SCHEDULED}, :due, :attempt, :now, :now, NULL, :spec,
+                  VALUES (:id, :queue, {_SCHEDULED}, :due, :attempt, :now, :now, NULL, NULL, :spec,
                           {_next_seq(":queue", ":due")}) {conflict}"""
         params = {
             "id": stored.id,
@@ -441,6 +565,11 @@ class SqliteStore:
         if version == 0:
             for statement in _SCHEMA:
                 conn.execute(statement)
+        elif version == 1:
+            # 1 -> 2: when the current run of attempts began; next_due_ms's lease index
+            conn.execute("ALTER TABLE timers ADD COLUMN first_claimed_ms INTEGER")
+            conn.execute(_LEASE_BY_QUEUE)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         elif version != SCHEMA_VERSION:
             raise StoreUnavailable(
                 f"{self.path} has schema version {version}; this tickwheel reads {SCHEMA_VERSION}"

@@ -12,6 +12,11 @@ slot and every script runs on one node::
     {p:s}:q:<queue>:i       zset   minute → minute: the non-empty buckets of a queue
     {p:s}:q:<queue>:b:<m>   zset   <seq><id> → due ms: the timers due in minute m
                                    (m = due ms // 60 000)
+    {p:s}:q:<queue>:l       zset   <lease seq><id> → lease deadline ms: the queue's share of
+                                   {p:s}:l, so its next due time is one probe away
+
+Scripts also PUBLISH the queue's name on the channel ``<p>:wake`` when a change makes a timer
+the earliest of its queue in its shard (`RedisStore.wait` listens to it).
 
 A queue's index lists exactly its non-empty buckets, so a claim walks buckets in minute order
 from the oldest, however long no worker ran, and never reads an empty one.
@@ -80,6 +85,10 @@ class ShardKeys:
     def index(self, queue: str) -> str:
         """The zset of non-empty minute buckets of `queue` in this shard."""
         return f"{self.tag}:q:{queue}:i"
+
+    def leases(self, queue: str) -> str:
+        """The zset of `queue`'s leases in this shard."""
+        return f"{self.tag}:q:{queue}:l"
 
     def bucket(self, queue: str, minute: int) -> str:
         """The zset of `queue`'s timers due in `minute` (epoch ms // 60 000)."""

@@ -2,10 +2,12 @@
 
 ::
 
-    <state>,<attempt>,<due_ms>,<created_ms>,<updated_ms>,<seq>,<queue>,<error bytes>|<error><spec>
+    <state>,<attempt>,<due_ms>,<created_ms>,<updated_ms>,<seq>,<queue>,<first claimed ms>,
+    <error bytes>|<error><spec>
 
 The header is plain decimal text (``lib.lua`` parses and rebuilds it with string operations;
-numbers never pass through Lua's ``%.14g``). ``<error bytes>`` is empty when there is no error.
+numbers never pass through Lua's ``%.14g``). ``<first claimed ms>`` is empty until a claim sets
+it, ``<error bytes>`` when there is no error.
 ``<spec>`` is `codec.encode_spec`'s JSON, which Lua never decodes: cjson would change numbers.
 ``<seq>`` is 14 hex digits that order equal due times by insertion (see `SeqSource`); a
 scheduled timer's bucket member is ``<seq><id>``. While leased, ``<seq>`` numbers the claim
@@ -24,13 +26,13 @@ SEQ_DIGITS = 14
 
 def pack_new(timer: Timer, now_ms: int, seq: str, spec: str) -> str:
     """Encode a freshly scheduled timer (attempt 0, no error) created at `now_ms`."""
-    return f"0,0,{timer.due_ms},{now_ms},{now_ms},{seq},{timer.queue},|{spec}"
+    return f"0,0,{timer.due_ms},{now_ms},{now_ms},{seq},{timer.queue},,|{spec}"
 
 
 def unpack(timer_id: str, raw: bytes) -> Timer:
     """Rebuild a timer from its record."""
     head, _, rest = raw.partition(b"|")
-    state, attempt, due, created, updated, _seq, queue, error_bytes = head.split(b",")
+    state, attempt, due, created, updated, _seq, queue, first, error_bytes = head.split(b",")
     error: str | None = None
     if error_bytes:
         size = int(error_bytes)
@@ -49,6 +51,7 @@ def unpack(timer_id: str, raw: bytes) -> Timer:
         created_ms=int(created),
         updated_ms=int(updated),
         last_error=error,
+        first_claimed_ms=int(first) if first else None,
     )
 
 

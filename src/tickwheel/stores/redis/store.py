@@ -21,7 +21,13 @@ from redis.backoff import NoBackoff
 from tickwheel.errors import Closed, InvalidArgument, LeaseLost, TimerExists
 from tickwheel.model import State, Timer, as_scheduled, truncate_error
 from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
-from tickwheel.stores.checks import check_claim, check_due, check_list
+from tickwheel.stores.checks import (
+    check_claim,
+    check_due,
+    check_lease,
+    check_list,
+    check_timeout,
+)
 from tickwheel.stores.codec import state_code
 from tickwheel.stores.redis.batch import AddCall, plan
 from tickwheel.stores.redis.clock import ServerClock
@@ -32,8 +38,10 @@ from tickwheel.stores.redis.keys import (
     check_layout,
     shard_of,
 )
+from tickwheel.stores.redis.listen import Listener
 from tickwheel.stores.redis.record import SeqSource, seq_of, unpack
 from tickwheel.stores.redis.scripts import Arg, Client, ScriptCall, Scripts, unavailable
+from tickwheel.stores.wake import until
 
 # (`RedisStore.list` hides the builtin inside the class body)
 Added: TypeAlias = list[Timer | TimerExists]
@@ -45,6 +53,7 @@ Heads: TypeAlias = list[tuple[float, bytes, int]]
 ADD_WAVE = 25  # add.lua calls per pipeline in add_many (5,000 timers)
 ADD_IN_FLIGHT = 4  # add_many pipelines sent at once
 GET_BATCH = 500  # ids per get.lua call
+ACK_BATCH = 500  # leases per ack.lua call
 RELEASE_LIMIT = 256  # expired leases returned per shard per claim
 PURGE_LIMIT = 256  # done timers past retention deleted per shard per claim, list or stats
 MAX_MS = 2**53  # Lua and sorted-set scores are doubles: integers are exact below this
@@ -91,6 +100,7 @@ class RedisStore:
         else:
             self._clock = clock
         self._seq = SeqSource()
+        self._listener = Listener(client, f"{prefix}:wake")
         self._closed = False
 
     @classmethod
@@ -259,10 +269,70 @@ class RedisStore:
             asked.update(dict.fromkeys(wanted, limit))
         return chosen
 
+    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
+        self._open()
+        check_lease(lease_ms)
+        now = await self._now()
+        await self._settle("extend", lease, now + lease_ms, self._next_seq())
+        return Lease(lease.timer, lease.token, now + lease_ms)
+
+    async def next_due_ms(self, queue: str) -> int | None:
+        self._open()
+        calls = [
+            (
+                "next_due",
+                (*self._fixed[s], self._keys[s].index(queue), self._keys[s].leases(queue)),
+                (queue,),
+            )
+            for s in range(self.shards)
+        ]
+        dues = [int(due) for due in await self._scripts.run_many(calls) if due]
+        return min(dues, default=None)
+
+    async def wait(self, queue: str, timeout_s: float) -> bool:
+        """Wait for a wake message naming `queue`, or `timeout_s`.
+
+        Scripts publish one when a change makes a timer the earliest of its queue in its shard,
+        whichever process made it. The first call subscribes, and returns True once subscribed
+        (as after a reconnect): a change made before the subscription was not heard.
+        """
+        self._open()
+        check_timeout(timeout_s)
+        with self._listener.wakeups.waiting(queue) as event:
+            self._listener.start()
+            return await until(event, timeout_s)
+
     async def ack(self, lease: Lease) -> None:
+        (acked,) = await self.ack_many([lease])
+        if not acked:
+            raise LeaseLost(lease.timer.id, lease.token)
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Ack many leases: one ack.lua call per shard (per 500), all in one pipeline."""
         self._open()
         now = await self._now()
-        await self._settle("ack", lease, now, now + self.settings.retention_ms)
+        by_shard: dict[int, list[int]] = {}
+        for n, lease in enumerate(leases):
+            by_shard.setdefault(shard_of(lease.timer.id, self.shards), []).append(n)
+        batches = [
+            (shard, positions[start : start + ACK_BATCH])
+            for shard, positions in by_shard.items()
+            for start in range(0, len(positions), ACK_BATCH)
+        ]
+        expiry = now + self.settings.retention_ms
+        calls = []
+        for shard, positions in batches:
+            args: list[Arg] = [now, expiry]
+            for n in positions:
+                args += (leases[n].timer.id, leases[n].token)
+            calls.append(self._call("ack", shard, args))
+        acked = [False] * len(leases)
+        for (_, positions), replies in zip(
+            batches, await self._scripts.run_many(calls), strict=True
+        ):
+            for n, reply in zip(positions, replies, strict=True):
+                acked[n] = reply == 1
+        return acked
 
     async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
         self._open()
@@ -335,6 +405,7 @@ class RedisStore:
         if self._closed:
             return
         self._closed = True
+        await self._listener.close()
         if self._owns_client:
             await self._client.aclose()
 

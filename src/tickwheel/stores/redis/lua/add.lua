@@ -7,7 +7,8 @@
 --          on the replaced timer must never match a claim of the new one); else the live
 --          record under that id (unchanged)
 -- bounded by the number of timers, which the store caps per call; new timers are written with
--- one variadic command per key, so a batch costs a few calls, not a few per timer
+-- one variadic command per key, so a batch costs a few calls, not a few per timer; publishes a
+-- wake (lib.lua) per queue whose earliest due time here the batch brings forward
 local now, replace = ARGV[1], ARGV[2] == '1'
 local ids, records = {}, {}
 for id, raw in string.gmatch(ARGV[3], '([^\n]+)\n([^\n]+)\n') do
@@ -17,6 +18,7 @@ end
 local existing = redis.call('HMGET', RECORDS, unpack(ids))
 local results = {}
 local fields, members, buckets, minutes, queues = {}, {}, {}, {}, {}
+local soonest = {} -- queue → earliest due among the timers stored
 for n, id in ipairs(ids) do
   local raw = records[n]
   -- only what the bucket needs: due, seq and queue (parse() takes twice as long)
@@ -57,8 +59,14 @@ for n, id in ipairs(ids) do
     end
     entries[#entries + 1] = due
     entries[#entries + 1] = seq .. id
+    if soonest[queue] == nil or tonumber(due) < tonumber(soonest[queue]) then
+      soonest[queue] = due
+    end
     results[n] = tonumber(attempt)
   end
+end
+for queue, due in pairs(soonest) do
+  wake(queue, due)
 end
 if #fields > 0 then
   redis.call('HSET', RECORDS, unpack(fields))

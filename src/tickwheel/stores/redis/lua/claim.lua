@@ -4,7 +4,7 @@
 -- ARGV[5..] one lease seq per timer to claim (their number is the limit): the store numbers
 --           claims across shards, and expired leases return in (deadline, lease seq) order
 -- returns: {id1, record1, id2, record2, ...} as leased: attempt + 1 (the lease token), seq =
---          its lease seq, in (due, seq) order
+--          its lease seq, first claimed = now unless set, in (due, seq) order
 -- walks buckets in minute order, dropping each it empties; stops at the limit or the first
 -- bucket with timers beyond the horizon, so it visits at most limit + 1 buckets
 local queue, horizon, now = ARGV[1], ARGV[2], ARGV[3]
@@ -29,9 +29,12 @@ while taken < limit do
       move_state(id, r, LEASED)
       r.attempt = int(tonumber(r.attempt) + 1)
       r.updated, r.seq = now, ARGV[4 + taken]
+      if r.first == '' then
+        r.first = now
+      end
       out[#out + 1] = id
       out[#out + 1] = save(id, r)
-      redis.call('ZADD', LEASES, deadline, r.seq .. id)
+      lease(id, r, deadline)
     end
   end
   if redis.call('EXISTS', bucket) == 1 then

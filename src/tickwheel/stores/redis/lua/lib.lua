@@ -3,14 +3,17 @@
 --   KEYS[1] records hash (id → record)   KEYS[2] lease zset (<lease seq><id> → deadline ms)
 --   KEYS[3] done-expiry zset (id → ms)   KEYS[4..7] state sets, id order: scheduled, leased,
 --   done, dead (the dead letters)        KEYS[8] set of queues with scheduled timers
--- Bucket and queue-index keys depend on a record's queue and due time, read inside the script,
--- so they are built here from the hash tag of KEYS[1]: every key a script touches shares a slot.
+-- Bucket, queue-index and queue-lease keys depend on a record's queue and due time, read inside
+-- the script, so they are built here from the hash tag of KEYS[1]: every key a script touches
+-- shares a slot.
 -- Numbers stay decimal strings; arithmetic results are formatted with '%d' (never %.14g).
 
 local RECORDS, LEASES, EXPIRY, QUEUES = KEYS[1], KEYS[2], KEYS[3], KEYS[8]
 local SCHEDULED, LEASED, DONE, DEAD = '0', '1', '2', '3'
 local STATE_SET = { ['0'] = KEYS[4], ['1'] = KEYS[5], ['2'] = KEYS[6], ['3'] = KEYS[7] }
 local TAG = string.match(RECORDS, '^{[^}]*}')
+-- the store's wake channel, <prefix>:wake (a channel is no key: it has no slot)
+local WAKE = string.match(TAG, '^{(.*):%d+}$') .. ':wake'
 local MINUTE_MS = 60000
 local SEQ_DIGITS = 14
 
@@ -30,20 +33,26 @@ local function bucket_key(queue, minute)
   return TAG .. ':q:' .. queue .. ':b:' .. minute
 end
 
--- record: "<state>,<attempt>,<due>,<created>,<updated>,<seq>,<queue>,<errlen>|<error><spec>"
+-- the leases of one queue (<lease seq><id> → deadline), as in LEASES: for next_due.lua
+local function lease_key(queue)
+  return TAG .. ':q:' .. queue .. ':l'
+end
+
+-- record: "<state>,<attempt>,<due>,<created>,<updated>,<seq>,<queue>,<first claimed>,<errlen>|
+--          <error><spec>" (first claimed and errlen empty when unset)
 local function parse(raw)
-  local state, attempt, due, created, updated, seq, queue, errlen, body = string.match(raw,
-    '^(%d),(%d+),(%-?%d+),(%d+),(%d+),(%x+),([^,|]+),(%d*)|()')
+  local state, attempt, due, created, updated, seq, queue, first, errlen, body = string.match(raw,
+    '^(%d),(%d+),(%-?%d+),(%d+),(%d+),(%x+),([^,|]+),(%d*),(%d*)|()')
   if not state then
     error('tickwheel: corrupt record ' .. string.sub(raw, 1, 60))
   end
   return { state = state, attempt = attempt, due = due, created = created, updated = updated,
-           seq = seq, queue = queue, errlen = errlen, body = string.sub(raw, body) }
+           seq = seq, queue = queue, first = first, errlen = errlen, body = string.sub(raw, body) }
 end
 
 local function pack(r)
   return table.concat({ r.state, r.attempt, r.due, r.created, r.updated, r.seq, r.queue,
-                        r.errlen }, ',') .. '|' .. r.body
+                        r.first, r.errlen }, ',') .. '|' .. r.body
 end
 
 -- the record under id, parsed, and its raw text; nil when there is none
@@ -74,8 +83,27 @@ local function move_state(id, r, state)
   end
 end
 
+-- the earliest due time of a queue's scheduled timers in this shard, or nil
+local function earliest(queue)
+  local minute = redis.call('ZRANGE', index_key(queue), 0, 0)[1]
+  if minute == nil then
+    return nil
+  end
+  return tonumber(redis.call('ZRANGE', bucket_key(queue, minute), 0, 0, 'WITHSCORES')[2])
+end
+
+-- before timers due at `due` join a queue: tell its waiters (Store.wait) when they become its
+-- earliest here, so its next due time may be earlier
+local function wake(queue, due)
+  local first = earliest(queue)
+  if first == nil or tonumber(due) < first then
+    redis.call('PUBLISH', WAKE, queue)
+  end
+end
+
 -- put a scheduled timer in its minute bucket, and the bucket in its queue's index
 local function enqueue(id, r)
+  wake(r.queue, r.due)
   local minute = minute_of(r.due)
   redis.call('ZADD', bucket_key(r.queue, minute), r.due, r.seq .. id)
   redis.call('ZADD', index_key(r.queue), minute, minute)
@@ -100,13 +128,24 @@ local function dequeue(id, r)
   end
 end
 
+-- hold a leased timer until deadline_ms, under its lease seq
+local function lease(id, r, deadline_ms)
+  redis.call('ZADD', LEASES, deadline_ms, r.seq .. id)
+  redis.call('ZADD', lease_key(r.queue), deadline_ms, r.seq .. id)
+end
+
+local function unlease(id, r)
+  redis.call('ZREM', LEASES, r.seq .. id)
+  redis.call('ZREM', lease_key(r.queue), r.seq .. id)
+end
+
 -- remove every trace of a timer, whatever its state
 local function forget(id, r)
   if r.state == SCHEDULED then
     dequeue(id, r)
   end
   if r.state == LEASED then
-    redis.call('ZREM', LEASES, r.seq .. id)
+    unlease(id, r)
   end
   redis.call('ZREM', EXPIRY, id)
   redis.call('ZREM', STATE_SET[r.state], id)
@@ -122,13 +161,13 @@ local function expired(id, r, now_ms)
   return at ~= false and tonumber(at) <= tonumber(now_ms)
 end
 
--- the leased record when (id, token) still holds the lease, its lease entry removed; else nil
+-- the leased record when (id, token) still holds the lease, its lease entries removed; else nil
 local function settle(id, token)
   local r = load(id)
   if r == nil or r.state ~= LEASED or r.attempt ~= token then
     return nil
   end
-  redis.call('ZREM', LEASES, r.seq .. id)
+  unlease(id, r)
   return r
 end
 

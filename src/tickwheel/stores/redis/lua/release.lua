@@ -2,7 +2,8 @@
 -- KEYS[1..8] the shard's fixed keys (see lib.lua)
 -- ARGV[1] now_ms  then pairs: lease member (<lease seq><id>), new seq (14 hex digits)
 -- returns: the number returned; a member no longer leased, or not yet expired, is skipped
--- the attempt stays: the next claim raises it, so the dead holder's token goes stale
+-- the attempt and first claim time stay: the next claim raises the attempt, so the dead
+-- holder's token goes stale
 -- bounded by the number of pairs, which the store caps per call
 local now = ARGV[1]
 local released = 0
@@ -14,6 +15,7 @@ for i = 2, #ARGV, 2 do
     local id = string.sub(member, SEQ_DIGITS + 1)
     local r = load(id)
     if r ~= nil and r.state == LEASED and r.seq .. id == member then
+      unlease(id, r)
       move_state(id, r, SCHEDULED)
       r.updated, r.seq = now, ARGV[i + 1]
       save(id, r)

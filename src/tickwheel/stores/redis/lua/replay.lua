@@ -1,4 +1,5 @@
--- replay.lua: schedule a dead timer again, due now (attempt and last error kept).
+-- replay.lua: schedule a dead timer again, due now (attempt and last error kept, first claim
+-- time cleared: a new run of attempts begins).
 -- KEYS[1..8] the shard's fixed keys (see lib.lua)
 -- ARGV[1] id  ARGV[2] now_ms  ARGV[3] seq
 -- returns: 1 when replayed, 0 when no dead timer has that id
@@ -8,7 +9,7 @@ if r == nil or r.state ~= DEAD then
   return 0
 end
 move_state(id, r, SCHEDULED)
-r.due, r.updated, r.seq = ARGV[2], ARGV[2], ARGV[3]
+r.due, r.updated, r.seq, r.first = ARGV[2], ARGV[2], ARGV[3], ''
 save(id, r)
 enqueue(id, r)
 return 1

@@ -1,4 +1,5 @@
--- reschedule.lua: move a scheduled timer to another due time (and to the back of its ties).
+-- reschedule.lua: move a scheduled timer to another due time (and to the back of its ties);
+-- its first claim time is cleared.
 -- KEYS[1..8] the shard's fixed keys (see lib.lua)
 -- ARGV[1] id  ARGV[2] due_ms  ARGV[3] now_ms  ARGV[4] seq (14 hex digits)
 -- returns: 1 when moved, 0 when no scheduled timer has that id
@@ -8,7 +9,7 @@ if r == nil or r.state ~= SCHEDULED then
   return 0
 end
 dequeue(id, r)
-r.due, r.updated, r.seq = ARGV[2], ARGV[3], ARGV[4]
+r.due, r.updated, r.seq, r.first = ARGV[2], ARGV[3], ARGV[4], ''
 save(id, r)
 enqueue(id, r)
 return 1

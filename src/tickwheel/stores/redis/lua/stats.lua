@@ -8,15 +8,12 @@ for i, state in ipairs({ SCHEDULED, LEASED, DONE, DEAD }) do
   counts[i] = redis.call('ZCARD', STATE_SET[state])
 end
 counts[3] = counts[3] - redis.call('ZCOUNT', EXPIRY, '-inf', ARGV[1])
-local earliest = nil
+local soonest = nil
 for _, queue in ipairs(redis.call('SMEMBERS', QUEUES)) do
-  local minute = redis.call('ZRANGE', index_key(queue), 0, 0)[1]
-  if minute then
-    local first = redis.call('ZRANGE', bucket_key(queue, minute), 0, 0, 'WITHSCORES')[2]
-    if first and (earliest == nil or tonumber(first) < tonumber(earliest)) then
-      earliest = first
-    end
+  local first = earliest(queue)
+  if first and (soonest == nil or first < soonest) then
+    soonest = first
   end
 end
-counts[5] = earliest or ''
+counts[5] = soonest and int(soonest) or ''
 return counts
