@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, WithJsonSchema
 
@@ -35,7 +35,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def _seconds_ms(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"must be {what}")
-    if not math.isfinite(value) or not 0 <= value <= MAX_EPOCH_S:
+    # comparing before isfinite: a huge int never becomes a float (OverflowError)
+    if not 0 <= value <= MAX_EPOCH_S or not math.isfinite(value):
         raise ValueError(f"must be from 0 to {MAX_EPOCH_S} seconds, got {value!r}")
     return value * 1000 if isinstance(value, int) else round(value * 1000)
 
@@ -184,7 +185,7 @@ class BatchIn(_Input):
     """Up to 1,000 timers; each is created as by ``POST /v1/timers`` and answered on its own."""
 
     timers: Annotated[
-        list[dict[str, Any]],
+        list[JsonValue],
         Field(min_length=1, max_length=MAX_BATCH),
         WithJsonSchema(
             {
