@@ -791,3 +791,25 @@ def test_settings_repr_hides_secrets() -> None:
     assert "token='***'" in shown
     assert "store_url='redis://:***@cache:6379/0'" in shown
     assert "token=None" in repr(ServiceSettings())
+
+
+# --- the OpenAPI document --------------------------------------------------------------------
+
+
+async def test_openapi_declares_errors_and_the_token(make_client: ClientFactory) -> None:
+    async with make_client(token="tok") as client:
+        document = (await client.get("/openapi.json")).json()
+        assert (await client.get("/docs")).status_code == 200
+    assert document["components"]["securitySchemes"] == {
+        "bearer": {"type": "http", "scheme": "bearer"}
+    }
+    assert "security" not in document["paths"]["/healthz"]["get"]
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            declared = set(operation["responses"])
+            assert {"400", "401", "413", "422", "503"} <= declared, (method, path)
+            if path != "/healthz":
+                assert operation["security"] == [{"bearer": []}]
+    batch = document["components"]["schemas"]["BatchIn"]["properties"]["timers"]
+    assert batch["items"] == {"$ref": "#/components/schemas/TimerIn"}
+    assert "TimerIn" in document["components"]["schemas"]

@@ -47,6 +47,12 @@ from tickwheel.stores.open import open_store
 DELAY_MATCH_MS = 1000
 """How far a repeat sent with `delay` may land from the stored due time and still match it."""
 HEALTH_TIMEOUT_S = 2.0
+DESCRIPTION = """Durable timers over HTTP: tickwheel calls a timer's callback (or hands its payload
+to a queue consumer) at the due millisecond, at least once.
+
+Every error is `{"error": {"code", "message", "field"}}`. When the service has a token, every
+path but `/healthz`, `/docs` and `/openapi.json` needs `Authorization: Bearer <token>`.
+Callback header values are stored as sent but shown as `***`: they often hold credentials."""
 _HEALTH_PROBE_ID = "tickwheel.healthz"
 _VALID_ID = re.compile(ID_PATTERN)
 
@@ -345,6 +351,27 @@ class _RequestMetrics:
             self.seconds.labels(scope["method"], route).observe(time.perf_counter() - start)
 
 
+class _App(FastAPI):
+    """FastAPI whose OpenAPI document declares the bearer token `Gate` checks, when one is set."""
+
+    def __init__(self, *, bearer: bool, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bearer = bearer
+
+    def openapi(self) -> dict[str, Any]:
+        if self.openapi_schema is not None or not self.bearer:
+            return super().openapi()
+        schema = super().openapi()
+        schema.setdefault("components", {})["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer"}
+        }
+        for path, operations in schema["paths"].items():
+            if path not in Gate.OPEN_PATHS:
+                for operation in operations.values():
+                    operation["security"] = [{"bearer": []}]
+        return schema
+
+
 def create_app(
     settings: ServiceSettings,
     store: Store | None = None,
@@ -375,7 +402,13 @@ def create_app(
             context.store = None
             await opened.close()
 
-    app = FastAPI(title="tickwheel", version="1", lifespan=lifespan)
+    app = _App(
+        title="tickwheel",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        bearer=settings.token is not None,
+    )
     app.state.tickwheel = context
     app.include_router(_routes())
     install_error_handlers(app)
