@@ -205,11 +205,29 @@ async def test_invalid_timer_is_422_naming_the_field(
         b"[]",
         b'"text"',
         b"null",
+        b'{"delay": 1, "payload": "\\ud800"}',
+        b'{"delay": 1, "payload": {"\\udc00": 1}}',
+        b'{"delay": 1, "payload": 1, "\\ud800": 1}',
+        b'{"delay": 1, "callback": {"url": "https://example.com/\\ud800"}}',
+        b'{"delay": 1, "callback": {"url": "https://example.com/", "headers": {"X": "\\ud800"}}}',
+        b'{"delay": 1, "callback": {"url": "https://example.com/", "body": "\\ud800"}}',
     ],
 )
-async def test_non_finite_and_non_object_json_is_422(client: httpx.AsyncClient, raw: bytes) -> None:
+async def test_non_finite_non_object_or_non_unicode_json_is_422(
+    client: httpx.AsyncClient, store: Store, raw: bytes
+) -> None:
     headers = {"content-type": "application/json"}
     error_of(await client.post("/v1/timers", content=raw, headers=headers), 422)
+    assert (await store.stats()).counts[State.SCHEDULED] == 0
+
+
+async def test_paired_surrogates_are_one_character(client: httpx.AsyncClient) -> None:
+    raw = b'{"delay": 1, "payload": "\\ud83d\\udca5"}'
+    response = await client.post(
+        "/v1/timers", content=raw, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 201
+    assert response.json()["payload"] == "\U0001f4a5"
 
 
 @pytest.mark.parametrize(
@@ -487,12 +505,13 @@ async def test_batch_answers_each_item_in_order(client: httpx.AsyncClient) -> No
         timer(callback={"url": "http://127.0.0.1/"}),
         timer(delay=20 * 365 * 86_400),
         timer(),
+        timer(payload=[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]),
     ]
     response = await client.post("/v1/timers/batch", json={"timers": items})
     assert response.status_code == 200
     results = response.json()["results"]
     statuses = [result["status"] for result in results]
-    assert statuses == [201, 200, 409, 422, 422, 201, 200, 409, 422, 422, 201]
+    assert statuses == [201, 200, 409, 422, 422, 201, 200, 409, 422, 422, 201, 201]
     for result in results:
         assert (result["timer"] is None) == (result["status"] >= 400)
         assert (result["error"] is None) == (result["status"] < 400)
@@ -501,7 +520,20 @@ async def test_batch_answers_each_item_in_order(client: httpx.AsyncClient) -> No
     assert results[8]["error"]["field"] == "callback.url"
     assert results[6]["timer"] == results[5]["timer"]
     listed = (await client.get("/v1/timers", params={"limit": 1000})).json()["timers"]
-    assert len(listed) == 5
+    assert len(listed) == 6
+
+
+async def test_batch_item_too_deep_fails_alone(client: httpx.AsyncClient) -> None:
+    deep: Any = 1
+    for _ in range(300):
+        deep = [deep]
+    items = [timer(payload=deep), timer(), timer(payload="\ud800")]
+    raw = json.dumps({"timers": items}).encode()  # ASCII, the surrogate escaped
+    response = await client.post(
+        "/v1/timers/batch", content=raw, headers={"content-type": "application/json"}
+    )
+    statuses = [result["status"] for result in response.json()["results"]]
+    assert statuses == [422, 201, 422]
 
 
 async def test_batch_past_the_horizon_falls_back_item_by_item(client: httpx.AsyncClient) -> None:

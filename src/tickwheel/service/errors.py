@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tickwheel.errors import Closed, InvalidArgument, StoreUnavailable, TimerExists
-from tickwheel.service.schemas import ErrorDetail, ErrorOut
+from tickwheel.service.schemas import ErrorDetail
 from tickwheel.service.settings import ServiceSettings
 
 RETRY_AFTER_S = 1
@@ -65,8 +65,13 @@ def error_response(
     headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     """Answer with `detail` as the error body."""
-    body = ErrorOut(error=detail).model_dump(mode="json")
+    body = {"error": {key: _printable(value) for key, value in detail.model_dump().items()}}
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
+
+
+def _printable(text: str | None) -> str | None:
+    # a field name echoed from a JSON key may hold a lone surrogate, which UTF-8 cannot encode
+    return None if text is None else text.encode("utf-8", "backslashreplace").decode()
 
 
 def field_path(loc: Sequence[int | str]) -> str | None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, WithJsonSchema
 
@@ -79,6 +80,14 @@ DelayMs = Annotated[
     ),
 ]
 Seconds = Annotated[float, Field(strict=True, ge=0, le=MAX_EPOCH_S, allow_inf_nan=False)]
+
+
+def _check_unicode(field: str, value: object) -> None:
+    """Refuse lone surrogates (``"\\ud800"`` in JSON): no response or request can encode them."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise InvalidTimer(field, "must be valid Unicode: it holds a lone surrogate") from None
 
 
 def format_ms(ms: int) -> str:
@@ -164,6 +173,10 @@ class TimerIn(When):
             raise InvalidTimer(
                 "callback", "an HTTP timer needs a callback; a queue consumer's timer a payload"
             )
+        _check_unicode("payload", self.payload)
+        if self.callback is not None:
+            for name in ("url", "headers", "body"):
+                _check_unicode(f"callback.{name}", getattr(self.callback, name))
         try:
             return Timer(
                 id=self.id or timer_id or "",
@@ -185,7 +198,7 @@ class BatchIn(_Input):
     """Up to 1,000 timers; each is created as by ``POST /v1/timers`` and answered on its own."""
 
     timers: Annotated[
-        list[JsonValue],
+        list[Any],
         Field(min_length=1, max_length=MAX_BATCH),
         WithJsonSchema(
             {
