@@ -19,6 +19,7 @@ ALLOWED = {
     "stores": {"core", "model", "stores", "errors"},
     "engine": {"core", "runtime", "model", "stores", "errors", "engine"},
     "service": {"core", "runtime", "model", "stores", "errors", "engine", "service"},
+    "cli": {"core", "runtime", "model", "stores", "errors", "engine", "service", "cli"},
 }
 
 

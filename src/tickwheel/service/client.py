@@ -1,0 +1,185 @@
+"""`ApiClient`: the CLI's blocking HTTP client of a running tickwheel API, on `urllib.request`.
+
+One request per CLI invocation does not need a pool or an async loop, and the standard library
+keeps ``tickwheel ls`` quick to start (docs/decisions.md, "CLI client on urllib").
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from tickwheel.errors import TickwheelError
+
+DEFAULT_API = "http://127.0.0.1:8080"
+TIMEOUT_S = 30.0
+MAX_PAGE = 1000
+BAD_INPUT_STATUSES = frozenset({400, 409, 413, 415, 422})
+"""Statuses that mean the request itself was wrong (the CLI exits 2 for them)."""
+
+
+class ApiRequestFailed(TickwheelError):
+    """The API answered with an error; `status`, `code`, `field` come from its error body."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        where = f" ({field})" if field else ""
+        super().__init__(f"{message}{where} [HTTP {status} {code}]")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+    @property
+    def bad_input(self) -> bool:
+        """Whether the request was at fault rather than the service or the timer's state."""
+        return self.status in BAD_INPUT_STATUSES
+
+
+class ApiUnreachable(TickwheelError):
+    """Nothing answered at the API's address (refused, timed out, name unknown)."""
+
+    def __init__(self, base_url: str, reason: str) -> None:
+        super().__init__(f"cannot reach the tickwheel API at {base_url} ({reason})")
+        self.base_url = base_url
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A successful answer: its status and decoded JSON body (None when empty)."""
+
+    status: int
+    body: Any
+
+
+class ApiClient:
+    """Calls the ``/v1`` API at `base_url`, with ``Authorization: Bearer <token>`` when given.
+
+    Raises `ApiRequestFailed` for error answers and `ApiUnreachable` when nothing answers.
+    """
+
+    def __init__(
+        self, base_url: str = DEFAULT_API, token: str | None = None, timeout_s: float = TIMEOUT_S
+    ) -> None:
+        parsed = urllib.parse.urlsplit(base_url)
+        if parsed.scheme not in {"http", "https"} or not parsed.netloc:
+            raise ValueError(f"the API URL must look like http://host:port, got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        self._timeout_s = timeout_s
+        # a direct client: a proxy from the environment must not sit between CLI and service
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, str | int | None] | None = None,
+    ) -> Response:
+        """Send one request and return the answer; 2xx only, anything else raises."""
+        url = self.base_url + path
+        pairs = {key: str(value) for key, value in (query or {}).items() if value is not None}
+        if pairs:
+            url += "?" + urllib.parse.urlencode(pairs)
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(url, data=data, method=method)
+        request.add_header("accept", "application/json")
+        if data is not None:
+            request.add_header("content-type", "application/json")
+        if self._token:
+            request.add_header("authorization", f"Bearer {self._token}")
+        try:
+            with self._opener.open(request, timeout=self._timeout_s) as answer:
+                return Response(answer.status, _decode(answer.read()))
+        except urllib.error.HTTPError as error:
+            with error:
+                raise _failure(error.code, error.read()) from None
+        except urllib.error.URLError as error:
+            raise ApiUnreachable(self.base_url, _reason(error.reason)) from error
+        except TimeoutError as error:
+            raise ApiUnreachable(
+                self.base_url, f"no answer within {self._timeout_s:g} s"
+            ) from error
+        except ConnectionError as error:
+            raise ApiUnreachable(self.base_url, _reason(error)) from error
+
+    def add(self, timer: dict[str, Any]) -> Response:
+        """Create a timer (201), or find the same one already there (200)."""
+        return self.request("POST", "/v1/timers", timer)
+
+    def get(self, timer_id: str) -> dict[str, Any]:
+        """Return a timer as the API shows it."""
+        body: dict[str, Any] = self.request("GET", f"/v1/timers/{_segment(timer_id)}").body
+        return body
+
+    def cancel(self, timer_id: str) -> None:
+        """Delete a scheduled timer; a 404 raises `ApiRequestFailed`."""
+        self.request("DELETE", f"/v1/timers/{_segment(timer_id)}")
+
+    def list(self, path: str, limit: int, state: str | None = None) -> dict[str, Any]:
+        """Return up to `limit` timers of ``/v1/timers`` or ``/v1/dead``, following cursors."""
+        timers: list[Any] = []
+        cursor: str | None = None
+        while True:
+            query: dict[str, str | int | None] = {
+                "limit": min(limit - len(timers), MAX_PAGE),
+                "state": state,
+                "cursor": cursor,
+            }
+            page = self.request("GET", path, query=query).body
+            timers.extend(page.get("timers", []))
+            cursor = page.get("cursor")
+            if cursor is None or len(timers) >= limit:
+                return {"timers": timers[:limit], "cursor": cursor}
+
+    def replay(self, timer_id: str) -> Response:
+        """Schedule a dead timer again, due now."""
+        return self.request("POST", f"/v1/dead/{_segment(timer_id)}/replay")
+
+    def stats(self) -> dict[str, Any]:
+        """Return timers per state and the earliest due time."""
+        body: dict[str, Any] = self.request("GET", "/v1/stats").body
+        return body
+
+
+def _segment(timer_id: str) -> str:
+    return urllib.parse.quote(timer_id, safe="")
+
+
+def _decode(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+def _failure(status: int, raw: bytes) -> ApiRequestFailed:
+    body = _decode(raw)
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return ApiRequestFailed(
+            status,
+            str(error.get("code", "error")),
+            str(error.get("message", "request failed")),
+            error.get("field"),
+        )
+    text = body if isinstance(body, str) and body else "request failed"
+    return ApiRequestFailed(status, "error", text[:200])
+
+
+def _reason(reason: object) -> str:
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(reason, socket.gaierror):
+        return f"unknown host: {reason.strerror}"
+    if isinstance(reason, TimeoutError):
+        return "timed out"
+    return str(reason)

@@ -1,0 +1,248 @@
+"""Run the service: the API and a worker in one process (`serve`), or workers alone (`work`).
+
+Both share one store object per process, so an API add wakes the in-process worker at once, and
+stop gracefully on SIGTERM or SIGINT: the worker hands back what it holds, uvicorn closes its
+connections, the store closes, and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Callable, Coroutine, Generator, Iterator
+from typing import TYPE_CHECKING, Any, TextIO
+
+from tickwheel.engine.settings import WorkerSettings
+from tickwheel.service.settings import ServiceSettings, _without_password
+
+if TYPE_CHECKING:
+    import uvicorn
+
+logger = logging.getLogger("tickwheel.service")
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def redact(url: str) -> str:
+    """Return a store URL fit to print: a password in its user info is masked."""
+    return _without_password(url)
+
+
+async def serve(
+    settings: ServiceSettings,
+    *,
+    worker_settings: WorkerSettings | None = None,
+    stop: asyncio.Event | None = None,
+    out: TextIO | None = None,
+) -> None:
+    """Run the API (and, if `settings.worker`, a worker) until `stop` is set or a stop signal.
+
+    Prints one startup line with the URL actually bound (``--port 0`` picks a free one), the
+    store without its password and whether the worker runs.
+
+    Raises:
+        OSError: the address cannot be listened on.
+        InvalidArgument: the store URL is not one `open_store` knows.
+    """
+    # imported here: `tickwheel ls` and friends should not pay for FastAPI and uvicorn
+    import uvicorn
+    from prometheus_client import CollectorRegistry
+
+    from tickwheel.engine.http import HttpTarget
+    from tickwheel.engine.metrics import Metrics
+    from tickwheel.engine.worker import Worker
+    from tickwheel.service.api import create_app
+    from tickwheel.stores.open import open_store
+
+    stop = stop or asyncio.Event()
+    store = open_store(settings.store_url)
+    try:
+        sock = _listen(settings.host, settings.port)
+        registry = CollectorRegistry()  # the worker counts on it, the app's /metrics renders it
+        app = create_app(settings, store, registry=registry)
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="on", server_header=False
+        )
+        server = _server(config)
+        target = worker = None
+        if settings.worker:
+            target = HttpTarget(
+                signing_secret=settings.signing_secret,
+                allow_private_targets=settings.allow_private_targets,
+            )
+            worker = Worker(store, target, worker_settings, metrics=Metrics(registry))
+        with sock, _stop_on_signals(stop):
+            async with _Tasks() as tasks:
+                serving = tasks.start(server.serve(sockets=[sock]), "api")
+                working = None if worker is None else tasks.start(worker.run(), "worker")
+                # uvicorn offers no event for "started"; the lifespan startup takes a few ms
+                while not server.started and not serving.done():  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+                if server.started:
+                    state = "on" if worker is not None else "off"
+                    _say(
+                        out,
+                        f"tickwheel serving {_url(sock)} · store {redact(settings.store_url)}"
+                        f" · worker {state}",
+                    )
+                await tasks.wait(stop)  # or until a task ends by itself, say uvicorn failing
+                if worker is not None and working is not None:
+                    worker.stop()
+                    await working  # held timers are handed back before the API goes away
+                server.should_exit = True
+                await serving
+            if target is not None:
+                await target.close()
+    finally:
+        await store.close()
+
+
+async def work(
+    store_url: str,
+    worker_settings: WorkerSettings,
+    *,
+    signing_secret: str | None = None,
+    allow_private_targets: bool = False,
+    stop: asyncio.Event | None = None,
+    out: TextIO | None = None,
+) -> None:
+    """Run a worker alone on `store_url` until `stop` is set or a stop signal."""
+    from tickwheel.engine.http import HttpTarget
+    from tickwheel.engine.worker import Worker
+    from tickwheel.stores.open import open_store
+
+    stop = stop or asyncio.Event()
+    store = open_store(store_url)
+    try:
+        target = HttpTarget(
+            signing_secret=signing_secret, allow_private_targets=allow_private_targets
+        )
+        worker = Worker(store, target, worker_settings)
+        with _stop_on_signals(stop):
+            async with _Tasks() as tasks:
+                working = tasks.start(worker.run(), "worker")
+                _say(
+                    out,
+                    f"tickwheel worker · store {redact(store_url)} · "
+                    f"queues {', '.join(worker_settings.queues)} · "
+                    f"concurrency {worker_settings.concurrency}",
+                )
+                await tasks.wait(stop)
+                worker.stop()
+                await working
+        await target.close()
+    finally:
+        await store.close()
+
+
+def run(main: Coroutine[Any, Any, None]) -> None:
+    """Run `main` on a new event loop: uvloop's when installed (``uvicorn[standard]`` brings it)."""
+    factory: Callable[[], asyncio.AbstractEventLoop] | None
+    try:
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    except ImportError:  # pragma: no cover - uvloop is a dependency via uvicorn[standard]
+        factory = None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main)
+
+
+def _say(out: TextIO | None, line: str) -> None:
+    stream = out or sys.stdout
+    print(line, file=stream, flush=True)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind the API's socket here rather than in uvicorn, which exits the process when it cannot.
+
+    Raises:
+        OSError: the address is taken or not ours, with a message naming it.
+    """
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as error:
+        raise OSError(error.errno, f"cannot listen on {host}:{port}: {error.strerror}") from None
+
+
+def _url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def _server(config: uvicorn.Config) -> uvicorn.Server:
+    """Return a uvicorn server that leaves the stop signals to `serve`.
+
+    uvicorn's own handlers re-raise a caught SIGTERM once it has shut down, which would end the
+    process with status -15 before the worker and the store are closed.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Generator[None, None, None]:
+            yield
+
+    return Server(config)
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
+    """Set `stop` on SIGTERM or SIGINT for the duration of the block (main thread only)."""
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in STOP_SIGNALS:
+        try:
+            loop.add_signal_handler(sig, _on_signal, stop, sig)
+        except (ValueError, RuntimeError, NotImplementedError):
+            continue  # not the main thread (tests), or no signals on this platform
+        installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
+    if stop.is_set():
+        return
+    logger.info("%s: stopping", sig.name)
+    stop.set()
+
+
+class _Tasks:
+    """The long-running tasks of a process; on leaving the block, unfinished ones are cancelled."""
+
+    def __init__(self) -> None:
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def __aenter__(self) -> _Tasks:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def start(self, coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.create_task(coroutine, name=name)
+        self._tasks.append(task)
+        return task
+
+    async def wait(self, stop: asyncio.Event) -> None:
+        """Return when `stop` is set or any task has ended; a task's error is raised here."""
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait([stopping, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        for task in self._tasks:
+            if task.done():
+                task.result()  # raises the task's error, if it failed

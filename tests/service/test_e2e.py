@@ -1,0 +1,160 @@
+"""End to end: real ``tickwheel`` processes fire real HTTP callbacks at a receiver on loopback.
+
+SQLite: 500 timers due over ~3 s, 100 cancelled, the server restarted half way through; exactly
+the other 400 arrive, once each, none before its due millisecond. Redis: an API-only server and
+two worker processes share one Redis; every timer not cancelled arrives once, none early.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+import redis
+
+from tickwheel.service.receiver import Receiver
+
+from .e2e_helpers import Processes, processes
+
+if TYPE_CHECKING:
+    from conftest import RedisServer
+
+pytestmark = pytest.mark.timeout(180)
+
+TIMERS = 500
+CANCELLED = 100
+FIRST_DELAY_S = 1.0
+SPREAD_S = 3.0
+BATCH = 50
+# a timer whose lease is lost comes back when the lease (60 s) lapses: at least once, late
+ARRIVAL_TIMEOUT_S = 90.0
+SETTLE_S = 1.5  # after the last expected arrival, wait this long for strays (duplicates)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with Receiver() as started:
+        yield started
+
+
+@pytest.fixture
+async def procs(tmp_path: Path) -> AsyncIterator[Processes]:
+    async with processes(tmp_path) as started:
+        yield started
+
+
+def _timers(receiver: Receiver, prefix: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"{prefix}-{n}",
+            "delay": round(FIRST_DELAY_S + SPREAD_S * n / TIMERS, 3),
+            "callback": {"url": f"{receiver.url}/t/{n}", "body": str(n)},
+        }
+        for n in range(TIMERS)
+    ]
+
+
+async def _schedule(api: str, timers: list[dict[str, Any]]) -> set[str]:
+    """Create `timers` in batches, cancel the latest `CANCELLED`; return the cancelled ids."""
+    async with httpx.AsyncClient(base_url=api, timeout=30) as client:
+        statuses: Counter[int] = Counter()
+        # batches of 50 and 10 cancels at a time: a batch looks up each given id at once, and
+        # hundreds of lookups at once exhaust redis-py's pool of 100 connections (a 503)
+        for start in range(0, len(timers), BATCH):
+            batch = timers[start : start + BATCH]
+            answer = await client.post("/v1/timers/batch", json={"timers": batch})
+            assert answer.status_code == 200, answer.text
+            statuses.update(result["status"] for result in answer.json()["results"])
+        assert statuses == {201: TIMERS}
+        # the latest are due 2.4 s or more from now: still scheduled, not yet claimed
+        doomed = [timer["id"] for timer in timers[-CANCELLED:]]
+        slots = asyncio.Semaphore(10)
+
+        async def cancel(timer_id: str) -> int:
+            async with slots:
+                return (await client.delete(f"/v1/timers/{timer_id}")).status_code
+
+        assert await asyncio.gather(*map(cancel, doomed)) == [204] * CANCELLED
+    return set(doomed)
+
+
+async def _check_arrivals(receiver: Receiver, expected: set[str]) -> None:
+    await receiver.wait_for(len(expected), ARRIVAL_TIMEOUT_S)
+    await asyncio.sleep(SETTLE_S)
+    arrived = Counter(received.timer_id for received in receiver.received)
+    assert set(arrived) == expected, (
+        f"missing {sorted(expected - set(arrived))[:10]}, unexpected "
+        f"{sorted(str(i) for i in set(arrived) - expected)[:10]}"
+    )
+    duplicates = {timer_id: n for timer_id, n in arrived.items() if n > 1}
+    assert not duplicates
+    early = [
+        (received.timer_id, received.due_ms - received.at_ms)
+        for received in receiver.received
+        if received.due_ms is None or received.at_ms < received.due_ms
+    ]
+    assert not early, f"fired early (timer, ms early): {early[:10]}"
+
+
+async def _stats(api: str) -> dict[str, int]:
+    async with httpx.AsyncClient(base_url=api, timeout=30) as client:
+        answer = await client.get("/v1/stats")
+    assert answer.status_code == 200, answer.text
+    counts: dict[str, int] = answer.json()["counts"]
+    return counts
+
+
+async def test_sqlite_service_survives_a_restart(
+    tmp_path: Path, receiver: Receiver, procs: Processes
+) -> None:
+    args = ["serve", "--port", "0", "--store", f"sqlite:///{tmp_path}/t.db"]
+    args.append("--allow-private-targets")
+    server = await procs.start(*args)
+    timers = _timers(receiver, "sq")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    cancelled = await _schedule(server.url, timers)
+    expected = {timer["id"] for timer in timers} - cancelled
+
+    # restart half way: timers due while it is down fire on catch-up, late but never early
+    await asyncio.sleep(max(0.0, FIRST_DELAY_S + SPREAD_S / 2 - (loop.time() - started)))
+    assert 0 < receiver.count < len(expected), "the restart should fall among the arrivals"
+    assert await server.stop(signal.SIGTERM) == 0, server.stderr()
+    args[2] = server.url.rsplit(":", 1)[1]  # the same port, so the same API URL
+    server = await procs.start(*args)
+
+    await _check_arrivals(receiver, expected)
+    counts = await _stats(server.url)
+    assert counts == {"scheduled": 0, "leased": 0, "done": len(expected), "dead": 0}
+    assert await server.stop(signal.SIGTERM) == 0, server.stderr()
+
+
+async def test_redis_api_and_two_workers(
+    redis_server: RedisServer, receiver: Receiver, procs: Processes
+) -> None:
+    # a database of its own: the session's Redis is shared with other tests
+    store = f"{redis_server.url}/9"
+    with redis.Redis(port=redis_server.port, db=9, socket_timeout=5) as client:
+        client.flushdb()
+    api = await procs.start(
+        "serve", "--port", "0", "--store", store, "--no-worker", "--allow-private-targets"
+    )
+    assert "worker off" in api.first_line
+    workers = [
+        await procs.start("worker", "--store", store, "--allow-private-targets") for _ in range(2)
+    ]
+    timers = _timers(receiver, "rd")
+    cancelled = await _schedule(api.url, timers)
+    expected = {timer["id"] for timer in timers} - cancelled
+
+    await _check_arrivals(receiver, expected)
+    counts = await _stats(api.url)
+    assert counts == {"scheduled": 0, "leased": 0, "done": len(expected), "dead": 0}
+    for process in [api, *workers]:
+        assert await process.stop(signal.SIGTERM) == 0, process.stderr()
