@@ -46,6 +46,8 @@ from tickwheel.stores.open import open_store
 
 DELAY_MATCH_MS = 1000
 """How far a repeat sent with `delay` may land from the stored due time and still match it."""
+LOOKUPS_AT_ONCE = 32
+"""Concurrent `get`s of one batch; each may hold a store connection."""
 HEALTH_TIMEOUT_S = 2.0
 DESCRIPTION = """Durable timers over HTTP: tickwheel calls a timer's callback (or hands its payload
 to a queue consumer) at the due millisecond, at least once.
@@ -108,8 +110,8 @@ async def _not_scheduled(store: Store, timer_id: str) -> ApiError:
     )
 
 
-def _build(context: Context, store: Store, item: TimerIn, timer_id: str | None = None) -> Timer:
-    timer = item.to_timer(store.now_ms(), timer_id)
+def _build(context: Context, item: TimerIn, now_ms: int, timer_id: str | None = None) -> Timer:
+    timer = item.to_timer(now_ms, timer_id)
     if timer.callback is not None:
         check_target_url(timer.callback.url, allow_private=context.settings.allow_private_targets)
     return timer
@@ -149,10 +151,11 @@ async def _batch(context: Context, store: Store, raw: list[Any]) -> list[BatchIt
     results: dict[int, BatchItemOut] = {}
     first: dict[str, tuple[int, Timer, TimerIn]] = {}  # id -> its first valid item
     repeats: list[tuple[int, Timer]] = []
+    now_ms = store.now_ms()  # one `now` for all: a repeated `delay` gives the same due time
     for index, fields in enumerate(raw):
         try:
             item = TimerIn.model_validate(fields)
-            timer = _build(context, store, item)
+            timer = _build(context, item, now_ms)
         except (ValidationError, InvalidArgument) as error:
             results[index] = _item_error(error)
         else:
@@ -161,7 +164,7 @@ async def _batch(context: Context, store: Store, raw: list[Any]) -> list[BatchIt
             else:
                 first[timer.id] = (index, timer, item)
     given = [(i, timer, item) for i, timer, item in first.values() if item.id is not None]
-    found = await asyncio.gather(*(store.get(timer.id) for _, timer, _ in given))
+    found = await _get_many(store, [timer.id for _, timer, _ in given])
     new = [(i, timer, item) for i, timer, item in first.values() if item.id is None]
     for (index, timer, item), existing in zip(given, found, strict=True):
         if existing is None:
@@ -170,7 +173,8 @@ async def _batch(context: Context, store: Store, raw: list[Any]) -> list[BatchIt
             results[index] = BatchItemOut(status=200, timer=TimerOut.of(existing))
         else:
             results[index] = _item_error(TimerExists(timer.id))
-    results.update(await _add_new(store, sorted(new, key=lambda pair: pair[0])))
+    # stored in request order, so equal due times fire in the order the client listed them
+    results.update(await _add_new(store, sorted(new, key=lambda entry: entry[0])))
     for index, timer in repeats:
         earlier_index, earlier, _ = first[timer.id]
         earlier_result = results[earlier_index]
@@ -179,6 +183,15 @@ async def _batch(context: Context, store: Store, raw: list[Any]) -> list[BatchIt
         else:
             results[index] = _item_error(TimerExists(timer.id))
     return [results[index] for index in range(len(raw))]
+
+
+async def _get_many(store: Store, timer_ids: list[str]) -> list[Timer | None]:
+    """Look the ids up a few at a time: concurrently, without a connection per id."""
+    found: list[Timer | None] = []
+    for start in range(0, len(timer_ids), LOOKUPS_AT_ONCE):
+        chunk = timer_ids[start : start + LOOKUPS_AT_ONCE]
+        found += await asyncio.gather(*(store.get(timer_id) for timer_id in chunk))
+    return found
 
 
 async def _add_new(store: Store, new: list[tuple[int, Timer, TimerIn]]) -> dict[int, BatchItemOut]:
@@ -218,7 +231,7 @@ def _routes() -> APIRouter:
         item: TimerIn, response: Response, context: ContextDep, store: StoreDep
     ) -> TimerOut:
         """Create a timer; the same id and spec again returns it (200), another spec is 409."""
-        timer = _build(context, store, item)
+        timer = _build(context, item, store.now_ms())
         response.status_code, stored = await _put(store, timer, item, replace=False)
         return TimerOut.of(stored)
 
@@ -246,7 +259,7 @@ def _routes() -> APIRouter:
         """Create the timer (201) or replace it (200); the same spec again changes nothing."""
         if item.id is not None and item.id != timer_id:
             raise ApiError(422, "the body's id differs from the path's", field="id")
-        timer = _build(context, store, item, timer_id)
+        timer = _build(context, item, store.now_ms(), timer_id)
         response.status_code, stored = await _put(store, timer, item, replace=True)
         return TimerOut.of(stored)
 
