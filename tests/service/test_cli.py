@@ -1,0 +1,318 @@
+"""The ``tickwheel`` command against a real ``tickwheel serve`` process on a SQLite file.
+
+Client commands run in process (typer's `CliRunner`) so the module stays quick; ``--help``,
+``python -m tickwheel`` and the service itself run as real processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tickwheel.cli import app, parse_duration, parse_time
+from tickwheel.service.serve import redact
+
+pytestmark = pytest.mark.timeout(120)
+
+START_TIMEOUT_S = 30.0
+COMMANDS = ("serve", "worker", "receiver", "add", "get", "cancel", "ls", "dead", "stats", "bench")
+
+
+class Service:
+    """A ``python -m tickwheel serve`` process; `url` is the address it printed."""
+
+    def __init__(self, directory: Path, *args: str) -> None:
+        self.log = directory / "serve.log"
+        command = [sys.executable, "-m", "tickwheel", "serve", "--port", "0", *args]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=env
+            )
+        self.first_line = self._first_line()
+        found = re.search(r"serving (http://\S+)", self.first_line)
+        assert found, self.first_line
+        self.url = found[1]
+
+    def _first_line(self) -> str:
+        assert self.process.stdout is not None
+        os.set_blocking(self.process.stdout.fileno(), False)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        read = b""
+        while b"\n" not in read:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"serve did not start: {read!r}\n{self.log.read_text()}")
+            read += self.process.stdout.read() or b""
+            time.sleep(0.02)
+        return read.decode()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        return self.process.returncode
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    directory = tmp_path_factory.mktemp("cli")
+    started = Service(
+        directory, "--store", f"sqlite:///{directory}/t.db", "--allow-private-targets"
+    )
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+Run = Callable[..., Any]
+
+
+@pytest.fixture
+def tw(service: Service) -> Run:
+    """Run ``tickwheel ARGS --api <service>`` in process; return the click `Result`."""
+    runner = CliRunner()
+
+    def run(*args: str, env: dict[str, str] | None = None) -> Any:
+        return runner.invoke(app, [*args, "--api", service.url], env=env, catch_exceptions=False)
+
+    return run
+
+
+def _wait_until(check: Callable[[], bool], timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+# --- parsing ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("500ms", 0.5), ("30s", 30), ("5m", 300), ("2h", 7200), ("1d", 86400), ("1h30m", 5400),
+     ("1.5s", 1.5), ("0s", 0), ("45", 45), (" 2m 5s ", 125)],
+)  # fmt: skip
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "5x", "-1s", "s", "1h-5m", "nan", "inf", "1e3s", "5 minutes"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(typer.BadParameter, match="not a duration"):
+        parse_duration(text)
+
+
+def test_times() -> None:
+    assert parse_time("2030-01-01T10:00:00+01:00") == "2030-01-01T09:00:00.000Z"
+    assert parse_time("2030-01-01T09:00:00.5Z") == "2030-01-01T09:00:00.500Z"
+    assert parse_time("1893488400") == 1893488400.0
+    for bad in ("2030-01-01T09:00:00", "tomorrow", "2030-13-01T00:00:00Z"):
+        with pytest.raises(typer.BadParameter, match="not a time"):
+            parse_time(bad)
+
+
+def test_redact_hides_the_password_only() -> None:
+    assert redact("redis://:hunter2@10.0.0.1:6380/0") == "redis://:***@10.0.0.1:6380/0"
+    assert redact("redis://ada:hunter2@host/0") == "redis://ada:***@host/0"
+    assert redact("sqlite:///./tickwheel.db") == "sqlite:///./tickwheel.db"
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def test_help_lists_every_command_from_the_script_and_the_module() -> None:
+    script = Path(sys.executable).with_name("tickwheel")
+    for command in ([str(script), "--help"], [sys.executable, "-m", "tickwheel", "--help"]):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        for name in COMMANDS:
+            assert re.search(rf"^\W*{name}\s", done.stdout, re.MULTILINE), (name, done.stdout)
+
+
+def test_startup_line_names_url_store_and_worker(service: Service) -> None:
+    assert service.first_line.startswith(f"tickwheel serving {service.url} · store sqlite:///")
+    assert service.first_line.rstrip().endswith("· worker on")
+
+
+# --- client commands -------------------------------------------------------------------------
+
+
+def test_add_get_ls_cancel(tw: Run, service: Service) -> None:
+    url = f"{service.url}/healthz"
+    added = tw("add", "--in", "1h", "--url", url, "--id", "cli-a", "-H", "X-Key:abc", "-d", "{}")
+    assert added.exit_code == 0, added.output
+    assert added.stdout.startswith("created cli-a · due ")
+    again = tw("add", "--in", "1h", "--url", url, "--id", "cli-a", "-H", "X-Key:abc", "-d", "{}")
+    assert again.exit_code == 0, again.output
+    assert "exists" in again.stdout
+
+    shown = tw("get", "cli-a")
+    assert shown.exit_code == 0, shown.output
+    assert re.search(r"state\s+scheduled", shown.stdout)
+    assert "X-Key: ***" in shown.stdout  # header values stay secret
+    timer = json.loads(tw("get", "cli-a", "--json").stdout)
+    assert timer["callback"] == {
+        "url": url,
+        "method": "POST",
+        "headers": {"X-Key": "***", "content-type": "***"},
+        "body": "{}",
+    }
+    assert 3_590_000 < timer["due_ms"] - int(time.time() * 1000) <= 3_600_000
+
+    listed = tw("ls", "--state", "scheduled")
+    assert listed.exit_code == 0, listed.output
+    assert re.search(r"^ *cli-a +scheduled ", listed.stdout, re.MULTILINE), listed.stdout
+    page = json.loads(tw("ls", "--json", "--limit", "1000").stdout)
+    assert "cli-a" in {t["id"] for t in page["timers"]}
+
+    cancelled = tw("cancel", "cli-a")
+    assert (cancelled.exit_code, cancelled.stdout) == (0, "cancelled cli-a\n")
+    missing = tw("cancel", "cli-a")
+    assert missing.exit_code == 1
+    assert missing.stderr.strip() == "error: no timer 'cli-a' (id) [HTTP 404 not_found]"
+    assert tw("get", "cli-a").exit_code == 1
+
+
+def test_add_fires_and_is_done(tw: Run, service: Service) -> None:
+    added = tw(
+        "add", "--in", "100ms", "--url", f"{service.url}/healthz", "--method", "get", "--json"
+    )
+    assert added.exit_code == 0, added.output
+    timer = json.loads(added.stdout)
+    assert (timer["state"], timer["callback"]["method"]) == ("scheduled", "GET")
+    _wait_until(lambda: json.loads(tw("get", timer["id"], "--json").stdout)["state"] == "done")
+
+
+def test_add_at_a_time(tw: Run, service: Service) -> None:
+    added = tw("add", "--at", "2030-01-01T10:00:00+01:00", "--url", f"{service.url}/x", "--json")
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.stdout)["due"] == "2030-01-01T09:00:00.000Z"
+    tw("cancel", json.loads(added.stdout)["id"])
+
+
+def test_dead_letters_and_replay(tw: Run, service: Service) -> None:
+    # the API answers 404 to this callback: a permanent failure, dead-lettered at once
+    added = tw("add", "--in", "0s", "--url", f"{service.url}/no-such-hook", "--id", "cli-dead")
+    assert added.exit_code == 0, added.output
+
+    def dead_ids() -> set[str]:
+        return {t["id"] for t in json.loads(tw("dead", "--json").stdout)["timers"]}
+
+    _wait_until(lambda: "cli-dead" in dead_ids())
+    listed = tw("dead")
+    assert re.search(r"^ *cli-dead +dead ", listed.stdout, re.MULTILINE), listed.stdout
+    assert "404" in listed.stdout  # the last error
+    replayed = tw("dead", "replay", "cli-dead")
+    assert replayed.exit_code == 0, replayed.output
+    assert replayed.stdout.startswith("replayed cli-dead · due ")
+    _wait_until(lambda: "cli-dead" in dead_ids())  # and it fails again
+    assert json.loads(tw("get", "cli-dead", "--json").stdout)["attempt"] == 2
+    assert tw("dead", "replay", "never-was").exit_code == 1
+
+
+def test_stats(tw: Run) -> None:
+    found = json.loads(tw("stats", "--json").stdout)
+    assert set(found["counts"]) == {"scheduled", "leased", "done", "dead"}
+    shown = tw("stats")
+    assert shown.exit_code == 0
+    assert re.search(r"scheduled\s+\d+", shown.stdout)
+    assert "earliest due:" in shown.stdout
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["add", "--in", "5x", "--url", "http://127.0.0.1/x"], "not a duration"),
+        (["add", "--at", "tomorrow", "--url", "http://127.0.0.1/x"], "not a time"),
+        (["add", "--url", "http://127.0.0.1/x"], "exactly one of --in and --at"),
+        (["add", "--in", "1s", "--at", "0", "--url", "http://127.0.0.1/x"], "exactly one of"),
+        (["add", "--in", "1s", "--url", "http://127.0.0.1/x", "-H", "nocolon"], "not a header"),
+        (["ls", "--state", "sleeping"], "must be one of"),
+        (["ls", "--limit", "0"], "--limit"),
+    ],
+)
+def test_bad_input_exits_2(tw: Run, args: list[str], message: str) -> None:
+    result = tw(*args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_api_refusal_is_one_line_and_exit_2(tw: Run) -> None:
+    result = tw("add", "--in", "1s", "--url", "ftp://example.com/x")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    line = result.stderr.strip()
+    assert "\n" not in line
+    assert line.startswith("error: ")
+    assert line.endswith("(callback.url) [HTTP 422 invalid]")
+
+
+def test_unreachable_api_is_a_clear_error() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        api = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    result = CliRunner().invoke(app, ["ls", "--api", api])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        f"error: cannot reach the tickwheel API at {api} (connection refused): "
+        f"is `tickwheel serve` running at {api}?"
+    )
+
+
+def test_token_from_flag_or_environment_and_sigint(tmp_path: Path) -> None:
+    secured = Service(tmp_path, "--store", "memory://", "--token", "s3cret", "--no-worker")
+    try:
+        assert secured.first_line.rstrip().endswith("· worker off")
+        runner = CliRunner()
+        refused = runner.invoke(app, ["stats", "--api", secured.url], env={"TICKWHEEL_TOKEN": ""})
+        assert refused.exit_code == 1
+        assert "[HTTP 401 unauthorized]" in refused.stderr
+        by_flag = runner.invoke(app, ["stats", "--api", secured.url, "--token", "s3cret"])
+        assert by_flag.exit_code == 0, by_flag.output
+        by_env = runner.invoke(
+            app,
+            ["stats", "--json"],
+            env={"TICKWHEEL_TOKEN": "s3cret", "TICKWHEEL_API": secured.url},
+        )
+        assert by_env.exit_code == 0, by_env.output
+    finally:
+        assert secured.stop(signal.SIGINT) == 0, secured.log.read_text()
+
+
+def test_serve_errors(tmp_path: Path, service: Service) -> None:
+    def serve(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "tickwheel", "serve", *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+    bad_store = serve("--store", "bogus://x", "--port", "0")
+    assert bad_store.returncode == 2
+    assert "is not a store URL" in bad_store.stderr
+    port = service.url.rsplit(":", 1)[1]
+    taken = serve("--store", "memory://", "--port", port)
+    assert taken.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr
