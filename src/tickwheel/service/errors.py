@@ -7,6 +7,7 @@ answer what the routes and FastAPI raise.
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tickwheel.errors import Closed, InvalidArgument, StoreUnavailable, TimerExists
 from tickwheel.service.schemas import ErrorDetail
 from tickwheel.service.settings import ServiceSettings
+
+logger = logging.getLogger("tickwheel.service")
 
 RETRY_AFTER_S = 1
 """What a 503 asks clients to wait: the store is usually back within a second or two."""
@@ -115,7 +118,8 @@ def describe(error: Exception) -> tuple[int, ErrorDetail, dict[str, str]]:
     if isinstance(error, TimerExists):
         return 409, error_detail(409, str(error), "id"), {}
     if isinstance(error, StoreUnavailable | Closed):
-        detail = error_detail(503, f"the timer store is unavailable: {error}")
+        # the cause (a host, a path) is the operator's business: it goes to the log
+        detail = error_detail(503, "the timer store is unavailable; try again shortly")
         return 503, detail, {"Retry-After": str(RETRY_AFTER_S)}
     return 500, ErrorDetail(code="internal", message="internal error"), {}
 
@@ -124,7 +128,10 @@ def install_error_handlers(app: FastAPI) -> None:
     """Answer every error the routes and FastAPI raise in the error shape."""
 
     async def handle(request: Request, error: Exception) -> JSONResponse:
-        return error_response(*describe(error))
+        status, detail, headers = describe(error)
+        if status == 503:
+            logger.warning("%s %s: store unavailable: %s", request.method, request.url.path, error)
+        return error_response(status, detail, headers)
 
     for kind in (
         ApiError,

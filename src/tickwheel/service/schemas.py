@@ -29,6 +29,7 @@ REDACTED = "***"
 
 ID_PATTERN = rf"^[A-Za-z0-9._:-]{{1,{MAX_ID_CHARS}}}$"
 """The model's rule for ids: a path that breaks it names no timer."""
+QUEUE_PATTERN = rf"^[A-Za-z0-9._:-]{{1,{MAX_QUEUE_CHARS}}}$"
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -157,8 +158,8 @@ class When(_Input):
 class TimerIn(When):
     """A timer to create: when, and a `callback` (HTTP) or a `payload` (for a queue consumer)."""
 
-    id: Annotated[str | None, Field(strict=True, max_length=MAX_ID_CHARS)] = None
-    queue: Annotated[str, Field(strict=True, max_length=MAX_QUEUE_CHARS)] = "default"
+    id: Annotated[str | None, Field(strict=True, pattern=ID_PATTERN)] = None
+    queue: Annotated[str, Field(strict=True, pattern=QUEUE_PATTERN)] = "default"
     callback: CallbackIn | None = None
     payload: JsonValue = None
     retry: RetryIn | None = None
