@@ -28,8 +28,9 @@ lint: setup
 test: setup redis-server lint
 	$(BIN)/pytest
 
+# the API and a worker on ./tickwheel.db; private targets allowed for the README's local receiver
 run: setup
-	$(BIN)/python examples/countdown.py
+	$(BIN)/tickwheel serve --allow-private-targets
 
 bench: setup redis-server
 	$(BIN)/python bench/inproc.py

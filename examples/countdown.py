@@ -1,4 +1,4 @@
-"""Until `tickwheel serve` lands: schedule timers on the in-process Scheduler and watch them."""
+"""Schedule timers on the in-process Scheduler and watch them fire: python examples/countdown.py."""
 
 from __future__ import annotations
 

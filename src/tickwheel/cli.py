@@ -309,7 +309,8 @@ def _print_page(page: dict[str, Any], what: str, as_json: bool) -> None:
     timers = page["timers"]
     more = " (more: raise --limit)" if page.get("cursor") else ""
     if timers:
-        out.print(_timers_table(timers, f"{len(timers)} {what}{more}"))
+        noun = what if len(timers) > 1 else what.removesuffix("s")
+        out.print(_timers_table(timers, f"{len(timers)} {noun}{more}"))
     else:
         out.print(f"no {what}", markup=False)
 

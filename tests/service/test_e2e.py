@@ -8,6 +8,8 @@ two worker processes share one Redis; every timer not cancelled arrives once, no
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import signal
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
     from conftest import RedisServer
 
 pytestmark = pytest.mark.timeout(180)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TIMERS = 500
 CANCELLED = 100
@@ -158,3 +162,35 @@ async def test_redis_api_and_two_workers(
     assert counts == {"scheduled": 0, "leased": 0, "done": len(expected), "dead": 0}
     for process in [api, *workers]:
         assert await process.stop(signal.SIGTERM) == 0, process.stderr()
+
+
+async def test_readme_session_runs_as_written(
+    tmp_path: Path, receiver: Receiver, procs: Processes
+) -> None:
+    """The README's copy-paste session, on free ports instead of 8080 and 9000."""
+    blocks = re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.DOTALL)
+    (session,) = [block for block in blocks if block.startswith("curl -X POST localhost:8080")]
+    if not (ROOT / ".venv" / "bin" / "tickwheel").exists():
+        pytest.skip("the session calls .venv/bin/tickwheel: run `make setup` first")
+    server = await procs.start(
+        "serve", "--port", "0", "--store", f"sqlite:///{tmp_path}/t.db", "--allow-private-targets"
+    )
+    api_port = server.url.rsplit(":", 1)[1]
+    script = session.replace(":8080", f":{api_port}").replace(":9000", f":{receiver.port}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+    shell = await asyncio.create_subprocess_exec(
+        "bash", "-euo", "pipefail", "-c", script,
+        cwd=ROOT,
+        env={**env, "TICKWHEEL_API": server.url},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    async with asyncio.timeout(60):
+        output = (await shell.communicate())[0].decode()
+    assert shell.returncode == 0, output
+    assert "cancelled reminder-1" in output
+    assert "replayed broken" in output
+    assert re.search(r'tickwheel_acked_total\{queue="default"\} [12]\.0', output), output
+    await receiver.wait_for(2, 10)
+    assert sorted(received.path for received in receiver.received) == ["/hello", "/orders"]
+    assert await server.stop() == 0, server.stderr()
