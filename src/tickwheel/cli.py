@@ -22,7 +22,6 @@ from tickwheel.service.client import DEFAULT_API, ApiClient, ApiRequestFailed, A
 
 app = typer.Typer(
     name="tickwheel",
-    help="Run work at a chosen future time: the timer service and its client.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -32,6 +31,27 @@ dead_app = typer.Typer(
     no_args_is_help=False,
 )
 app.add_typer(dead_app, name="dead")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        out.print(f"tickwheel {version('tickwheel')}", markup=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    """Run work at a chosen future time: the timer service and its client."""
+
 
 # piped output is read by scripts and people alike: no wrapping of rows at 80 columns
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -376,8 +396,13 @@ def _settings_or_exit(**overrides: Any) -> Any:
 
 
 def _run_or_exit(main: Any) -> None:
+    import logging
+
     from tickwheel.service.serve import run
 
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         run(main)
     except InvalidArgument as error:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from tickwheel import cli
 from tickwheel.cli import app, parse_duration, parse_time
 from tickwheel.service.serve import redact
 
@@ -316,3 +318,29 @@ def test_serve_errors(tmp_path: Path, service: Service) -> None:
     taken = serve("--store", "memory://", "--port", port)
     assert taken.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr
+
+
+def test_bench_runs_the_engine_benchmark_with_its_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "engine.py"
+    script.write_text(
+        "import sys\n"
+        "print('[1/2] warming up')\n"
+        "print('args', sys.argv[1:])\n"
+        "print('[2/2] done')\n"
+        "sys.exit(3)\n"
+    )
+    monkeypatch.setattr(cli, "_bench_script", lambda: script)
+    result = CliRunner().invoke(app, ["bench", "--timers", "10", "-q"])
+    assert result.exit_code == 3  # the benchmark's own status
+    assert result.stdout.splitlines() == [
+        "[1/2] warming up",
+        "args ['--timers', '10', '-q']",
+        "[2/2] done",
+    ]
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert (result.exit_code, result.stdout) == (0, f"tickwheel {version('tickwheel')}\n")
