@@ -384,6 +384,9 @@ async def test_ack_many_reports_lost_leases(store: Store, clock: ManualClock) ->
     assert await store.ack_many([]) == []
     states = {t.id: t.state for t in (await store.list()).timers}
     assert states == {"a": State.DONE, "b": State.DONE, "c": State.DONE, "d": State.SCHEDULED}
+    clock.advance(2 * MINUTE)  # a's retention ends; list purges it
+    assert [t.id for t in (await store.list()).timers] == ["d"]
+    assert await store.ack_many([a, a]) == [False, False]
 
 
 async def test_ack_many_acks_a_burst(store: Store, clock: ManualClock) -> None:
@@ -464,3 +467,9 @@ async def test_replace_clears_first_claimed_ms(store: Store, clock: ManualClock)
     got = await store.get("t")
     assert got is not None
     assert got.first_claimed_ms is None
+
+
+async def test_ack_many_acks_a_lease_given_twice_once(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, 0, id="t"))
+    (lease,) = await store.claim("default", clock.now_ms, 1, 1000)
+    assert await store.ack_many([lease, lease]) == [True, False]

@@ -7,6 +7,7 @@ stored as null. Decoding trusts the stored text: it was validated on the way in.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -35,8 +36,28 @@ def encode_spec(timer: Timer) -> str:
 
 
 def decode_spec(spec: str | bytes) -> tuple[Callback | None, Any, RetryPolicy]:
+    """Decode a spec; short ones through a cache, since most timers share a callback.
+
+    Callback and retry policy are frozen, so timers may share them; a list or dict payload
+    is decoded afresh for each timer, as a caller may change it.
+    """
+    if len(spec) > _CACHED_SPEC_CHARS:
+        return _decode(spec)
+    callback, payload, retry = _decode_cached(spec)
+    if isinstance(payload, list | dict):
+        payload = json.loads(spec)[1]
+    return callback, payload, retry
+
+
+_CACHED_SPEC_CHARS = 512
+
+
+def _decode(spec: str | bytes) -> tuple[Callback | None, Any, RetryPolicy]:
     callback, payload, retry = json.loads(spec)
     return _decode_callback(callback), payload, _decode_retry(retry)
+
+
+_decode_cached = functools.lru_cache(maxsize=4096)(_decode)
 
 
 _RETRY_FIELDS = ("max_attempts", "min_backoff_s", "max_backoff_s", "timeout_s", "max_retry_s")

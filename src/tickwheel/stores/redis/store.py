@@ -56,6 +56,7 @@ GET_BATCH = 500  # ids per get.lua call
 ACK_BATCH = 500  # leases per ack.lua call
 RELEASE_LIMIT = 256  # expired leases returned per shard per claim
 PURGE_LIMIT = 256  # done timers past retention deleted per shard per claim, list or stats
+PURGE_EVERY_MS = 1000  # claims purge at most this often (store clock); list and stats always
 MAX_MS = 2**53  # Lua and sorted-set scores are doubles: integers are exact below this
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
@@ -100,6 +101,7 @@ class RedisStore:
         else:
             self._clock = clock
         self._seq = SeqSource()
+        self._next_purge_ms = 0
         self._listener = Listener(client, f"{prefix}:wake")
         self._closed = False
 
@@ -235,7 +237,10 @@ class RedisStore:
         asked = dict.fromkeys(range(self.shards), min(limit, -(-2 * limit // self.shards) + 8))
         shown: dict[int, Members] = {}
         wanted = list(asked)
-        calls = self._purges(now)
+        calls: Calls = []
+        if now >= self._next_purge_ms:
+            calls = self._purges(now)
+            self._next_purge_ms = now + PURGE_EVERY_MS
         released = False
         while wanted:
             calls += [

@@ -6,12 +6,14 @@
 -- returns: {id1, record1, id2, record2, ...} as leased: attempt + 1 (the lease token), seq =
 --          its lease seq, first claimed = now unless set, in (due, seq) order
 -- walks buckets in minute order, dropping each it empties; stops at the limit or the first
--- bucket with timers beyond the horizon, so it visits at most limit + 1 buckets
+-- bucket with timers beyond the horizon. Reads and writes in bulk: one HMGET and one
+-- ZREMRANGEBYRANK per slice of a bucket, one variadic write per key at the end.
 local queue, horizon, now = ARGV[1], ARGV[2], ARGV[3]
 local deadline = int(tonumber(now) + tonumber(ARGV[4]))
 local limit = #ARGV - 4
 local last_minute = minute_of(horizon)
 local out, taken = {}, 0
+local records, ids, was_scheduled, leases = {}, {}, {}, {}
 while taken < limit do
   local first = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', last_minute, 'LIMIT', 0, 1)
   if #first == 0 then
@@ -19,27 +21,51 @@ while taken < limit do
   end
   local minute = first[1]
   local bucket = bucket_key(queue, minute)
-  local members = redis.call('ZRANGEBYSCORE', bucket, '-inf', horizon, 'LIMIT', 0, limit - taken)
-  for _, member in ipairs(members) do
-    redis.call('ZREM', bucket, member)
-    local id = string.sub(member, SEQ_DIGITS + 1)
-    local r = load(id)
-    if r ~= nil and r.state == SCHEDULED then
+  local asked = math.min(limit - taken, 4000)
+  local members = redis.call('ZRANGEBYSCORE', bucket, '-inf', horizon, 'LIMIT', 0, asked)
+  if #members == 0 then
+    break
+  end
+  local slice = {}
+  for i, member in ipairs(members) do
+    slice[i] = string.sub(member, SEQ_DIGITS + 1)
+  end
+  local raws = redis.call('HMGET', RECORDS, unpack(slice))
+  -- the members are the bucket's first by rank; a stale one (no scheduled record) goes too
+  redis.call('ZREMRANGEBYRANK', bucket, 0, #members - 1)
+  for i, id in ipairs(slice) do
+    local r = raws[i] and parse(raws[i])
+    if r and r.state == SCHEDULED then
       taken = taken + 1
-      move_state(id, r, LEASED)
+      r.state = LEASED
       r.attempt = int(tonumber(r.attempt) + 1)
       r.updated, r.seq = now, ARGV[4 + taken]
       if r.first == '' then
         r.first = now
       end
+      local raw = pack(r)
       out[#out + 1] = id
-      out[#out + 1] = save(id, r)
-      lease(id, r, deadline)
+      out[#out + 1] = raw
+      records[#records + 1] = id
+      records[#records + 1] = raw
+      ids[#ids + 1] = id
+      was_scheduled[#was_scheduled + 1] = 0
+      was_scheduled[#was_scheduled + 1] = id
+      leases[#leases + 1] = deadline
+      leases[#leases + 1] = r.seq .. id
     end
   end
-  if redis.call('EXISTS', bucket) == 1 then
-    break
+  if redis.call('EXISTS', bucket) == 0 then
+    drop_bucket(queue, minute)
+  elseif #members < asked then
+    break -- the rest of this bucket is beyond the horizon
   end
-  drop_bucket(queue, minute)
+end
+if taken > 0 then
+  bulk('HSET', RECORDS, records)
+  bulk('ZREM', STATE_SET[SCHEDULED], ids)
+  bulk('ZADD', STATE_SET[LEASED], was_scheduled)
+  bulk('ZADD', LEASES, leases)
+  bulk('ZADD', lease_key(queue), leases)
 end
 return out

@@ -21,6 +21,14 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- `command key args...` over a long list, in slices unpack() can take (Lua's C stack holds
+-- ~8,000 values); slices are even, so field/value and score/member pairs stay whole
+local function bulk(command, key, args)
+  for i = 1, #args, 4000 do
+    redis.call(command, key, unpack(args, i, math.min(i + 3999, #args)))
+  end
+end
+
 local function minute_of(due_ms)
   return int(math.floor(tonumber(due_ms) / MINUTE_MS))
 end
