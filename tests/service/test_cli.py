@@ -33,34 +33,36 @@ START_TIMEOUT_S = 30.0
 COMMANDS = ("serve", "worker", "receiver", "add", "get", "cancel", "ls", "dead", "stats", "bench")
 
 
-class Service:
-    """A ``python -m tickwheel serve`` process; `url` is the address it printed."""
+class Process:
+    """A ``python -m tickwheel ARGS`` process whose stdout is read line by line."""
 
     def __init__(self, directory: Path, *args: str) -> None:
-        self.log = directory / "serve.log"
-        command = [sys.executable, "-m", "tickwheel", "serve", "--port", "0", *args]
+        self.log = directory / f"{args[0]}.log"
+        command = [sys.executable, "-m", "tickwheel", *args]
         env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=env
             )
-        self.first_line = self._first_line()
-        found = re.search(r"serving (http://\S+)", self.first_line)
-        assert found, self.first_line
-        self.url = found[1]
-
-    def _first_line(self) -> str:
         assert self.process.stdout is not None
         os.set_blocking(self.process.stdout.fileno(), False)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        read = b""
-        while b"\n" not in read:
+        self._read = b""
+        self.first_line = self.read_line()
+
+    def read_line(self, timeout_s: float = START_TIMEOUT_S) -> str:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._read:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                pytest.fail(f"serve did not start: {read!r}\n{self.log.read_text()}")
-            read += self.process.stdout.read() or b""
+                pytest.fail(f"no line from {self.process.args}: {self._read!r}\n{self.stderr()}")
+            self._read += self.process.stdout.read() or b""
             time.sleep(0.02)
-        return read.decode()
+        line, _, self._read = self._read.partition(b"\n")
+        return line.decode()
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         if self.process.poll() is None:
@@ -73,6 +75,16 @@ class Service:
         if self.process.stdout is not None:
             self.process.stdout.close()
         return self.process.returncode
+
+
+class Service(Process):
+    """A ``python -m tickwheel serve --port 0`` process; `url` is the address it printed."""
+
+    def __init__(self, directory: Path, *args: str) -> None:
+        super().__init__(directory, "serve", "--port", "0", *args)
+        found = re.search(r"serving (http://\S+)", self.first_line)
+        assert found, self.first_line
+        self.url = found[1]
 
 
 @pytest.fixture(scope="module")
@@ -303,7 +315,7 @@ def test_token_from_flag_or_environment_and_sigint(tmp_path: Path) -> None:
         )
         assert by_env.exit_code == 0, by_env.output
     finally:
-        assert secured.stop(signal.SIGINT) == 0, secured.log.read_text()
+        assert secured.stop(signal.SIGINT) == 0, secured.stderr()
 
 
 def test_serve_errors(tmp_path: Path, service: Service) -> None:
@@ -344,3 +356,40 @@ def test_bench_runs_the_engine_benchmark_with_its_arguments(
 def test_version() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert (result.exit_code, result.stdout) == (0, f"tickwheel {version('tickwheel')}\n")
+
+
+def test_receiver_prints_signed_callbacks_from_serve(tmp_path: Path) -> None:
+    receiver = Process(tmp_path, "receiver", "--port", "0", "--secret", "s3cret")
+    signer = None
+    try:
+        found = re.fullmatch(r"receiving on (http://\S+)", receiver.first_line)
+        assert found, receiver.first_line
+        signer = Service(
+            tmp_path,
+            "--store",
+            "memory://",
+            "--signing-secret",
+            "s3cret",
+            "--allow-private-targets",
+        )
+        added = CliRunner().invoke(
+            app,
+            [
+                "add",
+                "--in",
+                "0s",
+                "--url",
+                f"{found[1]}/hook",
+                "--id",
+                "signed",
+                "--api",
+                signer.url,
+            ],
+        )
+        assert added.exit_code == 0, added.output
+        line = receiver.read_line(15)
+        assert re.fullmatch(r"POST /hook timer=signed attempt=1 late_ms=\d+\.\d signature=ok", line)
+    finally:
+        if signer is not None:
+            assert signer.stop() == 0, signer.stderr()
+        receiver.stop()
