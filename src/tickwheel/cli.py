@@ -473,6 +473,12 @@ def worker(
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Callbacks in flight at once [default: 512].")
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: any)."
+        ),
+    ] = None,
 ) -> None:
     """Run a worker alone: fire due timers of a shared store (Redis) next to `serve --no-worker`."""
     from tickwheel.engine.settings import WorkerSettings
@@ -496,6 +502,7 @@ def worker(
             worker_settings,
             signing_secret=settings.signing_secret,
             allow_private_targets=settings.allow_private_targets,
+            metrics_port=metrics_port,
         )
     )
 

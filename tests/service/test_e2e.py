@@ -147,7 +147,10 @@ async def test_redis_api_and_two_workers(
     )
     assert "worker off" in api.first_line
     workers = [
-        await procs.start("worker", "--store", store, "--allow-private-targets") for _ in range(2)
+        await procs.start(
+            "worker", "--store", store, "--allow-private-targets", "--metrics-port", "0"
+        )
+        for _ in range(2)
     ]
     timers = _timers(receiver, "rd")
     cancelled = await _schedule(api.url, timers)
@@ -156,6 +159,17 @@ async def test_redis_api_and_two_workers(
     await _check_arrivals(receiver, expected)
     counts = await _stats(api.url)
     assert counts == {"scheduled": 0, "leased": 0, "done": len(expected), "dead": 0}
+    acked = 0.0
+    async with httpx.AsyncClient(timeout=30) as client:
+        for worker in workers:
+            found = re.search(r"metrics (http://\S+)", worker.first_line)
+            assert found, worker.first_line
+            text = (await client.get(found[1])).text
+            assert "tickwheel_in_flight" in text
+            # a worker that acked nothing has no labelled sample yet
+            pattern = r'^tickwheel_acked_total\{queue="default"\} (\S+)$'
+            acked += sum(float(value) for value in re.findall(pattern, text, re.M))
+    assert acked == len(expected)
     for process in [api, *workers]:
         assert await process.stop(signal.SIGTERM) == 0, process.stderr()
 

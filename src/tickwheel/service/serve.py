@@ -107,21 +107,43 @@ async def work(
     *,
     signing_secret: str | None = None,
     allow_private_targets: bool = False,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
     stop: asyncio.Event | None = None,
     out: TextIO | None = None,
 ) -> None:
-    """Run a worker alone on `store_url` until `stop` is set or a stop signal."""
+    """Run a worker alone on `store_url` until `stop` is set or a stop signal.
+
+    With `metrics_port` (0 for any free port), its metrics are served on
+    ``http://metrics_host:port/metrics`` from a thread, as the API's ``/metrics`` shows them.
+
+    Raises:
+        OSError: the metrics port cannot be listened on.
+    """
+    from prometheus_client import CollectorRegistry, start_http_server
+
     from tickwheel.engine.http import HttpTarget
+    from tickwheel.engine.metrics import Metrics
     from tickwheel.engine.worker import Worker
     from tickwheel.stores.open import open_store
 
     stop = stop or asyncio.Event()
     store = open_store(store_url)
+    exporter = None
     try:
+        registry = CollectorRegistry()
+        shown = ""
+        if metrics_port is not None:
+            try:
+                exporter, _ = start_http_server(metrics_port, metrics_host, registry)
+            except OSError as error:
+                where = f"{metrics_host}:{metrics_port}"
+                raise OSError(error.errno, f"cannot listen on {where}: {error.strerror}") from None
+            shown = f" · metrics http://{metrics_host}:{exporter.server_port}/metrics"
         target = HttpTarget(
             signing_secret=signing_secret, allow_private_targets=allow_private_targets
         )
-        worker = Worker(store, target, worker_settings)
+        worker = Worker(store, target, worker_settings, metrics=Metrics(registry))
         with _stop_on_signals(stop):
             async with _Tasks() as tasks:
                 working = tasks.start(worker.run(), "worker")
@@ -129,13 +151,16 @@ async def work(
                     out,
                     f"tickwheel worker · store {redact(store_url)} · "
                     f"queues {', '.join(worker_settings.queues)} · "
-                    f"concurrency {worker_settings.concurrency}",
+                    f"concurrency {worker_settings.concurrency}{shown}",
                 )
                 await tasks.wait(stop)
                 worker.stop()
                 await working
         await target.close()
     finally:
+        if exporter is not None:
+            await asyncio.to_thread(exporter.shutdown)  # waits out its 0.5 s poll
+            exporter.server_close()
         await store.close()
 
 
