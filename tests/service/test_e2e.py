@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import signal
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -182,6 +183,8 @@ async def test_readme_session_runs_as_written(
     (session,) = [block for block in blocks if block.startswith("curl -X POST localhost:8080")]
     if not (ROOT / ".venv" / "bin" / "tickwheel").exists():
         pytest.skip("the session calls .venv/bin/tickwheel: run `make setup` first")
+    if shutil.which("curl") is None:
+        pytest.skip("the session uses curl")
     server = await procs.start(
         "serve", "--port", "0", "--store", f"sqlite:///{tmp_path}/t.db", "--allow-private-targets"
     )
