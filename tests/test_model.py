@@ -85,6 +85,8 @@ def test_payload_is_kept_as_json_returns_it() -> None:
 def test_spec_decides_sameness_not_bookkeeping() -> None:
     first = Timer(id="t", due_ms=5, payload=1)
     assert first.spec() == first.evolve(attempt=3, state=State.DEAD).spec()
+    assert first.first_claimed_ms is None
+    assert first.spec() == first.evolve(first_claimed_ms=7).spec()
     assert first.spec() != first.evolve(due_ms=6).spec()
 
 

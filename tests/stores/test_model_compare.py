@@ -56,6 +56,7 @@ def _timer(timer: Timer) -> tuple[object, ...]:
         timer.payload,
         timer.created_ms,
         timer.updated_ms,
+        timer.first_claimed_ms,
     )
 
 
@@ -158,6 +159,18 @@ class StoreComparison(RuleBasedStateMachine):
         self.both(lambda store: store.ack(self.lease(which, store)))
 
     @precondition(lambda self: self.leases)
+    @rule(which=st.integers(0, 1000), lease_ms=LEASES)
+    def extend(self, which: int, lease_ms: int) -> None:
+        both = self.both(lambda store: store.extend(self.lease(which, store), lease_ms))
+        if both is not None:
+            self.leases.append(both)
+
+    @precondition(lambda self: self.leases)
+    @rule(which=st.lists(st.integers(0, 1000), max_size=4))
+    def ack_many(self, which: list[int]) -> None:
+        self.both(lambda store: store.ack_many([self.lease(n, store) for n in which]))
+
+    @precondition(lambda self: self.leases)
     @rule(which=st.integers(0, 1000), slot=SLOTS, error=ERRORS)
     def retry(self, which: int, slot: int, error: str) -> None:
         due = self.due(slot)
@@ -181,6 +194,8 @@ class StoreComparison(RuleBasedStateMachine):
         for timer_id in ID_POOL:
             self.both(methodcaller("get", timer_id))
         self.both(lambda store: store.stats())
+        for queue in ("default", "other"):
+            self.both(methodcaller("next_due_ms", queue))
         cursor: str | None = None
         while True:
             pages = self.both(methodcaller("list", limit=2, cursor=cursor))
