@@ -15,7 +15,9 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from tickwheel.errors import InvalidArgument, StoreUnavailable, TickwheelError
 from tickwheel.service.client import DEFAULT_API, ApiClient, ApiRequestFailed, ApiUnreachable
@@ -129,7 +131,7 @@ JsonOption = Annotated[
 
 
 def _fail(message: str, status: int = 1) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(status)
 
 
@@ -178,7 +180,7 @@ def _timers_table(timers: list[dict[str, Any]], title: str) -> Table:
         row.append(_callback(timer))
         if errors:
             row.append(timer.get("last_error") or "")
-        table.add_row(*row)
+        table.add_row(*map(Text, row))  # Text: user data is never read as rich markup
     return table
 
 
@@ -209,7 +211,7 @@ def _timer_table(timer: dict[str, Any]) -> Table:
     ]
     for name, value in rows:
         if value:
-            table.add_row(name, value)
+            table.add_row(name, Text(value))
     return table
 
 

@@ -393,3 +393,14 @@ def test_receiver_prints_signed_callbacks_from_serve(tmp_path: Path) -> None:
         if signer is not None:
             assert signer.stop() == 0, signer.stderr()
         receiver.stop()
+
+
+def test_user_text_is_printed_as_is(tw: Run, service: Service) -> None:
+    url = f"{service.url}/x?a=[b]"
+    added = tw("add", "--in", "1h", "--url", url, "--id", "cli-markup", "-d", "[/bold] [red]x")
+    assert added.exit_code == 0, added.output
+    shown = tw("get", "cli-markup")
+    assert shown.exit_code == 0, shown.output
+    assert "[/bold] [red]x" in shown.stdout
+    assert f"POST {url}" in tw("ls").stdout
+    tw("cancel", "cli-markup")
