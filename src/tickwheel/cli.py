@@ -239,6 +239,15 @@ def add(
     ] = None,
     timer_id: Annotated[str | None, typer.Option("--id", help="The timer's id.")] = None,
     queue: Annotated[str | None, typer.Option("--queue", help="The timer's queue.")] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Replace the timer --id names, whatever its spec.")
+    ] = False,
+    max_attempts: Annotated[
+        int | None, typer.Option("--max-attempts", min=1, help="Attempts before dead-lettering.")
+    ] = None,
+    timeout: Annotated[
+        str | None, typer.Option("--timeout", help="How long one attempt may take: 10s, 2m.")
+    ] = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
     as_json: JsonOption = False,
@@ -246,6 +255,8 @@ def add(
     """Schedule an HTTP callback: tickwheel add --in 30s --url https://example.com/hook."""
     if (in_ is None) == (at is None):
         raise typer.BadParameter("give exactly one of --in and --at", param_hint="'--in' / '--at'")
+    if replace and timer_id is None:
+        raise typer.BadParameter("--replace needs the --id of the timer", param_hint="'--replace'")
     body: dict[str, Any] = {}
     if in_ is not None:
         body["delay"] = parse_duration(in_)
@@ -267,12 +278,26 @@ def add(
         body["id"] = timer_id
     if queue is not None:
         body["queue"] = queue
-    response = _call(api, token, lambda client: client.add(body))
+    retry: dict[str, Any] = {}
+    if max_attempts is not None:
+        retry["max_attempts"] = max_attempts
+    if timeout is not None:
+        retry["timeout"] = parse_duration(timeout)
+    if retry:
+        body["retry"] = retry
+    if replace:
+        assert timer_id is not None
+        response = _call(api, token, lambda client: client.put(timer_id, body))
+    else:
+        response = _call(api, token, lambda client: client.add(body))
     timer = response.body
     if as_json:
         _print_json(timer)
         return
-    what = "created" if response.status == 201 else "exists (same spec, unchanged)"
+    if response.status == 201:
+        what = "created"
+    else:
+        what = "replaced" if replace else "exists (same spec, unchanged)"
     out.print(f"{what} {timer['id']} · due {timer['due']} · {_callback(timer)}", markup=False)
 
 

@@ -404,3 +404,35 @@ def test_user_text_is_printed_as_is(tw: Run, service: Service) -> None:
     assert "[/bold] [red]x" in shown.stdout
     assert f"POST {url}" in tw("ls").stdout
     tw("cancel", "cli-markup")
+
+
+def test_add_replace_and_retry_options(tw: Run, service: Service) -> None:
+    url = f"{service.url}/healthz"
+    first = tw("add", "--in", "1h", "--url", url, "--id", "cli-r", "--max-attempts", "3")
+    assert first.exit_code == 0, first.output
+    clash = tw("add", "--in", "2h", "--url", url, "--id", "cli-r")
+    assert clash.exit_code == 2
+    assert "[HTTP 409 conflict]" in clash.stderr
+    replaced = tw(
+        "add", "--in", "2h", "--url", url, "--id", "cli-r", "--replace", "--timeout", "2m", "--json"
+    )
+    assert replaced.exit_code == 0, replaced.output
+    timer = json.loads(replaced.stdout)
+    assert (timer["retry"]["timeout"], timer["retry"]["max_attempts"]) == (120.0, 10)
+    assert tw("add", "--in", "2h", "--url", url, "--replace").exit_code == 2
+    tw("cancel", "cli-r")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--store", "bogus://x"], "is not a store URL"),
+        (["--store", "memory://", "--queue", ""], "invalid queue name"),
+        (["--store", "memory://", "--concurrency", "0"], "--concurrency"),
+    ],
+)
+def test_worker_bad_input_exits_2(args: list[str], message: str) -> None:
+    command = [sys.executable, "-m", "tickwheel", "worker", *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr

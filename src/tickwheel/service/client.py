@@ -113,6 +113,10 @@ class ApiClient:
         """Create a timer (201), or find the same one already there (200)."""
         return self.request("POST", "/v1/timers", timer)
 
+    def put(self, timer_id: str, timer: dict[str, Any]) -> Response:
+        """Create the timer `timer_id` (201) or replace it (200)."""
+        return self.request("PUT", f"/v1/timers/{_segment(timer_id)}", timer)
+
     def get(self, timer_id: str) -> dict[str, Any]:
         """Return a timer as the API shows it."""
         body: dict[str, Any] = self.request("GET", f"/v1/timers/{_segment(timer_id)}").body
