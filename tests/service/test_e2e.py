@@ -21,7 +21,7 @@ import httpx
 import pytest
 import redis
 
-from tickwheel.service.receiver import Receiver
+from tickwheel.service.receiver import Received, Receiver, Reply
 
 from .e2e_helpers import Processes, processes
 
@@ -207,3 +207,33 @@ async def test_readme_session_runs_as_written(
     await receiver.wait_for(2, 10)
     assert sorted(received.path for received in receiver.received) == ["/hello", "/orders"]
     assert await server.stop() == 0, server.stderr()
+
+
+async def test_second_signal_stops_without_waiting_for_callbacks(
+    tmp_path: Path, procs: Processes
+) -> None:
+    async def slow(received: Received) -> Reply:
+        await asyncio.sleep(30)
+        return Reply()
+
+    async with Receiver(respond=slow) as receiver:
+        server = await procs.start(
+            "serve",
+            "--port",
+            "0",
+            "--store",
+            f"sqlite:///{tmp_path}/t.db",
+            "--allow-private-targets",
+        )
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+            body = {"id": "slow", "delay": 0, "callback": {"url": f"{receiver.url}/slow"}}
+            assert (await client.post("/v1/timers", json=body)).status_code == 201
+        await receiver.wait_for(1, 15)
+        assert server.process is not None
+        server.process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(1.0)
+        assert server.process.returncode is None, "the first signal waits for the callback"
+        started = asyncio.get_running_loop().time()
+        assert await server.stop(signal.SIGTERM) == 0, server.stderr()
+        assert asyncio.get_running_loop().time() - started < 5
+        assert "stopping at once" in server.stderr()

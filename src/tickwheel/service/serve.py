@@ -75,7 +75,7 @@ async def serve(
                 allow_private_targets=settings.allow_private_targets,
             )
             worker = Worker(store, target, worker_settings, metrics=Metrics(registry))
-        with sock, _stop_on_signals(stop):
+        with sock, _stop_on_signals(stop) as hurry:
             async with _Tasks() as tasks:
                 serving = tasks.start(server.serve(sockets=[sock]), "api")
                 working = None if worker is None else tasks.start(worker.run(), "worker")
@@ -92,9 +92,12 @@ async def serve(
                 await tasks.wait(stop)  # or until a task ends by itself, say uvicorn failing
                 if worker is not None and working is not None:
                     worker.stop()
-                    await working  # held timers are handed back before the API goes away
+                    # held timers are handed back before the API goes away
+                    await tasks.finish(working, hurry)
                 server.should_exit = True
-                await serving
+                if hurry.is_set():
+                    server.force_exit = True
+                await tasks.finish(serving, hurry)
             if target is not None:
                 await target.close()
     finally:
@@ -144,7 +147,7 @@ async def work(
             signing_secret=signing_secret, allow_private_targets=allow_private_targets
         )
         worker = Worker(store, target, worker_settings, metrics=Metrics(registry))
-        with _stop_on_signals(stop):
+        with _stop_on_signals(stop) as hurry:
             async with _Tasks() as tasks:
                 working = tasks.start(worker.run(), "worker")
                 _say(
@@ -155,7 +158,7 @@ async def work(
                 )
                 await tasks.wait(stop)
                 worker.stop()
-                await working
+                await tasks.finish(working, hurry)
         await target.close()
     finally:
         if exporter is not None:
@@ -218,28 +221,37 @@ def _server(config: uvicorn.Config) -> uvicorn.Server:
 
 
 @contextlib.contextmanager
-def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
-    """Set `stop` on SIGTERM or SIGINT for the duration of the block (main thread only)."""
+def _stop_on_signals(stop: asyncio.Event) -> Iterator[asyncio.Event]:
+    """Set `stop` on SIGTERM or SIGINT, and the yielded event on a second one (main thread only).
+
+    The second signal means "do not wait": the worker's held timers then come back to a worker
+    only when their leases lapse.
+    """
     loop = asyncio.get_running_loop()
+    hurry = asyncio.Event()
     installed = []
     for sig in STOP_SIGNALS:
         try:
-            loop.add_signal_handler(sig, _on_signal, stop, sig)
+            loop.add_signal_handler(sig, _on_signal, stop, hurry, sig)
         except (ValueError, RuntimeError, NotImplementedError):
             continue  # not the main thread (tests), or no signals on this platform
         installed.append(sig)
     try:
-        yield
+        yield hurry
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
 
 
-def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
-    if stop.is_set():
-        return
-    logger.info("%s: stopping", sig.name)
-    stop.set()
+def _on_signal(stop: asyncio.Event, hurry: asyncio.Event, sig: signal.Signals) -> None:
+    if not stop.is_set():
+        logger.info("%s: stopping (send it again to stop at once)", sig.name)
+        stop.set()
+    elif not hurry.is_set():
+        logger.warning(
+            "%s again: stopping at once; held timers return when their leases lapse", sig.name
+        )
+        hurry.set()
 
 
 class _Tasks:
@@ -271,3 +283,16 @@ class _Tasks:
         for task in self._tasks:
             if task.done():
                 task.result()  # raises the task's error, if it failed
+
+    async def finish(self, task: asyncio.Task[None], hurry: asyncio.Event) -> None:
+        """Wait for `task` to end, or cancel it once `hurry` is set; its error is raised here."""
+        hurrying = asyncio.create_task(hurry.wait())
+        try:
+            await asyncio.wait([task, hurrying], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            hurrying.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.wait([task])
+        if not task.cancelled():
+            task.result()
