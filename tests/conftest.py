@@ -59,11 +59,13 @@ def _is_free(port: int) -> bool:
 
 
 class RedisServer:
-    """One ``redis-server`` process on 127.0.0.1; `restart` keeps its port (not its data)."""
+    """One ``redis-server`` process on 127.0.0.1; `restart` keeps its port (and, with
+    `appendonly`, its data)."""
 
-    def __init__(self, directory: Path, *, cluster: bool = False) -> None:
+    def __init__(self, directory: Path, *, cluster: bool = False, appendonly: bool = False) -> None:
         self.directory = directory
         self.cluster = cluster
+        self.appendonly = appendonly
         self.port = free_port(cluster=cluster)
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -82,7 +84,8 @@ class RedisServer:
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--save", "",
-            "--appendonly", "no",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", "always",
             "--dir", str(self.directory),
             "--logfile", str(self.directory / "redis.log"),
         ]  # fmt: skip
@@ -202,12 +205,17 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
 
 
 @pytest.fixture
-def start_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], RedisServer]]:
-    """Start private standalone servers (to stop or restart in a test); all stopped after it."""
+def start_redis(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., RedisServer]]:
+    """Start private standalone servers (to stop or restart in a test); all stopped after it.
+
+    `start(appendonly=True)` keeps an AOF fsynced on every write, so a restart keeps the data.
+    """
     started: list[RedisServer] = []
 
-    def start() -> RedisServer:
-        server = RedisServer(tmp_path_factory.mktemp("redis-own"))
+    def start(*, appendonly: bool = False) -> RedisServer:
+        server = RedisServer(tmp_path_factory.mktemp("redis-own"), appendonly=appendonly)
         started.append(server)
         server.start()
         return server

@@ -1,6 +1,7 @@
 """tickwheel: run work at a chosen future time, from a timing wheel in one process upwards."""
 
 from tickwheel.core import DelayHeap, TimingWheel
+from tickwheel.engine import Delivery, Worker, WorkerSettings, consume
 from tickwheel.errors import (
     Closed,
     InvalidArgument,
@@ -31,6 +32,7 @@ __all__ = [
     "Closed",
     "DelayHeap",
     "DelayQueue",
+    "Delivery",
     "FakeClock",
     "InvalidArgument",
     "InvalidTimer",
@@ -50,5 +52,8 @@ __all__ = [
     "TimerExists",
     "TimerHandle",
     "TimingWheel",
+    "Worker",
+    "WorkerSettings",
+    "consume",
     "open_store",
 ]

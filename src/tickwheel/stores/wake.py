@@ -48,6 +48,9 @@ class Wakeups:
 async def until(event: asyncio.Event, timeout_s: float) -> bool:
     """Wait for `event` at most `timeout_s`; return whether it was set."""
     if not event.is_set():
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancellation that
+        # arrives as the event is set, and a stopping worker's claim loop then never ends
         with suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await event.wait()
     return event.is_set()

@@ -1,0 +1,139 @@
+"""`consume`: a reliable delay queue for Python code: each timer is handed over on its due ms.
+
+::
+
+    async for delivery in consume(store, queue="emails"):
+        await send(delivery.timer.payload)
+        await delivery.ack()
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from tickwheel.engine.dispatch import Dispatcher
+from tickwheel.engine.metrics import Metrics
+from tickwheel.engine.settings import WorkerSettings
+from tickwheel.engine.settle import Settler, Throttled
+from tickwheel.errors import Closed, InvalidArgument, LeaseLost
+from tickwheel.model import Timer
+from tickwheel.stores import Lease, Store
+
+
+class Delivery:
+    """One due timer in a consumer's hands: settle it with exactly one of ack, retry or kill.
+
+    Until it is settled its lease is renewed; if the consumer stops first, the timer goes back
+    to the store and is delivered again (at least once).
+    """
+
+    def __init__(self, lease: Lease, dispatcher: Dispatcher, settler: Settler) -> None:
+        self._lease = lease
+        self._dispatcher = dispatcher
+        self._settler = settler
+        self._settled = False
+
+    @property
+    def timer(self) -> Timer:
+        return self._lease.timer
+
+    @property
+    def attempt(self) -> int:
+        """1 for the first delivery, one more for each retry or lapsed lease."""
+        return self._lease.token
+
+    async def ack(self) -> None:
+        """Mark the timer done.
+
+        Raises:
+            LeaseLost: the lease lapsed and the timer went to another consumer.
+        """
+        lease = self._take()
+        try:
+            if not await self._settler.ack(lease):
+                raise LeaseLost(lease.timer.id, lease.token)
+        finally:
+            self._dispatcher.settled(lease.timer.id)
+
+    async def retry(self, delay: float | None = None) -> None:
+        """Deliver it again after `delay` seconds, or after the timer's backoff when None."""
+        if delay is not None and (
+            isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay < 1e9
+        ):
+            raise InvalidArgument("delay", f"must be a number of seconds >= 0, got {delay!r}")
+        lease = self._take()
+        try:
+            if delay is None:
+                await self._settler.fail(lease, "retried by the consumer")
+            else:
+                await self._settler.retry_in(lease, delay, "retried by the consumer")
+        finally:
+            self._dispatcher.settled(lease.timer.id)
+
+    async def kill(self, reason: str) -> None:
+        """Move the timer to the dead letters with `reason`; `replay` brings it back."""
+        lease = self._take()
+        try:
+            await self._settler.kill(lease, reason)
+        finally:
+            self._dispatcher.settled(lease.timer.id)
+
+    def _take(self) -> Lease:
+        if self._settled:
+            raise Closed(f"delivery of timer {self._lease.timer.id} is already settled")
+        self._settled = True
+        return self._dispatcher.lease(self._lease.timer.id) or self._lease
+
+    def __repr__(self) -> str:
+        return f"<Delivery timer={self.timer.id} attempt={self.attempt} queue={self.timer.queue}>"
+
+
+async def consume(
+    store: Store,
+    queue: str = "default",
+    *,
+    settings: WorkerSettings | None = None,
+    metrics: Metrics | None = None,
+) -> AsyncIterator[Delivery]:
+    """Yield each timer of `queue` on its due ms, for the caller to ack, retry or kill.
+
+    Breaking out of the loop or cancelling the task stops claiming and hands back every timer
+    not yet settled (wrap it in `contextlib.aclosing` to have that happen at once on break).
+    """
+    settings = WorkerSettings(queues=(queue,)) if settings is None else settings
+    if settings.queues != (queue,):
+        raise InvalidArgument("settings.queues", f"must be ({queue!r},) for consume({queue!r})")
+    metrics = metrics or Metrics()
+    throttled = Throttled()
+    settler = Settler(store, metrics, throttled)
+    due: asyncio.Queue[Lease] = asyncio.Queue()
+    dispatcher = Dispatcher(
+        store,
+        settings,
+        due.put_nowait,
+        settler=settler,
+        metrics=metrics,
+        throttled=throttled,
+        abandon=lambda: None,
+    )
+    running = asyncio.create_task(dispatcher.run())
+    try:
+        while True:
+            next_due = asyncio.ensure_future(due.get())
+            await asyncio.wait({next_due, running}, return_when=asyncio.FIRST_COMPLETED)
+            if not next_due.done():
+                next_due.cancel()
+                await running  # the dispatcher failed: raise its error
+                return
+            lease = next_due.result()
+            if dispatcher.lease(lease.timer.id) is None:
+                continue  # its lease lapsed while it waited
+            now = store.now_ms()
+            metrics.fired.labels(queue).inc()
+            metrics.lateness.labels(queue).observe(max(now - lease.timer.due_ms, 0) / 1000)
+            yield Delivery(lease, dispatcher, settler)
+    finally:
+        # nobody will settle what is still held: hand it back now rather than after a grace
+        dispatcher.stop(grace=False)
+        await asyncio.shield(running)

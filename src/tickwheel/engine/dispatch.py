@@ -1,0 +1,233 @@
+"""Claim due timers, hold them in a local wheel, hand each over on its due millisecond.
+
+The store decides what is due; the wheel decides when, to the ms. A claim takes what falls due
+within the lookahead, so a timer is in hand before its ms comes; between claims the loop sleeps
+until the store's next due time, or until the store says something nearer was added.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+
+from tickwheel.engine.metrics import Metrics
+from tickwheel.engine.settings import WorkerSettings
+from tickwheel.engine.settle import Settler, Throttled, jittered_pause
+from tickwheel.errors import LeaseLost, StoreUnavailable
+from tickwheel.runtime import AsyncScheduler
+from tickwheel.runtime.clock import NS_PER_MS
+from tickwheel.stores import Lease, Store
+
+logger = logging.getLogger("tickwheel.engine")
+
+HAND_BACK_CONCURRENCY = 64
+
+
+class StoreClock:
+    """The store's clock as a runtime `Clock`: the local wheel fires by the clock that says due."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def now_ns(self) -> int:
+        return self._store.now_ms() * NS_PER_MS
+
+    def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """The store's clock moves on its own; the scheduler computes its own sleeps."""
+        return _nothing
+
+
+def _nothing() -> None:
+    """Nothing to undo."""
+
+
+class Dispatcher:
+    """Leases due timers of some queues and calls `deliver(lease)` at each one's due ms.
+
+    The owner (a worker or a consumer) fires the timer, settles it through the `Settler` and
+    then calls `settled`. `run` returns after `stop`: unfired timers go back to the store at
+    once, timers being delivered get `grace_s` to settle before `abandon` is called and they go
+    back too.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        settings: WorkerSettings,
+        deliver: Callable[[Lease], None],
+        *,
+        settler: Settler,
+        metrics: Metrics,
+        throttled: Throttled,
+        abandon: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._deliver = deliver
+        self._settler = settler
+        self._metrics = metrics
+        self._throttled = throttled
+        self._abandon = abandon
+        self._held: dict[str, Lease] = {}
+        self._room = asyncio.Event()
+        self._emptied = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._grace = True
+        self._scheduler: AsyncScheduler | None = None
+
+    def lease(self, timer_id: str) -> Lease | None:
+        """Return the current lease on a held timer (renewals change its deadline), or None."""
+        return self._held.get(timer_id)
+
+    def settled(self, timer_id: str) -> None:
+        """Forget a timer its owner has settled (or could not), freeing room to claim more."""
+        if self._held.pop(timer_id, None) is not None:
+            self._metrics.in_flight.set(len(self._held))
+            self._room.set()
+            if not self._held:
+                self._emptied.set()
+
+    def stop(self, *, grace: bool = True) -> None:
+        """Ask `run` to stop claiming, hand back what it holds and return.
+
+        Without `grace`, timers being delivered go back at once instead of after `grace_s`.
+        """
+        self._grace = grace
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Claim and deliver until `stop` (or cancellation), then hand everything back."""
+        self._scheduler = AsyncScheduler(clock=StoreClock(self._store))
+        loops = [asyncio.create_task(self._claim_loop(queue)) for queue in self._settings.queues]
+        loops.append(asyncio.create_task(self._renew_loop()))
+        try:
+            await self._stopping.wait()
+        finally:
+            for task in loops:
+                task.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+            await self._wind_down()
+
+    async def _wind_down(self) -> None:
+        assert self._scheduler is not None
+        unfired = [lease for key, lease in self._held.items() if self._scheduler.cancel(key)]
+        self._scheduler.close()
+        await self._hand_back(unfired, due_ms=None)
+        if self._held and self._grace:
+            self._emptied.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._settings.grace_s):
+                    await self._emptied.wait()
+        if self._held:
+            interrupted = list(self._held.values())
+            if self._grace:
+                logger.warning("grace period over: handing back %d timers", len(interrupted))
+            self._abandon()
+            await self._hand_back(interrupted, due_ms=self._store.now_ms())
+        await self._settler.drain()
+
+    async def _hand_back(self, leases: Iterable[Lease], due_ms: int | None) -> None:
+        """Return leases to the store, unfired ones at their own due time, no backoff."""
+        limit = asyncio.Semaphore(HAND_BACK_CONCURRENCY)
+
+        async def one(lease: Lease) -> None:
+            async with limit:
+                due = lease.timer.due_ms if due_ms is None else due_ms
+                await self._settler.retry_at(lease, due, "handed back by a stopping worker")
+            self.settled(lease.timer.id)
+
+        await asyncio.gather(*(one(lease) for lease in leases))
+
+    async def _claim_loop(self, queue: str) -> None:
+        settings = self._settings
+        failures = 0
+        while True:
+            room = settings.max_in_flight - len(self._held)
+            if room <= 0:
+                # back-pressure: the local queue is full, claim again once some settle
+                self._room.clear()
+                await self._room.wait()
+                continue
+            limit = min(settings.batch, room)
+            try:
+                now = self._store.now_ms()
+                leases = await self._store.claim(
+                    queue, now + settings.lookahead_ms, limit, settings.lease_ms
+                )
+                self._hold(leases)
+                if len(leases) == limit:
+                    continue  # there may be more due already
+                sleep_s = self._idle_s(await self._store.next_due_ms(queue))
+                if sleep_s > 0:
+                    await self._store.wait(queue, sleep_s)
+                failures = 0
+            except StoreUnavailable as error:
+                failures += 1
+                self._metrics.store_errors.labels("claim").inc()
+                self._throttled.warning(
+                    "claim", "store unavailable, claiming %s again soon: %s", queue, error
+                )
+                await jittered_pause(failures)
+            except Exception:
+                # policy: a bug or a surprise from a store must not silently end the claiming
+                failures += 1
+                self._metrics.store_errors.labels("claim").inc()
+                logger.exception("claiming %s failed; trying again", queue)
+                await jittered_pause(failures)
+
+    def _idle_s(self, next_due_ms: int | None) -> float:
+        """How long to sleep after a claim that took all there was."""
+        if next_due_ms is None:
+            return self._settings.idle_s
+        now = self._store.now_ms()
+        wake_ms = next_due_ms - self._settings.lookahead_ms
+        if wake_ms <= now:
+            # a due time that close would have been claimed: it is a lease deadline, and the
+            # timer comes back only once that lapses
+            wake_ms = max(next_due_ms, now + 1)
+        return min(self._settings.idle_s, (wake_ms - now) / 1000)
+
+    def _hold(self, leases: list[Lease]) -> None:
+        assert self._scheduler is not None
+        self._metrics.claimed.observe(len(leases))
+        if not leases:
+            return
+        for lease in leases:
+            timer_id = lease.timer.id
+            self._held[timer_id] = lease
+            self._scheduler.call_at_ms(lease.timer.due_ms, self._due, timer_id, key=timer_id)
+        self._emptied.clear()
+        self._metrics.in_flight.set(len(self._held))
+
+    def _due(self, timer_id: str) -> None:
+        lease = self._held.get(timer_id)
+        if lease is not None:
+            self._deliver(lease)
+
+    async def _renew_loop(self) -> None:
+        """Extend leases that would lapse while their timers wait or run."""
+        lease_ms = self._settings.lease_ms
+        while True:
+            await asyncio.sleep(lease_ms / 4000)
+            now = self._store.now_ms()
+            for timer_id, lease in list(self._held.items()):
+                if lease.deadline_ms - now >= lease_ms // 2:
+                    continue
+                try:
+                    renewed = await self._store.extend(lease, lease_ms)
+                except LeaseLost:
+                    self._metrics.leases_lost.inc()
+                    if self._scheduler is not None:
+                        self._scheduler.cancel(timer_id)
+                    self.settled(timer_id)
+                    continue
+                except StoreUnavailable as error:
+                    self._metrics.store_errors.labels("extend").inc()
+                    self._throttled.warning(
+                        "extend", "store unavailable, leases not renewed: %s", error
+                    )
+                    break
+                if self._held.get(timer_id) is lease:
+                    self._held[timer_id] = renewed

@@ -1,0 +1,157 @@
+"""Settling fired timers with the store: acks batched, retries and dead letters by policy.
+
+Nothing is dropped: a settle that meets an unavailable store is tried again until it lands or
+the lease has lapsed, after which the store hands the timer out again (at least once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from tickwheel.engine.backoff import retry_due_ms
+from tickwheel.engine.metrics import Metrics
+from tickwheel.errors import LeaseLost, StoreUnavailable
+from tickwheel.model import truncate_error
+from tickwheel.stores import Lease, Store
+
+logger = logging.getLogger("tickwheel.engine")
+
+T = TypeVar("T")
+
+STORE_RETRY_MIN_S = 0.05
+STORE_RETRY_MAX_S = 5.0
+LOG_EVERY_S = 10.0
+
+
+class Throttled:
+    """Log a recurring problem once per interval, with how often it happened meanwhile."""
+
+    def __init__(self, interval_s: float = LOG_EVERY_S) -> None:
+        self.interval_s = interval_s
+        self._last: dict[str, float] = {}
+        self._count: dict[str, int] = {}
+
+    def warning(self, key: str, message: str, *args: object) -> None:
+        self._count[key] = self._count.get(key, 0) + 1
+        now = asyncio.get_running_loop().time()
+        if now - self._last.get(key, -self.interval_s) >= self.interval_s:
+            times = self._count.pop(key)
+            self._last[key] = now
+            logger.warning(message + " (%d times since last logged)", *args, times)
+
+
+async def jittered_pause(failures: int) -> None:
+    """Sleep after the `failures`-th failure in a row: exponential, full jitter, capped."""
+    cap = min(STORE_RETRY_MAX_S, STORE_RETRY_MIN_S * 2.0 ** min(failures, 16))
+    await asyncio.sleep(random.uniform(STORE_RETRY_MIN_S, cap))
+
+
+class Settler:
+    """Acks, retries and kills leases for a worker or consumer, never losing one to an outage."""
+
+    def __init__(self, store: Store, metrics: Metrics, throttled: Throttled) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._throttled = throttled
+        self._acks: list[tuple[Lease, asyncio.Future[bool]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    def ack(self, lease: Lease) -> asyncio.Future[bool]:
+        """Queue an ack; acks queued while one batch is in flight go out together next.
+
+        The future says whether the ack landed (False: the lease had passed on).
+        """
+        done = asyncio.get_running_loop().create_future()
+        self._acks.append((lease, done))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_acks())
+        return done
+
+    async def fail(self, lease: Lease, error: str, retry_after_s: float | None = None) -> None:
+        """Retry the timer after a backoff, or dead-letter it once its policy gives up."""
+        timer = lease.timer
+        now = self._store.now_ms()
+        due = retry_due_ms(timer.retry, lease.token, now, timer.first_claimed_ms, retry_after_s)
+        if due is None:
+            await self.kill(lease, f"gave up after attempt {lease.token}: {error}")
+        else:
+            await self.retry_at(lease, due, error)
+
+    async def kill(self, lease: Lease, error: str) -> None:
+        """Move the timer to the dead letters now."""
+        error = truncate_error(error)
+        if await self._settle("kill", lambda: self._store.kill(lease, error), lease):
+            self._metrics.dead.labels(lease.timer.queue).inc()
+            logger.info("timer %s dead-lettered: %s", lease.timer.id, error)
+
+    async def retry_in(self, lease: Lease, delay_s: float, error: str) -> None:
+        """Schedule the timer again `delay_s` from now, whatever its policy says."""
+        due_ms = self._store.now_ms() + round(delay_s * 1000)
+        await self.retry_at(lease, due_ms, error)
+
+    async def retry_at(self, lease: Lease, due_ms: int, error: str) -> None:
+        """Schedule the timer again at `due_ms`; used for hand-backs, with no backoff."""
+        error = truncate_error(error)
+        if await self._settle("retry", lambda: self._store.retry(lease, due_ms, error), lease):
+            self._metrics.retried.labels(lease.timer.queue).inc()
+
+    async def drain(self) -> None:
+        """Wait until every queued ack has landed or lapsed."""
+        while self._flusher is not None and not self._flusher.done():
+            await self._flusher
+
+    async def _flush_acks(self) -> None:
+        while self._acks:
+            batch, self._acks = self._acks, []
+            leases = [lease for lease, _ in batch]
+            try:
+                results = await self._with_retries("ack", self._store.ack_many, leases)
+            except _Lapsed:
+                results = [False] * len(batch)
+            for (lease, done), acked in zip(batch, results, strict=True):
+                if acked:
+                    self._metrics.acked.labels(lease.timer.queue).inc()
+                else:
+                    self._metrics.leases_lost.inc()
+                if not done.done():
+                    done.set_result(acked)
+
+    async def _settle(self, name: str, call: Callable[[], Awaitable[None]], lease: Lease) -> bool:
+        try:
+            await self._with_retries(name, lambda _: call(), [lease])
+        except LeaseLost:
+            self._metrics.leases_lost.inc()
+            logger.info(
+                "timer %s: lease lost before %s; its new holder settles it", lease.timer.id, name
+            )
+            return False
+        except _Lapsed:
+            return False
+        return True
+
+    async def _with_retries(
+        self, name: str, call: Callable[[list[Lease]], Awaitable[T]], leases: list[Lease]
+    ) -> T:
+        """Run `call(leases)`, retrying while the store is unavailable and a lease may hold."""
+        failures = 0
+        while True:
+            try:
+                return await call(leases)
+            except StoreUnavailable as error:
+                self._metrics.store_errors.labels(name).inc()
+                self._throttled.warning(
+                    f"settle:{name}", "store unavailable for %s: %s", name, error
+                )
+                if self._store.now_ms() >= max(lease.deadline_ms for lease in leases):
+                    # lapsed: the store hands the timers out again once it is back
+                    raise _Lapsed from error
+                failures += 1
+                await jittered_pause(failures)
+
+
+class _Lapsed(Exception):
+    """The store stayed unavailable until the leases lapsed."""

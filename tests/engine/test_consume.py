@@ -1,0 +1,189 @@
+"""`consume`: Python consumers get each timer of their queue on its due ms and settle it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from engine.waiting import until
+from tickwheel import consume
+from tickwheel.engine import Delivery, WorkerSettings
+from tickwheel.errors import Closed, InvalidArgument, LeaseLost
+from tickwheel.model import RetryPolicy, State, Timer
+from tickwheel.stores import MemoryStore, Store
+from tickwheel.stores.redis import RedisStore
+from tickwheel.stores.sqlite import SqliteStore
+
+QUICK = WorkerSettings(queues=("emails",), lookahead_ms=200, lease_ms=10_000)
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    opened: Store
+    if request.param == "memory":
+        opened = MemoryStore()
+    elif request.param == "sqlite":
+        opened = SqliteStore(tmp_path / "timers.db")
+    else:
+        url = request.getfixturevalue("redis_server").url
+        opened = RedisStore.from_url(url, prefix=f"c{uuid.uuid4().hex[:10]}")
+    yield opened
+    await opened.close()
+
+
+def email(store: Store, in_ms: int, to: str, **fields: object) -> Timer:
+    return Timer(due_ms=store.now_ms() + in_ms, queue="emails", payload={"to": to}, **fields)
+
+
+async def take(store: Store, count: int, settings: WorkerSettings = QUICK) -> list[Delivery]:
+    """Collect `count` deliveries (unsettled) and stop consuming."""
+    got: list[Delivery] = []
+    async with asyncio.timeout(10):
+        async with contextlib.aclosing(consume(store, "emails", settings=settings)) as deliveries:
+            async for delivery in deliveries:
+                got.append(delivery)
+                if len(got) == count:
+                    break
+    return got
+
+
+async def is_scheduled(store: Store, timer_id: str) -> bool:
+    return await state_of(store, timer_id) is State.SCHEDULED
+
+
+async def state_of(store: Store, timer_id: str) -> State:
+    stored = await store.get(timer_id)
+    assert stored is not None
+    return stored.state
+
+
+async def test_deliveries_arrive_in_due_order_on_their_ms_and_ack(store: Store) -> None:
+    added = [await store.add(email(store, 100 + 50 * i, f"u{i}")) for i in range(5)]
+    other = await store.add(Timer(due_ms=store.now_ms(), queue="sms", payload=1))
+    seen: list[tuple[str, int]] = []
+    async with asyncio.timeout(10):
+        async with contextlib.aclosing(consume(store, "emails", settings=QUICK)) as deliveries:
+            async for delivery in deliveries:
+                seen.append((delivery.timer.id, store.now_ms() - delivery.timer.due_ms))
+                assert delivery.attempt == 1
+                await delivery.ack()
+                if len(seen) == 5:
+                    break
+    assert [timer_id for timer_id, _ in seen] == [t.id for t in added]
+    assert min(late for _, late in seen) >= 0
+    for timer in added:
+        assert await state_of(store, timer.id) is State.DONE
+    assert await state_of(store, other.id) is State.SCHEDULED  # another queue's
+
+
+async def test_retry_with_a_delay_delivers_again_with_the_next_attempt(store: Store) -> None:
+    timer = await store.add(email(store, 0, "a"))
+    attempts: list[int] = []
+    arrivals: list[int] = []
+    async with asyncio.timeout(10):
+        async with contextlib.aclosing(consume(store, "emails", settings=QUICK)) as deliveries:
+            async for delivery in deliveries:
+                attempts.append(delivery.attempt)
+                arrivals.append(store.now_ms())
+                if delivery.attempt == 1:
+                    await delivery.retry(0.3)
+                else:
+                    await delivery.ack()
+                    break
+    assert attempts == [1, 2]
+    assert arrivals[1] - arrivals[0] >= 300
+    assert await state_of(store, timer.id) is State.DONE
+
+
+async def test_retry_without_delay_follows_the_timers_policy(store: Store) -> None:
+    policy = RetryPolicy(max_attempts=2, min_backoff_s=0.05, max_backoff_s=0.05, timeout_s=1)
+    timer = await store.add(email(store, 0, "a", retry=policy))
+    async with asyncio.timeout(10):
+        async with contextlib.aclosing(consume(store, "emails", settings=QUICK)) as deliveries:
+            async for delivery in deliveries:
+                await delivery.retry()
+                if delivery.attempt == 2:
+                    break
+    stored = await store.get(timer.id)
+    assert stored is not None
+    assert stored.state is State.DEAD  # attempt 2 of 2 failed: the policy gives up
+    assert stored.last_error == "gave up after attempt 2: retried by the consumer"
+
+
+async def test_kill_dead_letters_with_the_reason(store: Store) -> None:
+    timer = await store.add(email(store, 0, "a"))
+    [delivery] = await take(store, 1)
+    # taken but unsettled: breaking out handed it back; take it again and kill it
+    assert await state_of(store, timer.id) is State.SCHEDULED
+    async with asyncio.timeout(10):
+        async with contextlib.aclosing(consume(store, "emails", settings=QUICK)) as deliveries:
+            async for delivery in deliveries:
+                assert delivery.attempt == 2
+                await delivery.kill("mailbox does not exist")
+                break
+    stored = await store.get(timer.id)
+    assert stored is not None
+    assert (stored.state, stored.last_error) == (State.DEAD, "mailbox does not exist")
+
+
+async def test_breaking_out_hands_back_everything_held(store: Store) -> None:
+    added = [await store.add(email(store, 10 * i, f"u{i}")) for i in range(10)]
+    got = await take(store, 3)
+    assert len(got) == 3
+    # nothing stays leased: the 3 taken and the ones waiting in the wheel are scheduled again
+    for timer in added:
+        assert await state_of(store, timer.id) is State.SCHEDULED
+    again = await take(store, 10)
+    assert sorted(d.timer.id for d in again) == sorted(t.id for t in added)
+
+
+async def test_cancelling_the_consuming_task_hands_back(store: Store) -> None:
+    timer = await store.add(email(store, 0, "a"))
+    holding = asyncio.Event()
+
+    async def hold_forever() -> None:
+        async for _ in consume(store, "emails", settings=QUICK):
+            holding.set()
+            await asyncio.sleep(3600)
+
+    task = asyncio.create_task(hold_forever())
+    await asyncio.wait_for(holding.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # the abandoned generator is closed by the loop's finalizer hook, which hands back
+    await until(lambda: is_scheduled(store, timer.id), timeout_s=5)
+
+
+async def test_a_settled_delivery_cannot_be_settled_again(store: Store) -> None:
+    await store.add(email(store, 0, "a"))
+    async with asyncio.timeout(10):
+        async with contextlib.aclosing(consume(store, "emails", settings=QUICK)) as deliveries:
+            async for delivery in deliveries:
+                await delivery.ack()
+                with pytest.raises(Closed):
+                    await delivery.ack()
+                with pytest.raises(Closed):
+                    await delivery.kill("late")
+                break
+
+
+async def test_ack_after_the_lease_passed_on_raises_lease_lost(store: Store) -> None:
+    timer = await store.add(email(store, 0, "a"))
+    [delivery] = await take(store, 1)  # handed back on break: its lease is gone
+    assert await state_of(store, timer.id) is State.SCHEDULED
+    with pytest.raises(LeaseLost):
+        await delivery.ack()
+
+
+async def test_settings_must_name_the_consumed_queue() -> None:
+    store = MemoryStore()
+    with pytest.raises(InvalidArgument) as info:
+        async for _ in consume(store, "emails", settings=WorkerSettings(queues=("sms",))):
+            pass
+    assert info.value.argument == "settings.queues"

@@ -1,0 +1,340 @@
+"""`Worker`: claims due timers, fires each on its ms through a target, settles by the outcome.
+
+The target here is a real `Target` that records what it was asked to fire and answers with a
+scripted outcome; the HTTP target is tested against a real receiver in test_http.py and in
+test_failures.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.waiting import until
+from tickwheel.engine import ACKED, Outcome, Verdict, Worker, WorkerSettings
+from tickwheel.errors import InvalidArgument
+from tickwheel.model import Callback, RetryPolicy, State, Timer
+from tickwheel.stores import MemoryStore, Store
+from tickwheel.stores.redis import RedisStore
+from tickwheel.stores.sqlite import SqliteStore
+
+CALLBACK = Callback(url="https://hooks.example.com/t")
+FAST_RETRY = RetryPolicy(max_attempts=5, min_backoff_s=0.01, max_backoff_s=0.02, timeout_s=1.0)
+QUICK = WorkerSettings(lookahead_ms=200, lease_ms=10_000, grace_s=1.0)
+
+
+@dataclass(frozen=True)
+class Fired:
+    timer_id: str
+    attempt: int
+    at_ms: int  # by the store's clock
+    late_ms: int
+
+
+class Recorder:
+    """A target that records each attempt and answers with `answer(timer, attempt)`."""
+
+    def __init__(
+        self, store: Store, answer: Callable[[Timer, int], Outcome] = lambda t, a: ACKED
+    ) -> None:
+        self.store = store
+        self.answer = answer
+        self.fired: list[Fired] = []
+        self.running = 0
+        self.most_running = 0
+        self.hold_s = 0.0
+        self.changed = asyncio.Event()
+
+    async def fire(self, timer: Timer, attempt: int) -> Outcome:
+        now = self.store.now_ms()
+        self.fired.append(Fired(timer.id, attempt, now, now - timer.due_ms))
+        self.changed.set()
+        self.running += 1
+        self.most_running = max(self.most_running, self.running)
+        try:
+            if self.hold_s:
+                await asyncio.sleep(self.hold_s)
+            return self.answer(timer, attempt)
+        finally:
+            self.running -= 1
+
+    async def close(self) -> None:
+        pass
+
+    async def wait_for(self, count: int, timeout_s: float = 10.0) -> None:
+        async with asyncio.timeout(timeout_s):
+            while len(self.fired) < count:
+                self.changed.clear()
+                await self.changed.wait()
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    opened: Store
+    if request.param == "memory":
+        opened = MemoryStore()
+    elif request.param == "sqlite":
+        opened = SqliteStore(tmp_path / "timers.db")
+    else:
+        url = request.getfixturevalue("redis_server").url
+        opened = RedisStore.from_url(url, prefix=f"w{uuid.uuid4().hex[:10]}")
+    yield opened
+    await opened.close()
+
+
+@contextlib.asynccontextmanager
+async def running(worker: Worker) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(worker.run())
+    try:
+        yield task
+    finally:
+        worker.stop()
+        async with asyncio.timeout(15):
+            await task
+
+
+async def state_of(store: Store, timer_id: str, state: State) -> bool:
+    stored = await store.get(timer_id)
+    return stored is not None and stored.state is state
+
+
+async def leased(store: Store, count: int) -> bool:
+    return (await store.stats()).counts.get(State.LEASED, 0) >= count
+
+
+def timers(store: Store, count: int, spread_ms: int, **fields: Any) -> list[Timer]:
+    start = store.now_ms() + 50
+    return [
+        Timer(due_ms=start + i * spread_ms // count, callback=CALLBACK, **fields)
+        for i in range(count)
+    ]
+
+
+async def test_every_timer_fires_once_on_its_ms_and_never_early(store: Store) -> None:
+    target = Recorder(store)
+    added = await store.add_many(timers(store, 300, 1500))
+    async with running(Worker(store, target, QUICK)):
+        await target.wait_for(300)
+        await asyncio.sleep(0.1)  # nothing more arrives
+    assert sorted(f.timer_id for f in target.fired) == sorted(t.id for t in added)
+    assert min(f.late_ms for f in target.fired) >= 0
+    lateness = sorted(f.late_ms for f in target.fired)
+    assert lateness[len(lateness) * 9 // 10] <= 50, lateness[-20:]  # tolerant: a busy CI box
+    stats = await store.stats()
+    assert stats.counts[State.DONE] == 300
+
+
+async def test_a_timer_added_for_now_fires_within_a_few_ms_of_an_idle_worker(
+    store: Store,
+) -> None:
+    target = Recorder(store)
+    async with running(Worker(store, target, WorkerSettings(lookahead_ms=200, lease_ms=10_000))):
+        await asyncio.sleep(0.3)  # the worker found nothing and sleeps
+        timer = await store.add(Timer(due_ms=store.now_ms(), callback=CALLBACK))
+        added_ms = store.now_ms()
+        await target.wait_for(1)
+        fired_ms = store.now_ms()
+    assert target.fired[0].timer_id == timer.id
+    assert fired_ms - added_ms <= 100  # a few ms here; a wide margin for a loaded CI machine
+
+
+async def test_past_due_timers_are_caught_up_not_skipped(store: Store) -> None:
+    target = Recorder(store)
+    now = store.now_ms()
+    past = await store.add_many(
+        [Timer(due_ms=now - age, callback=CALLBACK) for age in (1, 1000, 3_600_000)]
+    )
+    async with running(Worker(store, target, QUICK)):
+        await target.wait_for(3)
+    assert {f.timer_id for f in target.fired} == {t.id for t in past}
+
+
+async def test_failed_attempts_retry_with_backoff_then_succeed(store: Store) -> None:
+    def fail_three_times(timer: Timer, attempt: int) -> Outcome:
+        return ACKED if attempt == 4 else Outcome(Verdict.RETRY, f"HTTP 500: try {attempt}")
+
+    target = Recorder(store, fail_three_times)
+    timer = await store.add(Timer(due_ms=store.now_ms(), callback=CALLBACK, retry=FAST_RETRY))
+    async with running(Worker(store, target, QUICK)):
+        await target.wait_for(4)
+        await asyncio.sleep(0.05)
+    assert [f.attempt for f in target.fired] == [1, 2, 3, 4]
+    assert all(f.late_ms >= 0 for f in target.fired)
+    stored = await store.get(timer.id)
+    assert stored is not None
+    assert stored.state is State.DONE
+
+
+async def test_a_permanent_failure_dead_letters_at_once_with_the_error(store: Store) -> None:
+    target = Recorder(store, lambda t, a: Outcome(Verdict.KILL, "HTTP 400: bad request"))
+    timer = await store.add(Timer(due_ms=store.now_ms(), callback=CALLBACK, retry=FAST_RETRY))
+    async with running(Worker(store, target, QUICK)):
+        await target.wait_for(1)
+        await asyncio.sleep(0.1)
+    stored = await store.get(timer.id)
+    assert stored is not None
+    assert stored.state is State.DEAD
+    assert stored.last_error == "HTTP 400: bad request"
+    assert len(target.fired) == 1
+
+
+async def test_exhausted_retries_dead_letter_and_replay_fires_again(store: Store) -> None:
+    failing = True
+
+    def answer(timer: Timer, attempt: int) -> Outcome:
+        return Outcome(Verdict.RETRY, "HTTP 503: down") if failing else ACKED
+
+    target = Recorder(store, answer)
+    policy = RetryPolicy(max_attempts=3, min_backoff_s=0.01, max_backoff_s=0.01, timeout_s=1)
+    timer = await store.add(Timer(due_ms=store.now_ms(), callback=CALLBACK, retry=policy))
+    async with running(Worker(store, target, QUICK)):
+        await target.wait_for(3)
+        await asyncio.sleep(0.1)
+        stored = await store.get(timer.id)
+        assert stored is not None
+        assert stored.state is State.DEAD
+        assert stored.last_error == "gave up after attempt 3: HTTP 503: down"
+        failing = False
+        assert await store.replay(timer.id)
+        await target.wait_for(4)
+        await asyncio.sleep(0.05)
+    assert len(target.fired) == 4
+    stored = await store.get(timer.id)
+    assert stored is not None
+    assert stored.state is State.DONE
+
+
+async def test_retry_after_from_the_server_delays_the_next_attempt(store: Store) -> None:
+    def answer(timer: Timer, attempt: int) -> Outcome:
+        return ACKED if attempt == 2 else Outcome(Verdict.RETRY, "HTTP 429", retry_after_s=0.5)
+
+    target = Recorder(store, answer)
+    policy = RetryPolicy(max_attempts=3, min_backoff_s=0.01, max_backoff_s=2, timeout_s=1)
+    await store.add(Timer(due_ms=store.now_ms(), callback=CALLBACK, retry=policy))
+    async with running(Worker(store, target, QUICK)):
+        await target.wait_for(2)
+    assert target.fired[1].at_ms - target.fired[0].at_ms >= 500
+
+
+async def test_a_timer_without_callback_is_dead_lettered_by_an_http_worker(store: Store) -> None:
+    target = Recorder(store)
+    timer = await store.add(Timer(due_ms=store.now_ms(), payload={"to": "x"}))
+    async with running(Worker(store, target, QUICK)):
+        await until(lambda: state_of(store, timer.id, State.DEAD))
+    stored = await store.get(timer.id)
+    assert stored is not None
+    assert not target.fired
+    assert stored.last_error is not None
+    assert "no callback" in stored.last_error
+
+
+async def test_stop_hands_back_unfired_timers_at_their_own_due_time(store: Store) -> None:
+    target = Recorder(store)
+    added = await store.add_many(timers(store, 20, 100))  # all within the lookahead
+    worker = Worker(store, target, WorkerSettings(lookahead_ms=5000, lease_ms=60_000))
+    task = asyncio.create_task(worker.run())
+    await until(lambda: leased(store, 20))
+    worker.stop()
+    await task
+    assert not target.fired
+    for timer in added:
+        stored = await store.get(timer.id)
+        assert stored is not None
+        assert (stored.state, stored.due_ms) == (State.SCHEDULED, timer.due_ms)
+    # another worker fires them all, on time
+    second = Recorder(store)
+    async with running(Worker(store, second, QUICK)):
+        await second.wait_for(20)
+    assert {f.timer_id for f in second.fired} == {t.id for t in added}
+
+
+async def test_stop_waits_for_running_callbacks_then_hands_back_the_rest(store: Store) -> None:
+    target = Recorder(store)
+    target.hold_s = 5.0  # longer than the grace period
+    timer = await store.add(Timer(due_ms=store.now_ms(), callback=CALLBACK))
+    worker = Worker(store, target, WorkerSettings(lookahead_ms=200, lease_ms=60_000, grace_s=0.3))
+    task = asyncio.create_task(worker.run())
+    await target.wait_for(1)
+    worker.stop()
+    async with asyncio.timeout(3):
+        await task
+    stored = await store.get(timer.id)
+    assert stored is not None
+    assert stored.state is State.SCHEDULED
+    assert stored.due_ms <= store.now_ms()
+
+
+async def test_back_pressure_holds_at_most_max_in_flight(store: Store) -> None:
+    target = Recorder(store)
+    target.hold_s = 0.02
+    await store.add_many(timers(store, 100, 10))
+    settings = WorkerSettings(lookahead_ms=200, lease_ms=10_000, max_in_flight=10, batch=5)
+    worker = Worker(store, target, settings)
+    most_leased = 0
+    async with running(worker):
+        while len(target.fired) < 100:
+            leased = (await store.stats()).counts.get(State.LEASED, 0)
+            most_leased = max(most_leased, leased)
+            await asyncio.sleep(0.005)
+    assert most_leased <= 10
+    assert target.most_running <= 10
+
+
+async def test_concurrency_bounds_callbacks_running_at_once(store: Store) -> None:
+    target = Recorder(store)
+    target.hold_s = 0.05
+    await store.add_many(timers(store, 40, 1))
+    async with running(Worker(store, target, WorkerSettings(lookahead_ms=200, concurrency=4))):
+        await target.wait_for(40)
+    assert target.most_running == 4
+
+
+async def test_a_long_callback_keeps_its_lease_past_lease_ms(store: Store) -> None:
+    target = Recorder(store)
+    target.hold_s = 1.5
+    timer = await store.add(Timer(due_ms=store.now_ms(), callback=CALLBACK))
+    settings = WorkerSettings(lookahead_ms=100, lease_ms=500)
+    async with running(Worker(store, target, settings)):
+        await target.wait_for(1)
+        await asyncio.sleep(0.8)  # past the first lease
+        # a second claimer finds nothing: the lease was extended for the callback's timeout
+        assert await store.claim("default", store.now_ms(), 10, 1000) == []
+        await asyncio.sleep(1.0)
+    stored = await store.get(timer.id)
+    assert stored is not None
+    assert stored.state is State.DONE
+    assert len(target.fired) == 1
+
+
+async def test_two_workers_share_a_store_without_double_firing(store: Store) -> None:
+    first, second = Recorder(store), Recorder(store)
+    added = await store.add_many(timers(store, 400, 1000))
+    async with running(Worker(store, first, QUICK)), running(Worker(store, second, QUICK)):
+        await until(lambda: len(first.fired) + len(second.fired) >= 400)
+        await asyncio.sleep(0.2)
+    ids = [f.timer_id for f in first.fired + second.fired]
+    assert sorted(ids) == sorted(t.id for t in added)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("queues", ()),
+        ("queues", "default"),
+        ("batch", 0),
+        ("lease_ms", 100),
+        ("grace_s", float("nan")),
+        ("concurrency", True),
+    ],
+)
+def test_bad_settings_name_the_field(field: str, value: object) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        WorkerSettings(**{field: value})
+    assert info.value.argument == field
