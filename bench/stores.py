@@ -500,7 +500,7 @@ SQLITE_MANY = f"SqliteStore.add_many, {PRODUCER_BATCH:,} per call"
 
 SQLITE_COLUMNS = [
     "id", "queue", "state", "due_ms", "seq", "deadline_ms", "attempt", "created_ms",
-    "updated_ms", "last_error", "spec",
+    "updated_ms", "last_error", "spec", "first_claimed_ms",
 ]  # fmt: skip
 
 
@@ -527,8 +527,9 @@ def sqlite_raw_fill(path: Path, timers: Sequence[Timer]) -> bool:
             spec = specs.get(key) if t.payload is None else None
             if spec is None:
                 spec = specs[key] = encode_spec(t)
-            rows.append((t.id, t.queue, 0, t.due_ms, seq, None, 0, now, now, None, spec))
-        sql = f"INSERT INTO timers ({', '.join(SQLITE_COLUMNS)}) VALUES ({', '.join('?' * 11)})"
+            rows.append((t.id, t.queue, 0, t.due_ms, seq, None, 0, now, now, None, spec, None))
+        marks = ", ".join("?" * len(SQLITE_COLUMNS))
+        sql = f"INSERT INTO timers ({', '.join(SQLITE_COLUMNS)}) VALUES ({marks})"
         for start in range(0, len(rows), 100_000):
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany(sql, rows[start : start + 100_000])
