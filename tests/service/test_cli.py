@@ -150,6 +150,8 @@ def test_times() -> None:
 def test_redact_hides_the_password_only() -> None:
     assert redact("redis://:hunter2@10.0.0.1:6380/0") == "redis://:***@10.0.0.1:6380/0"
     assert redact("redis://ada:hunter2@host/0") == "redis://ada:***@host/0"
+    assert redact("redis://:p/a@ss@host:1/0") == "redis://:***@host:1/0"
+    assert redact("redis+cluster://h:7000") == "redis+cluster://h:7000"
     assert redact("sqlite:///./tickwheel.db") == "sqlite:///./tickwheel.db"
 
 

@@ -17,10 +17,13 @@ from collections.abc import Callable, Coroutine, Generator, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tickwheel.engine.settings import WorkerSettings
-from tickwheel.service.settings import ServiceSettings, _without_password
+from tickwheel.service.settings import ServiceSettings
 
 if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
     import uvicorn
+    from prometheus_client import CollectorRegistry
 
 logger = logging.getLogger("tickwheel.service")
 
@@ -29,7 +32,13 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 def redact(url: str) -> str:
     """Return a store URL fit to print: a password in its user info is masked."""
-    return _without_password(url)
+    scheme, separator, rest = url.partition("://")
+    # the last "@": a password may hold "/" or "@" unescaped, and must not leak through them
+    userinfo, at, host = rest.rpartition("@")
+    if not separator or not at or ":" not in userinfo:
+        return url
+    user = userinfo.partition(":")[0]
+    return f"{scheme}://{user}:***@{host}"
 
 
 async def serve(
@@ -59,49 +68,46 @@ async def serve(
     from tickwheel.stores.open import open_store
 
     stop = stop or asyncio.Event()
-    store = open_store(settings.store_url)
-    try:
-        sock = _listen(settings.host, settings.port)
+    async with contextlib.AsyncExitStack() as cleanup:
+        store = open_store(settings.store_url)
+        cleanup.push_async_callback(store.close)  # last: after the worker and the API are done
+        sock = cleanup.enter_context(_listen(settings.host, settings.port))
         registry = CollectorRegistry()  # the worker counts on it, the app's /metrics renders it
         app = create_app(settings, store, registry=registry)
         config = uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="on", server_header=False
         )
         server = _server(config)
-        target = worker = None
+        worker = None
         if settings.worker:
             target = HttpTarget(
                 signing_secret=settings.signing_secret,
                 allow_private_targets=settings.allow_private_targets,
             )
+            cleanup.push_async_callback(target.close)
             worker = Worker(store, target, worker_settings, metrics=Metrics(registry))
-        with sock, _stop_on_signals(stop) as hurry:
-            async with _Tasks() as tasks:
-                serving = tasks.start(server.serve(sockets=[sock]), "api")
-                working = None if worker is None else tasks.start(worker.run(), "worker")
-                # uvicorn offers no event for "started"; the lifespan startup takes a few ms
-                while not server.started and not serving.done():  # noqa: ASYNC110
-                    await asyncio.sleep(0.01)
-                if server.started:
-                    state = "on" if worker is not None else "off"
-                    _say(
-                        out,
-                        f"tickwheel serving {_url(sock)} · store {redact(settings.store_url)}"
-                        f" · worker {state}",
-                    )
-                await tasks.wait(stop)  # or until a task ends by itself, say uvicorn failing
-                if worker is not None and working is not None:
-                    worker.stop()
-                    # held timers are handed back before the API goes away
-                    await tasks.finish(working, hurry)
-                server.should_exit = True
-                if hurry.is_set():
-                    server.force_exit = True
-                await tasks.finish(serving, hurry)
-            if target is not None:
-                await target.close()
-    finally:
-        await store.close()
+        hurry = cleanup.enter_context(_stop_on_signals(stop))
+        tasks = await cleanup.enter_async_context(_Tasks())
+        serving = tasks.start(server.serve(sockets=[sock]), "api")
+        working = None if worker is None else tasks.start(worker.run(), "worker")
+        # uvicorn offers no event for "started"; the lifespan startup takes a few ms
+        while not server.started and not serving.done():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        if server.started:
+            _say(
+                out,
+                f"tickwheel serving {_url(sock)} · store {redact(settings.store_url)}"
+                f" · worker {'off' if worker is None else 'on'}",
+            )
+        await tasks.wait(stop)  # or until a task ends by itself, say uvicorn failing
+        if worker is not None and working is not None:
+            worker.stop()
+            # held timers are handed back before the API goes away
+            await tasks.finish(working, hurry)
+        server.should_exit = True
+        if hurry.is_set():
+            server.force_exit = True
+        await tasks.finish(serving, hurry)
 
 
 async def work(
@@ -123,7 +129,7 @@ async def work(
     Raises:
         OSError: the metrics port cannot be listened on.
     """
-    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client import CollectorRegistry
 
     from tickwheel.engine.http import HttpTarget
     from tickwheel.engine.metrics import Metrics
@@ -131,40 +137,52 @@ async def work(
     from tickwheel.stores.open import open_store
 
     stop = stop or asyncio.Event()
-    store = open_store(store_url)
-    exporter = None
-    try:
+    async with contextlib.AsyncExitStack() as cleanup:
+        store = open_store(store_url)
+        cleanup.push_async_callback(store.close)
         registry = CollectorRegistry()
         shown = ""
         if metrics_port is not None:
-            try:
-                exporter, _ = start_http_server(metrics_port, metrics_host, registry)
-            except OSError as error:
-                where = f"{metrics_host}:{metrics_port}"
-                raise OSError(error.errno, f"cannot listen on {where}: {error.strerror}") from None
+            exporter = _export(metrics_host, metrics_port, registry)
+            cleanup.push_async_callback(_unexport, exporter)
             shown = f" · metrics http://{metrics_host}:{exporter.server_port}/metrics"
         target = HttpTarget(
             signing_secret=signing_secret, allow_private_targets=allow_private_targets
         )
+        cleanup.push_async_callback(target.close)
         worker = Worker(store, target, worker_settings, metrics=Metrics(registry))
-        with _stop_on_signals(stop) as hurry:
-            async with _Tasks() as tasks:
-                working = tasks.start(worker.run(), "worker")
-                _say(
-                    out,
-                    f"tickwheel worker · store {redact(store_url)} · "
-                    f"queues {', '.join(worker_settings.queues)} · "
-                    f"concurrency {worker_settings.concurrency}{shown}",
-                )
-                await tasks.wait(stop)
-                worker.stop()
-                await tasks.finish(working, hurry)
-        await target.close()
-    finally:
-        if exporter is not None:
-            await asyncio.to_thread(exporter.shutdown)  # waits out its 0.5 s poll
-            exporter.server_close()
-        await store.close()
+        hurry = cleanup.enter_context(_stop_on_signals(stop))
+        tasks = await cleanup.enter_async_context(_Tasks())
+        working = tasks.start(worker.run(), "worker")
+        _say(
+            out,
+            f"tickwheel worker · store {redact(store_url)} · "
+            f"queues {', '.join(worker_settings.queues)} · "
+            f"concurrency {worker_settings.concurrency}{shown}",
+        )
+        await tasks.wait(stop)
+        worker.stop()
+        await tasks.finish(working, hurry)
+
+
+def _export(host: str, port: int, registry: CollectorRegistry) -> WSGIServer:
+    """Serve `registry` on ``http://host:port/metrics`` from a thread.
+
+    Raises:
+        OSError: the port cannot be listened on, with a message naming it.
+    """
+    from prometheus_client import start_http_server
+
+    try:
+        exporter, _ = start_http_server(port, host, registry)
+    except OSError as error:
+        raise OSError(error.errno, f"cannot listen on {host}:{port}: {error.strerror}") from None
+    return exporter
+
+
+async def _unexport(exporter: WSGIServer) -> None:
+    await asyncio.to_thread(exporter.shutdown)  # waits out its 0.5 s poll
+    exporter.server_close()
 
 
 def run(main: Coroutine[Any, Any, None]) -> None:
