@@ -194,6 +194,34 @@ async def test_every_key_of_a_shard_is_in_one_slot(redis_cluster: Any, clock: Ma
         await store.close()
 
 
+async def test_one_subscription_hears_wakes_from_every_cluster_node(
+    redis_cluster: Any, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Classic PUBLISH is broadcast: a store subscribed on one node hears scripts on all."""
+    first = min(redis_cluster.nodes, key=lambda node: node.port).port
+    monkeypatch.setattr(
+        "tickwheel.stores.redis.listen.random.choice",
+        lambda nodes: next(node for node in nodes if node.port == first),
+    )
+    store = open_store(redis_cluster, clock)
+    try:
+        while await store.wait("q0", 0.05):
+            pass  # subscribed
+        for n in range(24):  # a queue each, so every add is its queue's earliest
+            waiter = asyncio.create_task(store.wait(f"q{n}", 2))
+            await asyncio.sleep(0.01)
+            await store.add(at(clock, 0, id=f"t{n}", queue=f"q{n}"))
+            assert await waiter is True, f"t{n}"
+        nodes_with_records = [
+            {key.split("}")[0] + "}" for key in keys if key.endswith(":r")}
+            for keys in keys_by_node(redis_cluster, store.prefix)
+        ]
+        tags = {store.shard_keys(shard_of(f"t{n}", store.shards)).tag for n in range(24)}
+        assert all(tags & on_node for on_node in nodes_with_records), "adds hit every node"
+    finally:
+        await store.close()
+
+
 async def test_cancel_leaves_no_member_behind(
     server: Server, store: RedisStore, clock: ManualClock
 ) -> None:

@@ -122,7 +122,9 @@ class Store(Protocol):
 
         Returns True after an add, reschedule, retry or replay into `queue` since the call
         began (from this process, and from others where the store can tell), False on timeout.
-        A True may be spurious; the caller just claims again.
+        A store may skip a change that cannot bring the next due time forward (Redis wakes
+        only for a timer that becomes the earliest of its queue in its shard). A True may be
+        spurious; the caller just claims again.
         """
         ...
 
