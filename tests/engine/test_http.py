@@ -256,6 +256,36 @@ async def test_unknown_host_retries(target: HttpTarget) -> None:
     assert outcome.error.startswith("DNS lookup failed: no-such-host.invalid:80")
 
 
+async def raw_server(reply: bytes) -> asyncio.Server:
+    """A loopback server that reads a request and answers `reply` bytes, then hangs up."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(reply)
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(answer, "127.0.0.1", 0)
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        (b"", "connection closed by 127.0.0.1 before a response"),
+        (b"NOT HTTP AT ALL\r\n\r\n", "ClientResponseError: 127.0.0.1"),
+    ],
+)
+async def test_broken_server_retries(target: HttpTarget, reply: bytes, error: str) -> None:
+    server = await raw_server(reply)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        outcome = await target.fire(timer_for(f"http://127.0.0.1:{port}/?token=query-secret"), 1)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert outcome == Outcome(Verdict.RETRY, error)
+
+
 async def test_redirect_is_not_followed_and_kills(
     make_receiver: MakeReceiver, target: HttpTarget
 ) -> None:

@@ -1,6 +1,6 @@
 """The HTTP callback target: one pooled aiohttp session fires every timer's callback.
 
-aiohttp was chosen over httpx by measurement (bench/http_clients.py, docs/decisions.md #10).
+aiohttp was chosen over httpx by measurement (bench/http_clients.py, docs/decisions.md #15).
 Each attempt waits for a connection slot (per host, then global) before its timeout starts, so a
 burst of due timers queues here instead of opening a connection each or timing out in the queue.
 """
@@ -266,7 +266,10 @@ class HttpTarget:
             # not str(error): it holds the whole URL, whose query may carry a token
             reason = error.description or "rejected"
             return Outcome(Verdict.KILL, truncate_error(f"invalid URL: host {host}: {reason}"))
+        except aiohttp.ServerDisconnectedError:
+            return Outcome(Verdict.RETRY, f"connection closed by {host} before a response")
         except aiohttp.ClientError as error:
+            # the class names the failure; its text may quote the URL, which may carry a token
             return Outcome(Verdict.RETRY, truncate_error(f"{type(error).__name__}: {host}"))
         except OSError as error:
             reason = error.strerror or type(error).__name__
