@@ -22,7 +22,7 @@ from tickwheel.engine.outcome import ACKED, Outcome, Verdict
 from tickwheel.engine.signing import sign, verify_signature
 from tickwheel.errors import Closed, InvalidArgument
 from tickwheel.model import Callback, RetryPolicy, Timer
-from tickwheel.service.receiver import Received, Receiver, Reply
+from tickwheel.service.receiver import Received, Receiver, Reply, describe
 
 from .conftest import MakeReceiver
 
@@ -80,6 +80,23 @@ async def test_receiver_without_keep_only_counts(make_receiver: MakeReceiver) ->
         pass
     await receiver.wait_for(1, timeout_s=5)
     assert (receiver.count, receiver.received) == (1, [])
+
+
+def test_receiver_log_line_names_timer_lateness_and_signature() -> None:
+    received = Received(
+        method="POST",
+        path="/hook",
+        headers={},
+        body=b"",
+        at_ms=1_000_012.5,
+        timer_id="t1",
+        attempt=2,
+        due_ms=1_000_000,
+        signature_ok=False,
+    )
+    assert describe(received) == "POST /hook timer=t1 attempt=2 late_ms=12.5 signature=BAD"
+    plain = Received("GET", "/", {}, b"", 1.0, None, None, None, None)
+    assert describe(plain) == "GET /"
 
 
 # --- HttpTarget ---------------------------------------------------------------------------------
