@@ -297,7 +297,8 @@ def add(
     if response.status == 201:
         what = "created"
     else:
-        what = "replaced" if replace else "exists (same spec, unchanged)"
+        # a PUT of the spec already stored changes nothing, and answers 200 as a replace does
+        what = "replaced (unchanged if the spec was the same)" if replace else "exists (unchanged)"
     out.print(f"{what} {timer['id']} · due {timer['due']} · {_callback(timer)}", markup=False)
 
 
