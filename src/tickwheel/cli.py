@@ -63,7 +63,7 @@ STATES = ("scheduled", "leased", "done", "dead")
 _UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?|\.\d+")
-_STEP = re.compile(r"\[(\d+)/(\d+)\]")
+_STEP = re.compile(r"\[(\d+)/(\d+)\] (.*)")
 
 
 # --- parsing ---------------------------------------------------------------------------------
@@ -572,11 +572,24 @@ def _bench_script() -> Path:
 
 
 def _run_bench(args: list[str]) -> int:
-    """Run the benchmark with this interpreter, its output above a progress bar; its status."""
+    """Run the benchmark with this interpreter under a progress bar; return its exit status.
+
+    The benchmark draws its own bar only on a terminal; piped, it writes ``[done/total] what``
+    lines to stderr, which drive the bar here (on stderr, when that is a terminal) instead of
+    scrolling by. Its stdout passes through as is, so ``tickwheel bench > results.md`` works.
+    """
     import os
     import subprocess
+    import threading
 
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     script = _bench_script()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -585,29 +598,41 @@ def _run_bench(args: list[str]) -> int:
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
+        MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=out,
+        console=err,
         transient=True,
-        disable=not out.is_terminal,
+        disable=not err.is_terminal,
     )
+    task = progress.add_task("bench/engine.py", total=None)
+
+    def follow(stream: Any) -> None:
+        for line in stream:
+            text = line.rstrip("\n")
+            step = _STEP.fullmatch(text)
+            if step and not progress.disable:
+                done, total, what = int(step[1]), int(step[2]), step[3]
+                progress.update(task, completed=done, total=total, description=what[:50])
+            else:
+                progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
     with (
-        subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-        ) as child,
         progress,
+        subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        ) as child,
     ):
-        task = progress.add_task("bench/engine.py", total=None)
         assert child.stdout is not None
+        assert child.stderr is not None
+        errors = threading.Thread(target=follow, args=(child.stderr,), daemon=True)
+        errors.start()
         try:
             for line in child.stdout:
-                text = line.rstrip("\n")
-                # the bar follows lines that say "[done/total]"; otherwise it pulses
-                step = _STEP.search(text)
-                if step:
-                    progress.update(task, completed=int(step[1]), total=int(step[2]))
-                progress.update(task, description=text[:60] or "bench/engine.py")
-                progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
-            return child.wait()
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            status = child.wait()
+            errors.join(timeout=5)
+            return status
         except KeyboardInterrupt:
             child.terminate()
             child.wait()

@@ -340,19 +340,18 @@ def test_bench_runs_the_engine_benchmark_with_its_arguments(
     script = tmp_path / "engine.py"
     script.write_text(
         "import sys\n"
-        "print('[1/2] warming up')\n"
+        "print('[1/2] warming up', file=sys.stderr)\n"
         "print('args', sys.argv[1:])\n"
-        "print('[2/2] done')\n"
+        "print('a note', file=sys.stderr)\n"
+        "print('| table |')\n"
         "sys.exit(3)\n"
     )
     monkeypatch.setattr(cli, "_bench_script", lambda: script)
-    result = CliRunner().invoke(app, ["bench", "--timers", "10", "-q"])
+    result = CliRunner().invoke(app, ["bench", "--quick", "-q"])
     assert result.exit_code == 3  # the benchmark's own status
-    assert result.stdout.splitlines() == [
-        "[1/2] warming up",
-        "args ['--timers', '10', '-q']",
-        "[2/2] done",
-    ]
+    assert result.stdout.splitlines() == ["args ['--quick', '-q']", "| table |"]
+    # not on a terminal there is no bar: progress lines pass through with the rest of stderr
+    assert result.stderr.splitlines() == ["[1/2] warming up", "a note"]
 
 
 def test_version() -> None:
