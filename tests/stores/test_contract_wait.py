@@ -88,3 +88,22 @@ async def test_an_add_to_another_queue_does_not_wake_a_waiter_of_this_store(
     await asyncio.sleep(0.02)
     await store.add(Timer(due_ms=clock.now_ms, queue="mail"))
     assert await waiter is False
+
+
+async def test_a_change_between_next_due_ms_and_wait_still_wakes(
+    store: Store, make_store: StoreFactory, clock: ManualClock, settings: StoreSettings
+) -> None:
+    """The idle loop reads next_due_ms, then waits: an add in between must not be slept through."""
+    other = other_of(store, make_store, clock, settings)
+    try:
+        await quiet(store, "jobs")
+        assert await store.next_due_ms("jobs") is None
+        await other.add(Timer(due_ms=clock.now_ms, queue="jobs"))
+        await asyncio.sleep(0.05)  # the change has reached this store before it waits
+        start = time.monotonic()
+        assert await store.wait("jobs", 5) is True
+        assert time.monotonic() - start < WAKE_LIMIT_S
+        assert await store.wait("jobs", 0.05) is False  # the mark is used once
+    finally:
+        if other is not store:
+            await other.close()

@@ -121,7 +121,9 @@ class Store(Protocol):
         """Block until something may have made `next_due_ms(queue)` earlier, or `timeout_s`.
 
         Returns True after an add, reschedule, retry or replay into `queue` since the call
-        began (from this process, and from others where the store can tell), False on timeout.
+        began, or since the last `next_due_ms(queue)` or `claim(queue, ...)` on this store
+        began if that was earlier (so nothing slips in between a look at the queue and the
+        wait), from this process and from others where the store can tell; False on timeout.
         A store may skip a change that cannot bring the next due time forward (Redis wakes
         only for a timer that becomes the earliest of its queue in its shard). A True may be
         spurious; the caller just claims again.

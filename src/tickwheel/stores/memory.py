@@ -101,6 +101,7 @@ class MemoryStore:
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         self._open()
         check_claim(limit, lease_ms, self.settings)
+        self._wakeups.mark(queue)
         now = self._clock()
         for timer_id, _ in self._leases.pop_due(now):
             timer = self._timers[timer_id]
@@ -132,6 +133,7 @@ class MemoryStore:
 
     async def next_due_ms(self, queue: str) -> int | None:
         self._open()
+        self._wakeups.mark(queue)
         heaps = (self._due.get(queue), self._queue_leases.get(queue))
         dues = [heap.next_due_ms() for heap in heaps if heap is not None]
         return min((due for due in dues if due is not None), default=None)

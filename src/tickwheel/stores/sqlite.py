@@ -290,6 +290,7 @@ class SqliteStore:
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         self._check_open()
         check_claim(limit, lease_ms, self.settings)
+        self._wakeups.mark(queue)
 
         def work(conn: sqlite3.Connection, now: int) -> list[Lease]:
             expired = [{"rowid": r, "now": now} for (r,) in conn.execute(_EXPIRED, {"now": now})]
@@ -315,6 +316,8 @@ class SqliteStore:
         return await self._run(None, work)
 
     async def next_due_ms(self, queue: str) -> int | None:
+        self._wakeups.mark(queue)
+
         def work(conn: sqlite3.Connection, now: int) -> int | None:
             due: int | None = conn.execute(_NEXT_DUE, {"queue": queue}).fetchone()[0]
             return due

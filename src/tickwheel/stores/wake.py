@@ -8,20 +8,36 @@ from contextlib import contextmanager, suppress
 
 
 class Wakeups:
-    """Tasks waiting per queue, in one event loop; `notify` wakes those of a queue."""
+    """Tasks waiting per queue, in one event loop; `notify` wakes those of a queue.
+
+    Notifications are also counted, so a change that lands between a caller's look at a queue
+    (`mark`, at the start of `next_due_ms` or `claim`) and its `wait` still wakes that wait.
+    """
 
     def __init__(self) -> None:
         self._waiting: dict[str, set[asyncio.Event]] = {}
+        self._changes: dict[str, int] = {}
+        self._all_changes = 0
+        self._marks: dict[str, tuple[int, int]] = {}
 
     def notify(self, queue: str) -> None:
+        self._changes[queue] = self._changes.get(queue, 0) + 1
         for event in self._waiting.get(queue, ()):
             event.set()
 
     def notify_all(self) -> None:
         """Wake every waiter: the store cannot tell which queues changed."""
+        self._all_changes += 1
         for events in self._waiting.values():
             for event in events:
                 event.set()
+
+    def mark(self, queue: str) -> None:
+        """Note that a caller reads `queue` now: the next `waiting` on it sees later changes."""
+        self._marks[queue] = self._count(queue)
+
+    def _count(self, queue: str) -> tuple[int, int]:
+        return self._changes.get(queue, 0), self._all_changes
 
     def __bool__(self) -> bool:
         return bool(self._waiting)
@@ -30,6 +46,8 @@ class Wakeups:
     def waiting(self, queue: str) -> Iterator[asyncio.Event]:
         """Register a waiter on `queue` for the duration of the block; yield its event."""
         event = asyncio.Event()
+        if self._marks.pop(queue, self._count(queue)) != self._count(queue):
+            event.set()  # changed since the caller last read the queue
         events = self._waiting.setdefault(queue, set())
         events.add(event)
         try:

@@ -202,6 +202,7 @@ class RedisStore:
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         self._open()
         check_claim(limit, lease_ms, self.settings)
+        self._listener.wakeups.mark(queue)
         now = await self._now()
         horizon_ms = min(horizon_ms, MAX_MS)
         chosen = await self._choose(queue, horizon_ms, limit, now)
@@ -283,6 +284,7 @@ class RedisStore:
 
     async def next_due_ms(self, queue: str) -> int | None:
         self._open()
+        self._listener.wakeups.mark(queue)
         calls = [
             (
                 "next_due",
