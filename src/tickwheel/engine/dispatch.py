@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.settings import WorkerSettings
@@ -105,8 +105,9 @@ class Dispatcher:
         try:
             await self._stopping.wait()
         finally:
-            for task in loops:
-                task.cancel()
+            # loops are asked to stop, not cancelled: a claim cancelled mid-call may still
+            # commit in the store, and its leases would sit unfired until they lapse
+            self._stopping.set()
             await asyncio.gather(*loops, return_exceptions=True)
             await self._wind_down()
 
@@ -143,12 +144,12 @@ class Dispatcher:
     async def _claim_loop(self, queue: str) -> None:
         settings = self._settings
         failures = 0
-        while True:
+        while not self._stopping.is_set():
             room = settings.max_in_flight - len(self._held)
             if room <= 0:
                 # back-pressure: the local queue is full, claim again once some settle
                 self._room.clear()
-                await self._room.wait()
+                await self._unless_stopping(self._room.wait())
                 continue
             limit = min(settings.batch, room)
             try:
@@ -161,7 +162,7 @@ class Dispatcher:
                     continue  # there may be more due already
                 sleep_s = self._idle_s(await self._store.next_due_ms(queue))
                 if sleep_s > 0:
-                    await self._store.wait(queue, sleep_s)
+                    await self._unless_stopping(self._store.wait(queue, sleep_s))
                 failures = 0
             except StoreUnavailable as error:
                 failures += 1
@@ -169,13 +170,23 @@ class Dispatcher:
                 self._throttled.warning(
                     "claim", "store unavailable, claiming %s again soon: %s", queue, error
                 )
-                await jittered_pause(failures)
+                await self._unless_stopping(jittered_pause(failures))
             except Exception:
                 # policy: a bug or a surprise from a store must not silently end the claiming
                 failures += 1
                 self._metrics.store_errors.labels("claim").inc()
                 logger.exception("claiming %s failed; trying again", queue)
-                await jittered_pause(failures)
+                await self._unless_stopping(jittered_pause(failures))
+
+    async def _unless_stopping(self, waiting: Awaitable[object]) -> None:
+        """Await `waiting` (a sleep, never a store write), cut short by `stop`."""
+        task = asyncio.ensure_future(waiting)
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            task.cancel()
+            stopping.cancel()
 
     def _idle_s(self, next_due_ms: int | None) -> float:
         """How long to sleep after a claim that took all there was."""
@@ -209,8 +220,10 @@ class Dispatcher:
     async def _renew_loop(self) -> None:
         """Extend leases that would lapse while their timers wait or run."""
         lease_ms = self._settings.lease_ms
-        while True:
-            await asyncio.sleep(lease_ms / 4000)
+        while not self._stopping.is_set():
+            await self._unless_stopping(asyncio.sleep(lease_ms / 4000))
+            if self._stopping.is_set():
+                return
             now = self._store.now_ms()
             for timer_id, lease in list(self._held.items()):
                 if lease.deadline_ms - now >= lease_ms // 2:

@@ -36,11 +36,11 @@ class Listener:
             self._task = asyncio.create_task(self._listen(), name=f"tickwheel {self._channel}")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        # redis-py drops a cancellation that lands while it connects: cancel until it ends
+        while task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=0.1)
 
     async def _listen(self) -> None:
         while True:
