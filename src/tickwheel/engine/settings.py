@@ -26,7 +26,7 @@ class WorkerSettings:
 
     queues: tuple[str, ...] = ("default",)
     batch: int = 1000  # most timers one claim takes
-    lookahead_ms: int = 1000  # claim timers due this far ahead, to fire them on their ms
+    lookahead_ms: int = 250  # claim timers due this far ahead, to fire them on their ms
     lease_ms: int = 60_000
     max_in_flight: int = 20_000  # claimed but not settled: beyond it the worker stops claiming
     concurrency: int = 512  # callbacks running at once (the HTTP client also caps per host)
