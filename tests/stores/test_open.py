@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,22 @@ def test_a_directory_that_cannot_be_made_is_store_unavailable(tmp_path: Path) ->
     (tmp_path / "file").write_text("not a directory")
     with pytest.raises(StoreUnavailable):
         open_store(f"sqlite:///{tmp_path}/file/timers.db")
+
+
+async def test_a_redis_url_may_name_a_key_prefix(redis_server: Any) -> None:
+    first = open_store(f"{redis_server.url}/0?prefix=one")
+    second = open_store(f"{redis_server.url}/0?prefix=two")
+    try:
+        timer = await first.add(Timer(due_ms=first.now_ms() + 60_000, payload=1))
+        assert await first.get(timer.id) is not None
+        assert await second.get(timer.id) is None  # another keyspace on the same server
+        assert redis_server.client().keys("{one:*")  # every key opens with its shard's tag
+        assert not redis_server.client().keys("{two:*")
+    finally:
+        await first.close()
+        await second.close()
+
+
+def test_a_redis_url_names_its_prefix_once(redis_server: Any) -> None:
+    with pytest.raises(InvalidArgument):
+        open_store(f"{redis_server.url}/0?prefix=a&prefix=b")

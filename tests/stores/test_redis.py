@@ -516,3 +516,17 @@ def test_redis_matches_the_reference_store(request: pytest.FixtureRequest, backe
             max_examples=EXAMPLES[backend], stateful_step_count=25, deadline=None
         ),
     )
+
+
+async def test_a_burst_of_calls_waits_for_a_connection_instead_of_failing(
+    redis_server: Any,
+) -> None:
+    # 512 callbacks settling at once must not meet "Too many connections" (StoreUnavailable)
+    store = RedisStore.from_url(
+        redis_server.url, prefix=f"t{uuid.uuid4().hex[:12]}", max_connections=4
+    )
+    try:
+        found = await asyncio.gather(*(store.get(f"missing-{i}") for i in range(300)))
+        assert found == [None] * 300
+    finally:
+        await store.close()

@@ -7,12 +7,16 @@
 ``redis://host:port/db``           `RedisStore` on a standalone Redis (``rediss://`` for TLS)
 ``redis+cluster://host:port``      `RedisStore` on a Redis Cluster, from any one node
 =================================  ==========================================================
+
+A Redis URL may end in ``?prefix=NAME`` to keep its keys under NAME (default ``tickwheel``),
+so that several stores share one server.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tickwheel.errors import InvalidArgument, StoreUnavailable
 from tickwheel.stores.base import Store, StoreSettings
@@ -62,8 +66,19 @@ def _sqlite(url: str, settings: StoreSettings | None) -> Store:
 def _redis(url: str, settings: StoreSettings | None) -> Store:
     # imported here so that memory and SQLite users never import redis-py
     from tickwheel.stores.redis import RedisStore
+    from tickwheel.stores.redis.keys import DEFAULT_PREFIX
 
-    return RedisStore.from_url(url, settings)
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefixes = [value for name, value in query if name == "prefix"]
+    if len(prefixes) > 1:
+        raise InvalidArgument("url", "give ?prefix= at most once")
+    rest = urlencode([(name, value) for name, value in query if name != "prefix"])
+    return RedisStore.from_url(
+        urlunsplit(parts._replace(query=rest)),
+        settings,
+        prefix=prefixes[0] if prefixes else DEFAULT_PREFIX,
+    )
 
 
 _OPENERS: dict[str, Opener] = {

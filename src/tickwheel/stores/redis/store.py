@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias, cast
 
-from redis.asyncio import Redis, RedisCluster
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -116,6 +116,7 @@ class RedisStore:
         clock: Callable[[], int] | None = None,
         clock_refresh_s: float = 60.0,
         timeout_s: float = 5.0,
+        max_connections: int = 64,
     ) -> RedisStore:
         """Open a store on ``redis://``, ``rediss://``, ``redis+cluster://`` or ``rediss+cluster://``.
 
@@ -123,6 +124,7 @@ class RedisStore:
         after a connection error (the script may have run before the connection dropped): the
         caller gets `StoreUnavailable` and decides. The Cluster client keeps redis-py's retries,
         which follow a failover; a retried ack may then report `LeaseLost` for its own ack.
+        A standalone client opens at most `max_connections`; callers beyond wait for one.
         """
         check_layout(prefix, shards)  # before a client exists to be closed
         scheme, sep, rest = url.partition("://")
@@ -136,11 +138,17 @@ class RedisStore:
                 socket_connect_timeout=timeout_s,
             )
         else:
-            client = Redis.from_url(
-                url,
-                socket_timeout=timeout_s,
-                socket_connect_timeout=timeout_s,
-                retry=Retry(NoBackoff(), 0),
+            # a blocking pool: a burst of callers waits for a connection (up to timeout_s)
+            # where redis-py's default pool raises "Too many connections"
+            client = Redis.from_pool(
+                BlockingConnectionPool.from_url(
+                    url,
+                    max_connections=max_connections,
+                    timeout=timeout_s,
+                    socket_timeout=timeout_s,
+                    socket_connect_timeout=timeout_s,
+                    retry=Retry(NoBackoff(), 0),
+                )
             )
         return cls(
             client,
