@@ -36,28 +36,27 @@ def encode_spec(timer: Timer) -> str:
 
 
 def decode_spec(spec: str | bytes) -> tuple[Callback | None, Any, RetryPolicy]:
-    """Decode a spec; short ones through a cache, since most timers share a callback.
+    """Decode a spec, reusing the decoded callback and retry policy of specs seen before.
 
-    Callback and retry policy are frozen, so timers may share them; a list or dict payload
-    is decoded afresh for each timer, as a caller may change it.
+    Most timers share a callback and a policy (frozen, so timers may share them) while their
+    payloads differ; a list or dict payload is decoded afresh for each timer, as a caller may
+    change it, and so is never cached.
     """
-    if len(spec) > _CACHED_SPEC_CHARS:
-        return _decode(spec)
-    callback, payload, retry = _decode_cached(spec)
-    if isinstance(payload, list | dict):
-        payload = json.loads(spec)[1]
-    return callback, payload, retry
+    cached = _SPECS.get(spec)
+    if cached is not None:
+        return cached
+    callback, payload, retry = json.loads(spec)
+    decoded = (_callback_of(callback), payload, _retry_of(retry))
+    if not isinstance(payload, list | dict) and len(spec) <= _CACHED_SPEC_CHARS:
+        if len(_SPECS) >= _CACHED_SPECS:
+            _SPECS.clear()
+        _SPECS[spec] = decoded
+    return decoded
 
 
 _CACHED_SPEC_CHARS = 512
-
-
-def _decode(spec: str | bytes) -> tuple[Callback | None, Any, RetryPolicy]:
-    callback, payload, retry = json.loads(spec)
-    return _decode_callback(callback), payload, _decode_retry(retry)
-
-
-_decode_cached = functools.lru_cache(maxsize=4096)(_decode)
+_CACHED_SPECS = 4096
+_SPECS: dict[str | bytes, tuple[Callback | None, Any, RetryPolicy]] = {}
 
 
 _RETRY_FIELDS = ("max_attempts", "min_backoff_s", "max_backoff_s", "timeout_s", "max_retry_s")
@@ -69,11 +68,18 @@ def _callback(callback: Callback | None) -> list[Any] | None:
     return [callback.url, callback.method, callback.headers or None, callback.body]
 
 
-def _decode_callback(fields: list[Any] | None) -> Callback | None:
+def _callback_of(fields: list[Any] | None) -> Callback | None:
     if fields is None:
         return None
     url, method, headers, body = fields
-    return restore(Callback, url=url, method=method, headers=headers or {}, body=body)
+    return _shared_callback(url, method, tuple(headers.items()) if headers else (), body)
+
+
+@functools.lru_cache(maxsize=4096)
+def _shared_callback(
+    url: str, method: str, headers: tuple[tuple[str, str], ...], body: str | None
+) -> Callback:
+    return restore(Callback, url=url, method=method, headers=dict(headers), body=body)
 
 
 def _retry(retry: RetryPolicy) -> list[Any] | None:
@@ -82,7 +88,10 @@ def _retry(retry: RetryPolicy) -> list[Any] | None:
     return [getattr(retry, name) for name in _RETRY_FIELDS]
 
 
-def _decode_retry(fields: list[Any] | None) -> RetryPolicy:
-    if fields is None:
-        return DEFAULT_RETRY
+def _retry_of(fields: list[Any] | None) -> RetryPolicy:
+    return DEFAULT_RETRY if fields is None else _shared_retry(*fields)
+
+
+@functools.lru_cache(maxsize=1024)
+def _shared_retry(*fields: Any) -> RetryPolicy:
     return restore(RetryPolicy, **dict(zip(_RETRY_FIELDS, fields, strict=True)))
