@@ -54,7 +54,7 @@ from inproc import (
 )
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from stores import OwnRedis, pct, pid_ticks, profile_table
+from stores import RAW_CLAIM_LUA, RAW_DUE, OwnRedis, pct, pid_ticks, profile_table
 
 from tickwheel.engine import ACKED, Delivery, Metrics, Outcome, Worker, WorkerSettings, consume
 from tickwheel.engine.http import HttpTarget
@@ -78,23 +78,7 @@ TARGET_SPREAD_P99_MS = 3.0
 TARGET_HTTP_RATE = 5_000
 TARGET_HTTP_P99_MS = 50.0
 
-RAW_DUE = "raw:due"
 RAW_LEASES = "raw:leases"
-# the floor's claim: what is due, moved from one zset to a lease zset, bounded by a limit
-RAW_CLAIM_LUA = """
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
-if #ids == 0 then
-  return ids
-end
-redis.call('ZREM', KEYS[1], unpack(ids))
-local members = {}
-for i, id in ipairs(ids) do
-  members[2 * i - 1] = ARGV[3]
-  members[2 * i] = id
-end
-redis.call('ZADD', KEYS[2], unpack(members))
-return ids
-"""
 
 # the far end of part (c): tickwheel's Receiver on uvloop, in its own process. It prints its URL,
 # then answers "report" lines on stdin with one JSON line of what arrived since the last report.

@@ -4,36 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from engine.waiting import until
+from engine.support import until
 from tickwheel import consume
 from tickwheel.engine import Delivery, WorkerSettings
 from tickwheel.errors import Closed, InvalidArgument, LeaseLost
 from tickwheel.model import RetryPolicy, State, Timer
 from tickwheel.stores import MemoryStore, Store
-from tickwheel.stores.redis import RedisStore
-from tickwheel.stores.sqlite import SqliteStore
 
 QUICK = WorkerSettings(queues=("emails",), lookahead_ms=200, lease_ms=10_000)
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened: Store
-    if request.param == "memory":
-        opened = MemoryStore()
-    elif request.param == "sqlite":
-        opened = SqliteStore(tmp_path / "timers.db")
-    else:
-        url = request.getfixturevalue("redis_server").url
-        opened = RedisStore.from_url(url, prefix=f"c{uuid.uuid4().hex[:10]}")
-    yield opened
-    await opened.close()
 
 
 def email(store: Store, in_ms: int, to: str, **fields: object) -> Timer:

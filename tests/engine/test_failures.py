@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from engine.waiting import until
+from engine.support import running, until
 from tickwheel.engine import Worker, WorkerSettings
 from tickwheel.engine.http import HttpTarget
 from tickwheel.model import Callback, RetryPolicy, State, Timer
@@ -42,18 +42,15 @@ async def worker_running(
 ) -> AsyncIterator[Worker]:
     http = HttpTarget(allow_private_targets=True, **target)
     worker = Worker(store, http, settings or WorkerSettings(lookahead_ms=500, lease_ms=10_000))
-    task = asyncio.create_task(worker.run())
     try:
-        yield worker
+        async with running(worker):
+            yield worker
     finally:
-        worker.stop()
-        async with asyncio.timeout(15):
-            await task
         await http.close()
 
 
 @pytest.fixture
-async def store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
+async def redis_store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
     opened = RedisStore.from_url(redis_server.url, prefix=f"f{uuid.uuid4().hex[:10]}")
     yield opened
     await opened.close()
@@ -107,15 +104,19 @@ def never_early(received: list[Received]) -> None:
 
 
 async def test_1000_signed_callbacks_over_2s_arrive_once_each_on_time(
-    store: RedisStore, make_receiver: MakeReceiver
+    redis_store: RedisStore, make_receiver: MakeReceiver
 ) -> None:
     receiver = await make_receiver(signing_secret=SECRET)
-    added = await store.add_many(
+    added = await redis_store.add_many(
         callbacks(
-            store, 1000, f"{receiver.url}/hook", start_ms=store.now_ms() + 300, spread_ms=2000
+            redis_store,
+            1000,
+            f"{receiver.url}/hook",
+            start_ms=redis_store.now_ms() + 300,
+            spread_ms=2000,
         )
     )
-    async with worker_running(store, signing_secret=SECRET):
+    async with worker_running(redis_store, signing_secret=SECRET):
         await receiver.wait_for(1000, timeout_s=20)
         await asyncio.sleep(0.2)  # no late duplicates
     got = Counter(r.timer_id for r in receiver.received)
@@ -129,7 +130,7 @@ async def test_1000_signed_callbacks_over_2s_arrive_once_each_on_time(
 
 
 async def test_a_flapping_receiver_is_retried_and_a_refusing_one_dead_lettered(
-    store: RedisStore, make_receiver: MakeReceiver
+    redis_store: RedisStore, make_receiver: MakeReceiver
 ) -> None:
     def respond(received: Received) -> Reply:
         if received.path == "/flaps":
@@ -141,12 +142,14 @@ async def test_a_flapping_receiver_is_retried_and_a_refusing_one_dead_lettered(
 
     receiver = await make_receiver(respond=respond)
     policy = RetryPolicy(max_attempts=5, min_backoff_s=0.05, max_backoff_s=2, timeout_s=2)
-    now = store.now_ms()
+    now = redis_store.now_ms()
     flaps, refuses, throttles = [
-        await store.add(Timer(due_ms=now, callback=Callback(url=receiver.url + path), retry=policy))
+        await redis_store.add(
+            Timer(due_ms=now, callback=Callback(url=receiver.url + path), retry=policy)
+        )
         for path in ("/flaps", "/refuses", "/throttles")
     ]
-    async with worker_running(store):
+    async with worker_running(redis_store):
         await receiver.wait_for(4 + 1 + 2, timeout_s=15)
         await asyncio.sleep(0.2)
     attempts: dict[str, list[Received]] = {}
@@ -157,13 +160,13 @@ async def test_a_flapping_receiver_is_retried_and_a_refusing_one_dead_lettered(
     throttled = attempts["/throttles"]
     assert throttled[1].at_ms - throttled[0].at_ms >= 1000  # Retry-After: 1
     for timer, state in ((flaps, State.DONE), (refuses, State.DEAD), (throttles, State.DONE)):
-        stored = await store.get(timer.id)
+        stored = await redis_store.get(timer.id)
         assert stored is not None
         assert stored.state is state, timer.callback
-    dead = await store.get(refuses.id)
+    dead = await redis_store.get(refuses.id)
     assert dead is not None
     assert dead.last_error == "HTTP 400: no such hook"
-    flapped = await store.get(flaps.id)
+    flapped = await redis_store.get(flaps.id)
     assert flapped is not None
     assert flapped.attempt == 4
 

@@ -8,22 +8,17 @@ test_failures.py.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine.waiting import until
+from engine.support import running, until
 from tickwheel.engine import ACKED, Outcome, Verdict, Worker, WorkerSettings
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import Callback, RetryPolicy, State, Timer
-from tickwheel.stores import MemoryStore, Store
-from tickwheel.stores.redis import RedisStore
-from tickwheel.stores.sqlite import SqliteStore
+from tickwheel.stores import Store
 
 CALLBACK = Callback(url="https://hooks.example.com/t")
 FAST_RETRY = RetryPolicy(max_attempts=5, min_backoff_s=0.01, max_backoff_s=0.02, timeout_s=1.0)
@@ -73,31 +68,6 @@ class Recorder:
             while len(self.fired) < count:
                 self.changed.clear()
                 await self.changed.wait()
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened: Store
-    if request.param == "memory":
-        opened = MemoryStore()
-    elif request.param == "sqlite":
-        opened = SqliteStore(tmp_path / "timers.db")
-    else:
-        url = request.getfixturevalue("redis_server").url
-        opened = RedisStore.from_url(url, prefix=f"w{uuid.uuid4().hex[:10]}")
-    yield opened
-    await opened.close()
-
-
-@contextlib.asynccontextmanager
-async def running(worker: Worker) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(worker.run())
-    try:
-        yield task
-    finally:
-        worker.stop()
-        async with asyncio.timeout(15):
-            await task
 
 
 async def state_of(store: Store, timer_id: str, state: State) -> bool:

@@ -1,0 +1,34 @@
+"""What the engine tests share: polling for a condition, running a worker for a block."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from tickwheel.engine import Worker
+
+
+async def until(
+    condition: Callable[[], bool | Awaitable[bool]], timeout_s: float = 10.0, every_s: float = 0.01
+) -> None:
+    """Return once `condition()` holds; raise TimeoutError after `timeout_s`."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            result = condition()
+            if await result if inspect.isawaitable(result) else result:
+                return
+            await asyncio.sleep(every_s)
+
+
+@contextlib.asynccontextmanager
+async def running(worker: Worker) -> AsyncIterator[asyncio.Task[None]]:
+    """Run `worker` for the block, then stop it and wait until it has handed everything back."""
+    task = asyncio.create_task(worker.run())
+    try:
+        yield task
+    finally:
+        worker.stop()
+        async with asyncio.timeout(15):
+            await task
