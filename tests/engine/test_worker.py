@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine.support import running, until
-from tickwheel.engine import ACKED, Outcome, Verdict, Worker, WorkerSettings
+from tickwheel.engine import ACKED, Metrics, Outcome, Verdict, Worker, WorkerSettings
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import Store
@@ -308,3 +308,34 @@ def test_bad_settings_name_the_field(field: str, value: object) -> None:
     with pytest.raises(InvalidArgument) as info:
         WorkerSettings(**{field: value})
     assert info.value.argument == field
+
+
+async def test_metrics_count_what_the_worker_did(store: Store) -> None:
+    def answer(timer: Timer, attempt: int) -> Outcome:
+        if timer.payload == "dies":
+            return Outcome(Verdict.KILL, "HTTP 404")
+        return ACKED if attempt > 1 or timer.payload != "flaky" else Outcome(Verdict.RETRY, "5xx")
+
+    target = Recorder(store, answer)
+    now = store.now_ms()
+    for payload in ("ok", "ok", "flaky", "dies"):
+        await store.add(Timer(due_ms=now, callback=CALLBACK, payload=payload, retry=FAST_RETRY))
+    metrics = Metrics()
+    async with running(Worker(store, target, QUICK, metrics=metrics)):
+        await target.wait_for(5)
+        await until(lambda: state_count(store, State.DONE, 3))
+
+    def sample(name: str) -> float:
+        value = metrics.registry.get_sample_value(name, {"queue": "default"})
+        return 0.0 if value is None else value
+
+    assert sample("tickwheel_fired_total") == 5
+    assert sample("tickwheel_acked_total") == 3
+    assert sample("tickwheel_retried_total") == 1
+    assert sample("tickwheel_dead_lettered_total") == 1
+    assert sample("tickwheel_lateness_seconds_count") == 5
+    assert metrics.registry.get_sample_value("tickwheel_in_flight") == 0
+
+
+async def state_count(store: Store, state: State, count: int) -> bool:
+    return (await store.stats()).counts.get(state, 0) >= count

@@ -119,8 +119,6 @@ async def consume(
     )
     running = asyncio.create_task(dispatcher.run())
     try:
-        fired = metrics.fired.labels(queue)
-        lateness = metrics.lateness.labels(queue)
         while True:
             if due.empty():
                 next_due = asyncio.ensure_future(due.get())
@@ -134,8 +132,7 @@ async def consume(
                 lease = due.get_nowait()  # a burst: no future per delivery
             if dispatcher.lease(lease.timer.id) is None:
                 continue  # its lease lapsed while it waited
-            fired.inc()
-            lateness.observe(max(store.now_ms() - lease.timer.due_ms, 0) / 1000)
+            metrics.observe_fired(queue, (store.now_ms() - lease.timer.due_ms) / 1000)
             yield Delivery(lease, dispatcher, settler)
     finally:
         # nobody will settle what is still held: hand it back now rather than after a grace

@@ -49,6 +49,19 @@ class Metrics:
             ["operation"],
             registry=r,
         )
+        self._fired_children: dict[str, tuple[Counter, Histogram]] = {}
         self.leases_lost = Counter(
             "tickwheel_leases_lost", "Settles refused because the lease had passed on", registry=r
         )
+
+    def observe_fired(self, queue: str, late_s: float) -> None:
+        """Count a delivery attempt of `queue` and how late it started (children cached)."""
+        children = self._fired_children.get(queue)
+        if children is None:
+            children = self._fired_children[queue] = (
+                self.fired.labels(queue),
+                self.lateness.labels(queue),
+            )
+        fired, lateness = children
+        fired.inc()
+        lateness.observe(max(late_s, 0.0))

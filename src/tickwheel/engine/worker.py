@@ -81,8 +81,7 @@ class Worker:
                     return
                 timer = lease.timer
                 late_s = (self._store.now_ms() - timer.due_ms) / 1000
-                self.metrics.fired.labels(timer.queue).inc()
-                self.metrics.lateness.labels(timer.queue).observe(max(late_s, 0.0))
+                self.metrics.observe_fired(timer.queue, late_s)
                 if timer.callback is None:
                     outcome = NO_CALLBACK
                 else:
