@@ -334,6 +334,13 @@ async def test_metrics_count_what_the_worker_did(store: Store) -> None:
     assert sample("tickwheel_retried_total") == 1
     assert sample("tickwheel_dead_lettered_total") == 1
     assert sample("tickwheel_lateness_seconds_count") == 5
+    every = metrics.registry.get_sample_value(
+        "tickwheel_lateness_seconds_bucket", {"queue": "default", "le": "+Inf"}
+    )
+    within_a_minute = metrics.registry.get_sample_value(
+        "tickwheel_lateness_seconds_bucket", {"queue": "default", "le": "60"}
+    )
+    assert every == within_a_minute == 5
     assert metrics.registry.get_sample_value("tickwheel_in_flight") == 0
 
 

@@ -84,7 +84,7 @@ class Dispatcher:
     def settled(self, timer_id: str) -> None:
         """Forget a timer its owner has settled (or could not), freeing room to claim more."""
         if self._held.pop(timer_id, None) is not None:
-            self._metrics.in_flight.set(len(self._held))
+            self._metrics.in_flight = len(self._held)
             self._room.set()
             if not self._held:
                 self._emptied.set()
@@ -164,7 +164,7 @@ class Dispatcher:
                 failures = 0
             except StoreUnavailable as error:
                 failures += 1
-                self._metrics.store_errors.labels("claim").inc()
+                self._metrics.store_errors["claim"] += 1
                 self._throttled.warning(
                     "claim", "store unavailable, claiming %s again soon: %s", queue, error
                 )
@@ -172,7 +172,7 @@ class Dispatcher:
             except Exception:
                 # policy: a bug or a surprise from a store must not silently end the claiming
                 failures += 1
-                self._metrics.store_errors.labels("claim").inc()
+                self._metrics.store_errors["claim"] += 1
                 logger.exception("claiming %s failed; trying again", queue)
                 await self._unless_stopping(jittered_pause(failures))
 
@@ -211,7 +211,7 @@ class Dispatcher:
             self._held[timer_id] = lease
             self._scheduler.call_at_ms(lease.timer.due_ms, self._due, timer_id, key=timer_id)
         self._emptied.clear()
-        self._metrics.in_flight.set(len(self._held))
+        self._metrics.in_flight = len(self._held)
 
     def _due(self, timer_id: str) -> None:
         lease = self._held.get(timer_id)
@@ -232,13 +232,13 @@ class Dispatcher:
                 try:
                     renewed = await self._store.extend(lease, lease_ms)
                 except LeaseLost:
-                    self._metrics.leases_lost.inc()
+                    self._metrics.leases_lost += 1
                     if self._scheduler is not None:
                         self._scheduler.cancel(timer_id)
                     self.settled(timer_id)
                     continue
                 except StoreUnavailable as error:
-                    self._metrics.store_errors.labels("extend").inc()
+                    self._metrics.store_errors["extend"] += 1
                     self._throttled.warning(
                         "extend", "store unavailable, leases not renewed: %s", error
                     )

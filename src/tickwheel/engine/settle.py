@@ -85,7 +85,7 @@ class Settler:
         """Move the timer to the dead letters now."""
         error = truncate_error(error)
         if await self._settle("kill", lambda: self._store.kill(lease, error), lease):
-            self._metrics.dead.labels(lease.timer.queue).inc()
+            self._metrics.dead[lease.timer.queue] += 1
             logger.info("timer %s dead-lettered: %s", lease.timer.id, error)
 
     async def retry_in(self, lease: Lease, delay_s: float, error: str) -> None:
@@ -97,7 +97,7 @@ class Settler:
         """Schedule the timer again at `due_ms`; used for hand-backs, with no backoff."""
         error = truncate_error(error)
         if await self._settle("retry", lambda: self._store.retry(lease, due_ms, error), lease):
-            self._metrics.retried.labels(lease.timer.queue).inc()
+            self._metrics.retried[lease.timer.queue] += 1
 
     async def drain(self) -> None:
         """Wait until every queued ack has landed or lapsed."""
@@ -114,9 +114,9 @@ class Settler:
                 results = [False] * len(batch)
             for (lease, done), acked in zip(batch, results, strict=True):
                 if acked:
-                    self._metrics.acked.labels(lease.timer.queue).inc()
+                    self._metrics.acked[lease.timer.queue] += 1
                 else:
-                    self._metrics.leases_lost.inc()
+                    self._metrics.leases_lost += 1
                 if not done.done():
                     done.set_result(acked)
 
@@ -124,7 +124,7 @@ class Settler:
         try:
             await self._with_retries(name, lambda _: call(), [lease])
         except LeaseLost:
-            self._metrics.leases_lost.inc()
+            self._metrics.leases_lost += 1
             logger.info(
                 "timer %s: lease lost before %s; its new holder settles it", lease.timer.id, name
             )
@@ -142,7 +142,7 @@ class Settler:
             try:
                 return await call(leases)
             except StoreUnavailable as error:
-                self._metrics.store_errors.labels(name).inc()
+                self._metrics.store_errors[name] += 1
                 self._throttled.warning(
                     f"settle:{name}", "store unavailable for %s: %s", name, error
                 )
