@@ -23,8 +23,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tickwheel import cli
-from tickwheel.cli import app, parse_duration, parse_time
+from tickwheel.cli import app, parse_duration, parse_time, processes
 from tickwheel.service.serve import redact
 
 pytestmark = pytest.mark.timeout(120)
@@ -346,7 +345,7 @@ def test_bench_runs_the_engine_benchmark_with_its_arguments(
         "print('| table |')\n"
         "sys.exit(3)\n"
     )
-    monkeypatch.setattr(cli, "_bench_script", lambda: script)
+    monkeypatch.setattr(processes, "_bench_script", lambda: script)
     result = CliRunner().invoke(app, ["bench", "--quick", "-q"])
     assert result.exit_code == 3  # the benchmark's own status
     assert result.stdout.splitlines() == ["args ['--quick', '-q']", "| table |"]

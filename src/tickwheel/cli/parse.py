@@ -1,0 +1,56 @@
+"""Parsing the CLI's durations, times and headers into what the API takes."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import typer
+
+_UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?|\.\d+")
+
+
+def parse_duration(text: str) -> float:
+    """Return seconds for ``500ms``, ``30s``, ``5m``, ``2h``, ``1d``, ``1h30m`` or a bare number.
+
+    Raises:
+        typer.BadParameter: the text is no duration.
+    """
+    compact = text.strip().lower().replace(" ", "")
+    if _NUMBER.fullmatch(compact):
+        return float(compact)
+    parts = _PART.findall(compact)
+    if not compact or "".join(number + unit for number, unit in parts) != compact:
+        raise typer.BadParameter(
+            f"{text!r} is not a duration: write e.g. 500ms, 30s, 5m, 2h or 1h30m"
+        )
+    return sum(float(number) * _UNITS_S[unit] for number, unit in parts)
+
+
+def parse_time(text: str) -> str | float:
+    """Return the API's `due` for RFC 3339 with an offset or epoch seconds.
+
+    Raises:
+        typer.BadParameter: the text is neither, or an RFC 3339 time lacks its offset.
+    """
+    if _NUMBER.fullmatch(text.strip()):
+        return float(text)
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise typer.BadParameter(
+            f"{text!r} is not a time: give RFC 3339 with an offset "
+            "(2030-01-01T09:00:00Z, 2030-01-01T10:00:00+01:00) or epoch seconds"
+        )
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    name, colon, value = text.partition(":")
+    if not colon or not name.strip():
+        raise typer.BadParameter(f"{text!r} is not a header: write Name:value")
+    return name.strip(), value.strip()

@@ -1,0 +1,240 @@
+"""The process commands: serve, worker, receiver and bench."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tickwheel.cli.app import app, err, fail
+from tickwheel.errors import InvalidArgument, StoreUnavailable, TickwheelError
+
+_STEP = re.compile(r"\[(\d+)/(\d+)\] (.*)")
+
+
+def _settings_or_exit(**overrides: Any) -> Any:
+    from tickwheel.service.settings import ServiceSettings
+
+    try:
+        return ServiceSettings.from_env(**overrides)
+    except InvalidArgument as error:
+        fail(str(error), 2)
+
+
+def _run_or_exit(main: Any) -> None:
+    import logging
+
+    from tickwheel.service.serve import run
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        run(main)
+    except InvalidArgument as error:
+        fail(str(error), 2)
+    except (OSError, StoreUnavailable, TickwheelError) as error:
+        fail(str(error))
+    except KeyboardInterrupt:  # a second Ctrl-C while stopping
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Address to listen on [default: 127.0.0.1].")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port to listen on, 0 for any [default: 8080].")
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="memory://, sqlite:///path.db, redis://host:port/db or redis+cluster://host:port "
+            "[default: sqlite:///./tickwheel.db].",
+        ),
+    ] = None,
+    allow_private_targets: Annotated[
+        bool, typer.Option(help="Let callbacks reach loopback and private addresses.")
+    ] = False,
+    token: Annotated[str | None, typer.Option(help="Require Authorization: Bearer TOKEN.")] = None,
+    signing_secret: Annotated[
+        str | None, typer.Option(help="Sign callbacks with HMAC-SHA256.")
+    ] = None,
+    no_worker: Annotated[bool, typer.Option("--no-worker", help="Serve the API only.")] = False,
+) -> None:
+    """Run the HTTP API and a worker in one process (TICKWHEEL_* variables set the defaults)."""
+    from tickwheel.service.serve import serve as run_service
+
+    settings = _settings_or_exit(
+        host=host,
+        port=port,
+        store_url=store,
+        allow_private_targets=True if allow_private_targets else None,
+        token=token,
+        signing_secret=signing_secret,
+        worker=False if no_worker else None,
+    )
+    _run_or_exit(run_service(settings))
+
+
+@app.command()
+def worker(
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store", help="The store URL [default: TICKWHEEL_STORE or the SQLite file]."
+        ),
+    ] = None,
+    queue: Annotated[
+        list[str] | None, typer.Option("--queue", help="A queue to serve (repeat for more).")
+    ] = None,
+    allow_private_targets: Annotated[
+        bool, typer.Option(help="Let callbacks reach loopback and private addresses.")
+    ] = False,
+    signing_secret: Annotated[
+        str | None, typer.Option(help="Sign callbacks with HMAC-SHA256.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Callbacks in flight at once [default: 512].")
+    ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: any)."
+        ),
+    ] = None,
+) -> None:
+    """Run a worker alone: fire due timers of a shared store (Redis) next to `serve --no-worker`."""
+    from tickwheel.engine.settings import WorkerSettings
+    from tickwheel.service.serve import work
+
+    settings = _settings_or_exit(
+        store_url=store,
+        allow_private_targets=True if allow_private_targets else None,
+        signing_secret=signing_secret,
+    )
+    try:
+        tuning: dict[str, Any] = {"queues": tuple(queue or ("default",))}
+        if concurrency is not None:
+            tuning["concurrency"] = concurrency
+        worker_settings = WorkerSettings(**tuning)
+    except InvalidArgument as error:
+        fail(str(error), 2)
+    _run_or_exit(
+        work(
+            settings.store_url,
+            worker_settings,
+            signing_secret=settings.signing_secret,
+            allow_private_targets=settings.allow_private_targets,
+            metrics_port=metrics_port,
+        )
+    )
+
+
+@app.command()
+def receiver(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 9000,
+    secret: Annotated[
+        str | None,
+        typer.Option(envvar="TICKWHEEL_SIGNING_SECRET", help="Verify Tickwheel-Signature with it."),
+    ] = None,
+    quiet: Annotated[bool, typer.Option(help="Do not print each request.")] = False,
+) -> None:
+    """Run a tiny callback receiver that prints every request and checks its signature."""
+    from tickwheel.service.receiver import run_receiver
+
+    try:
+        run_receiver(host, port, secret, quiet)
+    except OSError as error:
+        fail(f"cannot listen on {host}:{port}: {error.strerror or error}")
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def bench(ctx: typer.Context) -> None:
+    """Run the engine benchmark (bench/engine.py); extra arguments go to it."""
+    raise typer.Exit(_run_bench(list(ctx.args)))
+
+
+def _bench_script() -> Path:
+    # bench/ sits beside src/ in a checkout (an editable install); a wheel has no benchmarks
+    for root in (Path(__file__).resolve().parents[3], Path.cwd()):
+        script = root / "bench" / "engine.py"
+        if script.is_file():
+            return script
+    fail("bench/engine.py not found: run `tickwheel bench` from a tickwheel checkout")
+
+
+def _run_bench(args: list[str]) -> int:
+    """Run the benchmark with this interpreter under a progress bar; return its exit status.
+
+    The benchmark draws its own bar only on a terminal; piped, it writes ``[done/total] what``
+    lines to stderr, which drive the bar here (on stderr, when that is a terminal) instead of
+    scrolling by. Its stdout passes through as is, so ``tickwheel bench > results.md`` works.
+    """
+    import os
+    import subprocess
+    import threading
+
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    script = _bench_script()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, str(script), *args]
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+    task = progress.add_task("bench/engine.py", total=None)
+
+    def follow(stream: Any) -> None:
+        for line in stream:
+            text = line.rstrip("\n")
+            step = _STEP.fullmatch(text)
+            if step and not progress.disable:
+                done, total, what = int(step[1]), int(step[2]), step[3]
+                progress.update(task, completed=done, total=total, description=what[:50])
+            else:
+                progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    with (
+        progress,
+        subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        ) as child,
+    ):
+        assert child.stdout is not None
+        assert child.stderr is not None
+        errors = threading.Thread(target=follow, args=(child.stderr,), daemon=True)
+        errors.start()
+        try:
+            for line in child.stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            status = child.wait()
+            errors.join(timeout=5)
+            return status
+        except KeyboardInterrupt:
+            child.terminate()
+            child.wait()
+            return 130
