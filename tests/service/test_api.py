@@ -618,6 +618,12 @@ async def test_body_over_the_limit_is_413(make_client: ClientFactory, store: Sto
     assert (await store.stats()).counts[State.SCHEDULED] == 0
 
 
+async def test_headers_over_the_limit_are_431(client: httpx.AsyncClient) -> None:
+    response = await client.get("/v1/stats", headers={"x-padding": "a" * 40_000})
+    assert error_of(response, 431)["code"] == "headers_too_large"
+    assert (await client.get("/v1/stats", headers={"x-padding": "a" * 8_000})).status_code == 200
+
+
 async def test_bad_content_length_is_400(client: httpx.AsyncClient) -> None:
     response = await client.post(
         "/v1/timers",
@@ -849,7 +855,7 @@ async def test_openapi_declares_errors_and_the_token(make_client: ClientFactory)
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
             declared = set(operation["responses"])
-            assert {"400", "401", "413", "422", "503"} <= declared, (method, path)
+            assert {"400", "401", "413", "422", "431", "503"} <= declared, (method, path)
             if path != "/healthz":
                 assert operation["security"] == [{"bearer": []}]
     batch = document["components"]["schemas"]["BatchIn"]["properties"]["timers"]

@@ -38,6 +38,7 @@ _CODES = {
     413: "payload_too_large",
     415: "unsupported_media_type",
     422: "invalid",
+    431: "headers_too_large",
     503: "store_unavailable",
 }
 # pydantic error types that mean the body is not JSON at all, rather than JSON of the wrong shape
@@ -146,8 +147,13 @@ def install_error_handlers(app: FastAPI) -> None:
         app.add_exception_handler(kind, handle)
 
 
+MAX_HEADER_BYTES = 32 * 1024
+"""Request headers in all; `tickwheel serve` makes its HTTP parser (h11) refuse larger ones too."""
+
+
 class Gate:
-    """Refuse a request before it is parsed: bad token (401), body too large (413), not JSON (415).
+    """Refuse a request before it is parsed: headers too large (431), bad token (401), body too
+    large (413), not JSON (415).
 
     The body is read here, counted against `max_body_bytes` as it streams in, and handed on
     whole, so no route ever parses more than the limit. ``/healthz``, ``/docs`` and
@@ -166,7 +172,11 @@ class Gate:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        refusal = self._authorize(scope["path"], headers) or self._declared_size(headers)
+        refusal = (
+            _headers_too_large(scope)
+            or self._authorize(scope["path"], headers)
+            or self._declared_size(headers)
+        )
         body = b""
         if refusal is None:
             body, refusal = await self._read(receive)
@@ -215,6 +225,13 @@ class Gate:
 
     def _too_large(self) -> ApiError:
         return ApiError(413, f"the body is over the limit of {self.max_body_bytes} bytes")
+
+
+def _headers_too_large(scope: Scope) -> ApiError | None:
+    size = sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+    if size > MAX_HEADER_BYTES:
+        return ApiError(431, f"the request headers are over the limit of {MAX_HEADER_BYTES} bytes")
+    return None
 
 
 def _is_json(content_type: str) -> bool:

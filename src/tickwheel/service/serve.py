@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine, Generator, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tickwheel.engine.settings import WorkerSettings
+from tickwheel.service.errors import MAX_HEADER_BYTES
 from tickwheel.service.settings import ServiceSettings
 
 if TYPE_CHECKING:
@@ -75,7 +76,14 @@ async def serve(
         registry = CollectorRegistry()  # the worker counts on it, the app's /metrics renders it
         app = create_app(settings, store, registry=registry)
         config = uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="on", server_header=False
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            server_header=False,
+            # h11 bounds the headers it buffers; httptools reads headers of any size
+            http="h11",
+            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         )
         server = _server(config)
         worker = None
