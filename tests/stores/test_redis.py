@@ -86,6 +86,8 @@ def check_layout(client: Any, store: RedisStore) -> None:
         shard_keys = {key for key in keys if key.startswith(tag + ":")}
         if shard_keys:
             records = {i: r.split(",", 8) for i, r in client.hgetall(f"{tag}:r").items()}
+            for r in records.values():
+                r[6] = r[6] or "default"  # the default queue is stored as an empty field
             for code in "0123":
                 members = set(client.zrange(f"{tag}:s:{code}", 0, -1))
                 assert members == {i for i, r in records.items() if r[0] == code}, code

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from tickwheel.model import Timer
 from tickwheel.stores.codec import encode_spec
 from tickwheel.stores.redis.keys import shard_of
-from tickwheel.stores.redis.record import SeqSource, pack_new
+from tickwheel.stores.redis.record import SeqSource, base36, pack_new
 
 ADD_BATCH = 200  # timers per add.lua call: keeps each script call short
 
@@ -32,6 +32,7 @@ def plan(timers: Sequence[Timer], now_ms: int, first_seq: int, shards: int) -> l
     by_shard: dict[int, list[int]] = {}
     lines: list[str] = []
     specs: dict[tuple[int, int], str] = {}
+    created = base36(now_ms)
     for n, timer in enumerate(timers):
         by_shard.setdefault(shard_of(timer.id, shards), []).append(n)
         if timer.payload is None:  # timers sharing a callback share its encoding
@@ -39,7 +40,7 @@ def plan(timers: Sequence[Timer], now_ms: int, first_seq: int, shards: int) -> l
             spec = specs.get(key) or specs.setdefault(key, encode_spec(timer))
         else:
             spec = encode_spec(timer)
-        record = pack_new(timer, now_ms, SeqSource.format(first_seq + n), spec)
+        record = pack_new(timer, created, SeqSource.format(first_seq + n), spec)
         lines.append(f"{timer.id}\n{record}\n")
     calls = []
     for shard, positions in by_shard.items():

@@ -2,31 +2,56 @@
 
 ::
 
-    <state>,<attempt>,<due_ms>,<created_ms>,<updated_ms>,<seq>,<queue>,<first claimed ms>,
+    <state>,<attempt>,<due_ms>,<created>,<updated_ms>,<seq>,<queue>,<first claimed ms>,
     <error bytes>|<error><spec>
 
-The header is plain decimal text (``lib.lua`` parses and rebuilds it with string operations;
-numbers never pass through Lua's ``%.14g``). ``<first claimed ms>`` is empty until a claim sets
-it, ``<error bytes>`` when there is no error.
+The header is plain text Lua parses and rebuilds with string operations (``lib.lua``); numbers
+Lua reads or writes are decimal and never pass through Lua's ``%.14g``. To keep a pending
+timer's header short (it is stored once per timer, decisions 20):
+
+- ``<created>`` is base 36: only this module writes it, Lua passes it through;
+- ``<updated_ms>`` is empty while it equals the creation time (a timer never touched since);
+- ``<queue>`` is empty for the default queue;
+- ``<seq>`` is `SEQ_DIGITS` base-62 digits whose byte order is their numeric order.
+
+``<first claimed ms>`` is empty until a claim sets it, ``<error bytes>`` when there is no error.
 ``<spec>`` is `codec.encode_spec`'s JSON, which Lua never decodes: cjson would change numbers.
-``<seq>`` is 14 hex digits that order equal due times by insertion (see `SeqSource`); a
-scheduled timer's bucket member is ``<seq><id>``. While leased, ``<seq>`` numbers the claim
-instead, and the lease member is ``<seq><id>``: expired leases return in claim order.
+``<seq>`` orders equal due times by insertion (see `SeqSource`); a scheduled timer's bucket
+member is ``<seq><id>``. While leased, ``<seq>`` numbers the claim instead, and the lease member
+is ``<seq><id>``: expired leases return in claim order.
 """
 
 from __future__ import annotations
 
+import string
 import time
 
 from tickwheel.model import Timer, restore
 from tickwheel.stores.codec import decode_spec, state_of
 
-SEQ_DIGITS = 14
+SEQ_DIGITS = 9  # 62**9 > 2**53: every seq SeqSource hands out fits
+DEFAULT_QUEUE = "default"  # stored as an empty field
+_DIGITS = string.digits + string.ascii_uppercase + string.ascii_lowercase  # ascending bytes
+_PAIRS = [a + b for a in _DIGITS for b in _DIGITS]
+_B36 = string.digits + string.ascii_lowercase
 
 
-def pack_new(timer: Timer, now_ms: int, seq: str, spec: str) -> str:
-    """Encode a freshly scheduled timer (attempt 0, no error) created at `now_ms`."""
-    return f"0,0,{timer.due_ms},{now_ms},{now_ms},{seq},{timer.queue},,|{spec}"
+def base36(n: int) -> str:
+    """Write a non-negative integer in base 36 (``int(text, 36)`` reads it back)."""
+    if n < 0:
+        return "-" + base36(-n)
+    out = ""
+    while True:
+        n, digit = divmod(n, 36)
+        out = _B36[digit] + out
+        if not n:
+            return out
+
+
+def pack_new(timer: Timer, created: str, seq: str, spec: str) -> str:
+    """Encode a freshly scheduled timer (attempt 0, no error); `created` is `base36(now_ms)`."""
+    queue = "" if timer.queue == DEFAULT_QUEUE else timer.queue
+    return f"0,0,{timer.due_ms},{created},,{seq},{queue},,|{spec}"
 
 
 def unpack(timer_id: str, raw: bytes) -> Timer:
@@ -38,18 +63,19 @@ def unpack(timer_id: str, raw: bytes) -> Timer:
         size = int(error_bytes)
         error, rest = rest[:size].decode(), rest[size:]
     callback, payload, retry = decode_spec(rest)
+    created_ms = int(created, 36)
     return restore(
         Timer,
         id=timer_id,
         due_ms=int(due),
-        queue=queue.decode(),
+        queue=queue.decode() if queue else DEFAULT_QUEUE,
         callback=callback,
         payload=payload,
         retry=retry,
         attempt=int(attempt),
         state=state_of(int(state)),
-        created_ms=int(created),
-        updated_ms=int(updated),
+        created_ms=created_ms,
+        updated_ms=int(updated) if updated else created_ms,
         last_error=error,
         first_claimed_ms=int(first) if first else None,
     )
@@ -79,4 +105,10 @@ class SeqSource:
 
     @staticmethod
     def format(seq: int) -> str:
-        return f"{seq:0{SEQ_DIGITS}x}"
+        """`SEQ_DIGITS` base-62 digits: fixed width, so byte order is numeric order."""
+        high, low = divmod(seq, 62**8)
+        b, a = divmod(low, 62**4)
+        pairs = _PAIRS
+        return (
+            _DIGITS[high] + pairs[b // 3844] + pairs[b % 3844] + pairs[a // 3844] + pairs[a % 3844]
+        )

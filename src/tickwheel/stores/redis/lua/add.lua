@@ -22,9 +22,12 @@ local soonest = {} -- queue → earliest due among the timers stored
 for n, id in ipairs(ids) do
   local raw = records[n]
   -- only what the bucket needs: due, seq and queue (parse() takes twice as long)
-  local due, seq, queue = string.match(raw, '^0,0,(%d+),%d+,%d+,(%x+),([^,|]+),')
+  local due, seq, queue = string.match(raw, '^0,0,(%-?%d+),%-?%w+,,(%w+),([^,|]*),')
   if due == nil then
     error('tickwheel: add.lua needs new scheduled records, got ' .. string.sub(raw, 1, 60))
+  end
+  if queue == '' then
+    queue = DEFAULT_QUEUE
   end
   local old = existing[n] and parse(existing[n])
   if old and expired(id, old, now) then

@@ -15,7 +15,8 @@ local TAG = string.match(RECORDS, '^{[^}]*}')
 -- the store's wake channel, <prefix>:wake (a channel is no key: it has no slot)
 local WAKE = string.match(TAG, '^{(.*):%d+}$') .. ':wake'
 local MINUTE_MS = 60000
-local SEQ_DIGITS = 14
+local SEQ_DIGITS = 9 -- base 62 (record.py)
+local DEFAULT_QUEUE = 'default' -- stored as an empty field
 
 local function int(n)
   return string.format('%d', n)
@@ -47,19 +48,28 @@ local function lease_key(queue)
 end
 
 -- record: "<state>,<attempt>,<due>,<created>,<updated>,<seq>,<queue>,<first claimed>,<errlen>|
---          <error><spec>" (first claimed and errlen empty when unset)
+--          <error><spec>" (record.py): created is base 36 and passes through untouched;
+-- updated is empty until a change, the queue empty for 'default', first claimed and errlen
+-- empty when unset
 local function parse(raw)
   local state, attempt, due, created, updated, seq, queue, first, errlen, body = string.match(raw,
-    '^(%d),(%d+),(%-?%d+),(%d+),(%d+),(%x+),([^,|]+),(%d*),(%d*)|()')
+    '^(%d),(%d+),(%-?%d+),(%-?%w+),(%d*),(%w+),([^,|]*),(%d*),(%d*)|()')
   if not state then
     error('tickwheel: corrupt record ' .. string.sub(raw, 1, 60))
+  end
+  if queue == '' then
+    queue = DEFAULT_QUEUE
   end
   return { state = state, attempt = attempt, due = due, created = created, updated = updated,
            seq = seq, queue = queue, first = first, errlen = errlen, body = string.sub(raw, body) }
 end
 
 local function pack(r)
-  return table.concat({ r.state, r.attempt, r.due, r.created, r.updated, r.seq, r.queue,
+  local queue = r.queue
+  if queue == DEFAULT_QUEUE then
+    queue = ''
+  end
+  return table.concat({ r.state, r.attempt, r.due, r.created, r.updated, r.seq, queue,
                         r.first, r.errlen }, ',') .. '|' .. r.body
 end
 
