@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tickwheel.engine.guard import check_target_url
 from tickwheel.errors import InvalidArgument, StoreUnavailable, TimerExists
 from tickwheel.model import State, Timer
+from tickwheel.service.dashboard import dashboard_routes
 from tickwheel.service.errors import ApiError, Gate, describe, install_error_handlers
 from tickwheel.service.schemas import (
     ID_PATTERN,
@@ -424,6 +425,7 @@ def create_app(
     )
     app.state.tickwheel = context
     app.include_router(_routes())
+    app.include_router(dashboard_routes())
     install_error_handlers(app)
     app.add_middleware(Gate, settings=settings)
     app.add_middleware(

@@ -160,7 +160,16 @@ class Gate:
     ``/openapi.json`` need no token; everything else does when one is set, ``/metrics`` included.
     """
 
-    OPEN_PATHS = frozenset({"/healthz", "/docs", "/docs/oauth2-redirect", "/openapi.json"})
+    OPEN_PATHS = frozenset(
+        {
+            "/healthz",
+            "/docs",
+            "/docs/oauth2-redirect",
+            "/openapi.json",
+            "/dashboard",
+            "/dashboard.js",
+        }
+    )
 
     def __init__(self, app: ASGIApp, *, settings: ServiceSettings) -> None:
         self.app = app

@@ -1,0 +1,41 @@
+"""The dashboard page: public, static, locked down by its CSP, reading the API with the token."""
+
+from __future__ import annotations
+
+from .conftest import ClientFactory
+
+
+async def test_the_page_and_its_script_are_served_without_a_token(
+    make_client: ClientFactory,
+) -> None:
+    async with make_client(token="secret-token") as client:
+        page = await client.get("/dashboard")
+        script = await client.get("/dashboard.js")
+        stats = await client.get("/v1/stats")
+        with_token = await client.get(
+            "/v1/stats", headers={"Authorization": "Bearer secret-token"}
+        )
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert '<script src="dashboard.js"></script>' in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert script.status_code == 200
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert "secret-token" not in page.text + script.text  # the page holds no secret
+    assert (stats.status_code, with_token.status_code) == (401, 200)  # its data needs the token
+
+
+async def test_the_script_writes_api_data_as_text_never_as_html(
+    make_client: ClientFactory,
+) -> None:
+    async with make_client() as client:
+        script = (await client.get("/dashboard.js")).text
+    assert "textContent" in script
+    assert "innerHTML" not in script
+    assert "insertAdjacentHTML" not in script
+
+
+async def test_the_dashboard_is_not_in_the_openapi_document(make_client: ClientFactory) -> None:
+    async with make_client() as client:
+        paths = (await client.get("/openapi.json")).json()["paths"]
+    assert not [path for path in paths if path.startswith("/dashboard")]
