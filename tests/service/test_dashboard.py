@@ -12,9 +12,7 @@ async def test_the_page_and_its_script_are_served_without_a_token(
         page = await client.get("/dashboard")
         script = await client.get("/dashboard.js")
         stats = await client.get("/v1/stats")
-        with_token = await client.get(
-            "/v1/stats", headers={"Authorization": "Bearer secret-token"}
-        )
+        with_token = await client.get("/v1/stats", headers={"Authorization": "Bearer secret-token"})
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
     assert '<script src="dashboard.js"></script>' in page.text

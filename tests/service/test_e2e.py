@@ -237,3 +237,38 @@ async def test_second_signal_stops_without_waiting_for_callbacks(
         assert await server.stop(signal.SIGTERM) == 0, server.stderr()
         assert asyncio.get_running_loop().time() - started < 5
         assert "stopping at once" in server.stderr()
+
+
+async def test_a_worker_stops_within_its_grace_and_hands_back_a_hung_callback(
+    tmp_path: Path,
+) -> None:
+    from tickwheel.model import Callback, State, Timer
+    from tickwheel.stores.sqlite import SqliteStore
+
+    arrived = asyncio.Event()
+
+    async def hang(received: Received) -> Reply:
+        arrived.set()
+        await asyncio.sleep(30)
+        return Reply()
+
+    url = f"sqlite:///{tmp_path / 'timers.db'}"
+    async with Receiver(respond=hang) as receiver, processes(tmp_path) as started:
+        store = SqliteStore(tmp_path / "timers.db")
+        try:
+            timer = await store.add(
+                Timer(due_ms=store.now_ms(), callback=Callback(url=f"{receiver.url}/slow"))
+            )
+            worker = await started.start(
+                "worker", "--store", url, "--allow-private-targets", "--grace", "0.5"
+            )
+            await asyncio.wait_for(arrived.wait(), 15)
+            began = asyncio.get_running_loop().time()
+            assert await worker.stop() == 0
+            assert asyncio.get_running_loop().time() - began < 3  # 0.5 s grace, then out
+            stored = await store.get(timer.id)
+            assert stored is not None
+            assert stored.state is State.SCHEDULED  # handed back, due now: nothing lost
+            assert stored.due_ms <= store.now_ms()
+        finally:
+            await store.close()

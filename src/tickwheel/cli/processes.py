@@ -24,6 +24,21 @@ def _settings_or_exit(**overrides: Any) -> Any:
         fail(str(error), 2)
 
 
+def _worker_settings(
+    *, queues: tuple[str, ...] | None = None, concurrency: int | None = None, grace: float | None
+) -> Any:
+    """Return `WorkerSettings` with the options given on the command line, or exit 2."""
+    from tickwheel.engine.settings import WorkerSettings
+
+    tuning: dict[str, Any] = {"queues": queues, "concurrency": concurrency, "grace_s": grace}
+    try:
+        return WorkerSettings(
+            **{name: value for name, value in tuning.items() if value is not None}
+        )
+    except InvalidArgument as error:
+        fail(str(error), 2)
+
+
 def _run_or_exit(main: Any) -> None:
     import logging
 
@@ -66,6 +81,13 @@ def serve(
         str | None, typer.Option(help="Sign callbacks with HMAC-SHA256.")
     ] = None,
     no_worker: Annotated[bool, typer.Option("--no-worker", help="Serve the API only.")] = False,
+    grace: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds running callbacks get to finish on SIGTERM before hand-back "
+            "[default: 10]."
+        ),
+    ] = None,
 ) -> None:
     """Run the HTTP API and a worker in one process (TICKWHEEL_* variables set the defaults)."""
     from tickwheel.service.serve import serve as run_service
@@ -79,7 +101,7 @@ def serve(
         signing_secret=signing_secret,
         worker=False if no_worker else None,
     )
-    _run_or_exit(run_service(settings))
+    _run_or_exit(run_service(settings, worker_settings=_worker_settings(grace=grace)))
 
 
 @app.command()
@@ -108,9 +130,15 @@ def worker(
             min=0, max=65535, help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: any)."
         ),
     ] = None,
+    grace: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds running callbacks get to finish on SIGTERM before hand-back "
+            "[default: 10]."
+        ),
+    ] = None,
 ) -> None:
     """Run a worker alone: fire due timers of a shared store (Redis) next to `serve --no-worker`."""
-    from tickwheel.engine.settings import WorkerSettings
     from tickwheel.service.serve import work
 
     settings = _settings_or_exit(
@@ -118,13 +146,9 @@ def worker(
         allow_private_targets=True if allow_private_targets else None,
         signing_secret=signing_secret,
     )
-    try:
-        tuning: dict[str, Any] = {"queues": tuple(queue or ("default",))}
-        if concurrency is not None:
-            tuning["concurrency"] = concurrency
-        worker_settings = WorkerSettings(**tuning)
-    except InvalidArgument as error:
-        fail(str(error), 2)
+    worker_settings = _worker_settings(
+        queues=tuple(queue or ("default",)), concurrency=concurrency, grace=grace
+    )
     _run_or_exit(
         work(
             settings.store_url,
