@@ -545,11 +545,15 @@ def key_kind(key: str) -> str:
     if rest == "r":
         return "records hash (id -> record)"
     if rest.startswith("s:"):
-        return "state sets (id, score 0)"
+        return "state sets (id, score 0)"  # the layout before decisions 20
+    if rest == "ids" or rest.startswith("ids:"):
+        return "id index pages (id, score 0)"
+    if rest == "dead":
+        return "dead letters (id, score 0)"
     if rest.startswith("q:") and ":b:" in rest:
-        return "minute buckets (seq+id -> due)"
+        return "due pages (seq+id -> due)"
     if rest.startswith("q:") and rest.endswith(":i"):
-        return "bucket indexes (minute -> minute)"
+        return "due page indexes (low -> low)"
     return f"other ({rest})"
 
 

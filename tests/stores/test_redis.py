@@ -27,6 +27,7 @@ from tickwheel.stores import Store, StoreSettings
 from tickwheel.stores.codec import encode_spec
 from tickwheel.stores.redis import RedisStore, shard_of
 from tickwheel.stores.redis import clock as server_clock
+from tickwheel.stores.redis import store as redis_store
 
 from .conftest import ManualClock
 from .test_model_compare import StoreComparison
@@ -88,9 +89,9 @@ def check_layout(client: Any, store: RedisStore) -> None:
             records = {i: r.split(",", 8) for i, r in client.hgetall(f"{tag}:r").items()}
             for r in records.values():
                 r[6] = r[6] or "default"  # the default queue is stored as an empty field
-            for code in "0123":
-                members = set(client.zrange(f"{tag}:s:{code}", 0, -1))
-                assert members == {i for i, r in records.items() if r[0] == code}, code
+            check_id_index(client, tag, shard_keys, set(records))
+            dead = set(client.zrange(f"{tag}:dead", 0, -1))
+            assert dead == {i for i, r in records.items() if r[0] == "3"}
             leases = dict(client.zrange(f"{tag}:l", 0, -1, withscores=True))
             assert set(leases) == {r[5] + i for i, r in records.items() if r[0] == "1"}
             by_queue: dict[str, dict[str, float]] = defaultdict(dict)
@@ -121,6 +122,23 @@ def check_layout(client: Any, store: RedisStore) -> None:
                 assert set(index) == in_buckets, "the index lists exactly the non-empty buckets"
             indexes = {key for key in shard_keys if key.endswith(":i")}
             assert indexes == {f"{tag}:q:{queue}:i" for queue in queues}
+
+
+def check_id_index(client: Any, tag: str, shard_keys: set[str], ids: set[str]) -> None:
+    """The id index holds every id once, in pages of at most 128 that partition the id order."""
+    lows = client.zrange(f"{tag}:ids", 0, -1)
+    pages = {key for key in shard_keys if key.startswith(f"{tag}:ids:")}
+    assert pages == {f"{tag}:ids:{low}" for low in lows}, "the index lists exactly its pages"
+    indexed: list[str] = []
+    for n, low in enumerate(lows):
+        members = client.zrange(f"{tag}:ids:{low}", 0, -1)
+        assert 0 < len(members) <= 128
+        assert all(m >= low for m in members)
+        if n + 1 < len(lows):
+            assert all(m < lows[n + 1] for m in members)
+        indexed += members
+    assert sorted(indexed) == sorted(ids)
+    assert len(indexed) == len(ids)
 
 
 @pytest.fixture(params=["redis_server", "redis_cluster"])
@@ -184,7 +202,7 @@ async def test_every_key_of_a_shard_is_in_one_slot(redis_cluster: Any, clock: Ma
         await store.claim("q1", clock.now_ms + 5 * MINUTE, 5, 1000)
         keys = all_keys(redis_cluster, store.prefix)
         kinds = {key.split("}:")[1].split(":")[0] for key in keys}
-        assert kinds == {"r", "l", "x", "s", "queues", "q"}
+        assert kinds == {"r", "l", "x", "ids", "dead", "queues", "q"}
         slots: dict[str, set[int]] = defaultdict(set)
         with node_clients(redis_cluster)[0] as client:
             for key in keys:
@@ -530,5 +548,60 @@ async def test_a_burst_of_calls_waits_for_a_connection_instead_of_failing(
     try:
         found = await asyncio.gather(*(store.get(f"missing-{i}") for i in range(300)))
         assert found == [None] * 300
+    finally:
+        await store.close()
+
+
+async def test_id_index_pages_split_and_empty(
+    server: Server, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ids in any order fill pages of at most 128; list pages through them; emptied pages go."""
+    monkeypatch.setattr(redis_store, "LIST_BUDGET", 100)  # a state filter resumes many times
+    store = open_store(server, clock, shards=1, settings=StoreSettings(retention_ms=60_000))
+    try:
+        growing = [f"g{n:04}" for n in range(300)]  # appended: full pages stay full
+        await store.add_many([at(clock, MINUTE, id=i) for i in growing])
+        with inspector(server) as client:
+            lows = client.zrange(f"{store.shard_keys(0).tag}:ids", 0, -1)
+        assert len(lows) == 3, "appending ids fills each page before starting the next"
+        shuffled = [f"r{(n * 7919) % 1000:04}" for n in range(1000)]  # splits in the middle
+        for start in range(0, 1000, 150):
+            await store.add_many([at(clock, MINUTE, id=i) for i in shuffled[start : start + 150]])
+        for timer_id in reversed([f"a{n:03}" for n in range(200)]):  # each before the rest
+            await store.add(at(clock, 2 * MINUTE, id=timer_id))
+        assert_layout_consistent(server, store)
+        everything = sorted([*growing, *shuffled, *(f"a{n:03}" for n in range(200))])
+        seen: list[str] = []
+        cursor = None
+        while True:
+            page = await store.list(limit=97, cursor=cursor)
+            seen += [t.id for t in page.timers]
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        assert seen == everything
+        clock.advance(MINUTE)
+        leases = await store.claim("default", clock.now_ms, 1300, 1000)
+        for lease in leases[:3]:
+            await store.kill(lease, "dead")
+        await store.ack_many(leases[3:1000])  # the rest stay leased
+        leased = sorted(lease.timer.id for lease in leases[1000:])
+        # one state among many timers: each shard reads LIST_BUDGET ids per call and resumes
+        assert [t.id for t in (await store.list(State.LEASED, limit=1000)).timers] == leased
+        assert [t.id for t in (await store.list(State.SCHEDULED, limit=1000)).timers] == [
+            f"a{n:03}" for n in range(200)
+        ]
+        dead = sorted(lease.timer.id for lease in leases[:3])
+        assert [t.id for t in (await store.list(State.DEAD)).timers] == dead
+        counts = (await store.stats()).counts
+        assert [counts[s] for s in State] == [200, 300, 997, 3]
+        for timer_id in [f"a{n:03}" for n in range(200)]:
+            assert await store.cancel(timer_id)
+        assert_layout_consistent(server, store)
+        clock.advance(MINUTE)  # the acked timers' retention ends: stats purges them
+        for _ in range(4):  # PURGE_LIMIT per shard per call
+            await store.stats()
+        assert len((await store.list(limit=1000)).timers) == 303
+        assert_layout_consistent(server, store)
     finally:
         await store.close()

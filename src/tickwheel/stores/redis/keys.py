@@ -6,8 +6,10 @@ slot and every script runs on one node::
     {p:s}:r                 hash   id → record (see `record.py`)
     {p:s}:l                 zset   <lease seq><id> → lease deadline ms (leased timers)
     {p:s}:x                 zset   id → expiry ms (done timers, kept for the retention)
-    {p:s}:s:0 … {p:s}:s:3   zsets  id, score 0: one per state, in id order (list, counts);
-                                   {p:s}:s:3 is the dead-letter set
+    {p:s}:ids               zset   the id index: the low bound of each of its pages (score 0)
+    {p:s}:ids:<low>         zset   id, score 0: the ids from <low> to the next page's low,
+                                   at most 128 (a listpack); every timer is in the index
+    {p:s}:dead              zset   id, score 0: the dead letters, in id order
     {p:s}:queues            set    queues with scheduled timers in this shard
     {p:s}:q:<queue>:i       zset   minute → minute: the non-empty buckets of a queue
     {p:s}:q:<queue>:b:<m>   zset   <seq><id> → due ms: the timers due in minute m
@@ -55,7 +57,7 @@ def shard_of(timer_id: str, shards: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class ShardKeys:
-    """The fixed keys of one shard, in the order every script receives them as KEYS[1..8]."""
+    """The fixed keys of one shard, in the order every script receives them as KEYS[1..6]."""
 
     tag: str
 
@@ -69,16 +71,14 @@ class ShardKeys:
 
     @property
     def fixed(self) -> tuple[str, ...]:
-        """KEYS[1..8]: records, leases, expiry, the four state sets, queues."""
+        """KEYS[1..6]: records, leases, expiry, id index, dead letters, queues."""
         tag = self.tag
         return (
             f"{tag}:r",
             f"{tag}:l",
             f"{tag}:x",
-            f"{tag}:s:0",
-            f"{tag}:s:1",
-            f"{tag}:s:2",
-            f"{tag}:s:3",
+            f"{tag}:ids",
+            f"{tag}:dead",
             f"{tag}:queues",
         )
 

@@ -48,6 +48,7 @@ Added: TypeAlias = list[Timer | TimerExists]
 Replies: TypeAlias = list[Any]
 Calls: TypeAlias = list[ScriptCall]
 Members: TypeAlias = list[bytes]
+Ids: TypeAlias = list[str]
 Heads: TypeAlias = list[tuple[float, bytes, int]]
 
 ADD_WAVE = 25  # add.lua calls per pipeline in add_many (5,000 timers)
@@ -56,6 +57,7 @@ GET_BATCH = 500  # ids per get.lua call
 ACK_BATCH = 500  # leases per ack.lua call
 RELEASE_LIMIT = 256  # expired leases returned per shard per claim
 PURGE_LIMIT = 256  # done timers past retention deleted per shard per claim, list or stats
+LIST_BUDGET = 2000  # ids an ids.lua call reads when listing one state (about 16 id pages)
 PURGE_EVERY_MS = 1000  # claims purge at most this often (store clock); list and stats always
 MAX_MS = 2**53  # Lua and sorted-set scores are doubles: integers are exact below this
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
@@ -371,14 +373,7 @@ class RedisStore:
         self._open()
         check_list(limit)
         now = await self._now()
-        codes = range(4) if state is None else (state_code(state),)
-        id_calls = [
-            self._call("ids", s, (cursor or "", limit + 1, *codes)) for s in range(self.shards)
-        ]
-        ranges = (await self._scripts.run_many(self._purges(now) + id_calls))[self.shards :]
-        ids = heapq.nsmallest(
-            limit + 1, {i.decode() for found in ranges for state_ids in found for i in state_ids}
-        )
+        ids = await self._ids(now, state, limit + 1, cursor or "")
         page = ids[:limit]
         by_shard: dict[int, list[str]] = {}
         for timer_id in page:
@@ -395,6 +390,34 @@ class RedisStore:
         # a timer gone since the ids were read (or past its retention) is left out of the page
         timers = [unpack(i, found[i]) for i in page if i in found]
         return Page(timers, page[-1] if len(ids) > limit else None)
+
+    async def _ids(self, now: int, state: State | None, wanted: int, cursor: str) -> Ids:
+        """Return the first `wanted` ids after `cursor` of timers in `state` (None: any).
+
+        Each shard reads its id index from the cursor; filtering by a state it stops after
+        `LIST_BUDGET` ids and is called again from where it stopped, until it has found
+        `wanted` or reached its end (decisions 20: listing a rare state scans the index).
+        """
+        code = "" if state is None else str(state_code(state))
+        found: dict[int, Members] = {s: [] for s in range(self.shards)}
+        resume = dict.fromkeys(range(self.shards), cursor)
+        todo = list(range(self.shards))
+        calls = self._purges(now)
+        while todo:
+            calls += [
+                self._call("ids", s, (resume[s], wanted - len(found[s]), code, LIST_BUDGET))
+                for s in todo
+            ]
+            replies = (await self._scripts.run_many(calls))[len(calls) - len(todo) :]
+            calls = []
+            more = []
+            for s, (shard_ids, after) in zip(todo, replies, strict=True):
+                found[s] += shard_ids
+                if after and len(found[s]) < wanted:
+                    resume[s] = after.decode()
+                    more.append(s)
+            todo = more
+        return heapq.nsmallest(wanted, {i.decode() for ids in found.values() for i in ids})
 
     async def stats(self) -> Stats:
         self._open()
@@ -484,7 +507,7 @@ class RedisStore:
     def _call(
         self, name: str, shard: int, args: Sequence[Arg], queue: str | None = None
     ) -> ScriptCall:
-        """A call of script `name` on `shard`; with a queue, its bucket index is KEYS[9]."""
+        """A call of script `name` on `shard`; with a queue, its bucket index is KEYS[7]."""
         keys = self._fixed[shard]
         return (name, keys if queue is None else (*keys, self._keys[shard].index(queue)), args)
 

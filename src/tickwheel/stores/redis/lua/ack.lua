@@ -1,5 +1,5 @@
 -- ack.lua: mark leased timers done and keep them until their retention ends.
--- KEYS[1..8] the shard's fixed keys (see lib.lua)
+-- KEYS[1..6] the shard's fixed keys (see lib.lua)
 -- ARGV[1] now_ms  ARGV[2] expiry_ms (now + retention)  then pairs: id, token
 -- returns: one entry per pair: 1 when acked, 0 when the token no longer holds the lease
 --          (nothing changed for that one; an id repeated in the call is acked once)
@@ -12,7 +12,7 @@ for i = 3, #ARGV, 2 do
 end
 local raws = redis.call('HMGET', RECORDS, unpack(ids))
 local results, acked = {}, {}
-local records, leased, done, expiries, leases, queue_leases = {}, {}, {}, {}, {}, {}
+local records, expiries, leases, queue_leases = {}, {}, {}, {}
 for n, id in ipairs(ids) do
   local r = raws[n] and parse(raws[n])
   if not r or r.state ~= LEASED or r.attempt ~= ARGV[2 + 2 * n] or acked[id] then
@@ -24,9 +24,6 @@ for n, id in ipairs(ids) do
     r.state, r.updated = DONE, now
     records[#records + 1] = id
     records[#records + 1] = pack(r)
-    leased[#leased + 1] = id
-    done[#done + 1] = 0
-    done[#done + 1] = id
     expiries[#expiries + 1] = expiry
     expiries[#expiries + 1] = id
     leases[#leases + 1] = member
@@ -35,14 +32,12 @@ for n, id in ipairs(ids) do
     members[#members + 1] = member
   end
 end
-if #leased > 0 then
+if #records > 0 then
   bulk('HSET', RECORDS, records)
   bulk('ZREM', LEASES, leases)
   for queue, members in pairs(queue_leases) do
     bulk('ZREM', lease_key(queue), members)
   end
-  bulk('ZREM', STATE_SET[LEASED], leased)
-  bulk('ZADD', STATE_SET[DONE], done)
   bulk('ZADD', EXPIRY, expiries)
 end
 return results

@@ -1,5 +1,5 @@
 -- add.lua: store new scheduled timers; where a live timer holds the id, report it instead.
--- KEYS[1..8] the shard's fixed keys (see lib.lua)
+-- KEYS[1..6] the shard's fixed keys (see lib.lua)
 -- ARGV[1] now_ms  ARGV[2] replace: '1' overwrites a live timer, '0' leaves it untouched
 -- ARGV[3] "<id>\n<record>\n" per timer (record.py: scheduled, attempt 0, created now; a new
 --         record holds no newline, JSON escapes them); the ids of one call are distinct
@@ -17,7 +17,7 @@ for id, raw in string.gmatch(ARGV[3], '([^\n]+)\n([^\n]+)\n') do
 end
 local existing = redis.call('HMGET', RECORDS, unpack(ids))
 local results = {}
-local fields, members, buckets, minutes, queues = {}, {}, {}, {}, {}
+local fields, stored, buckets, minutes, queues = {}, {}, {}, {}, {}
 local soonest = {} -- queue → earliest due among the timers stored
 for n, id in ipairs(ids) do
   local raw = records[n]
@@ -45,8 +45,7 @@ for n, id in ipairs(ids) do
     end
     fields[#fields + 1] = id
     fields[#fields + 1] = raw
-    members[#members + 1] = 0
-    members[#members + 1] = id
+    stored[#stored + 1] = id
     local minute = minute_of(due)
     local bucket = bucket_key(queue, minute)
     local entries = buckets[bucket]
@@ -73,7 +72,10 @@ for queue, due in pairs(soonest) do
 end
 if #fields > 0 then
   redis.call('HSET', RECORDS, unpack(fields))
-  redis.call('ZADD', STATE_SET[SCHEDULED], unpack(members))
+  local sizes = {}
+  for _, id in ipairs(stored) do
+    index_id(id, sizes)
+  end
   for bucket, entries in pairs(buckets) do
     redis.call('ZADD', bucket, unpack(entries))
   end

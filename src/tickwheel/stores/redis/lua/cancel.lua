@@ -1,5 +1,5 @@
 -- cancel.lua: delete a scheduled timer: its record, bucket entry and (once empty) the bucket.
--- KEYS[1..8] the shard's fixed keys (see lib.lua)
+-- KEYS[1..6] the shard's fixed keys (see lib.lua)
 -- ARGV[1] id
 -- returns: 1 when a scheduled timer was deleted, 0 when there was none (or it is not scheduled)
 local id = ARGV[1]

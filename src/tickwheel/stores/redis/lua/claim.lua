@@ -1,5 +1,5 @@
 -- claim.lua: lease the earliest timers of a queue due by a horizon.
--- KEYS[1..8] the shard's fixed keys (see lib.lua)  KEYS[9] the queue's bucket index
+-- KEYS[1..6] the shard's fixed keys (see lib.lua)  KEYS[7] the queue's bucket index
 -- ARGV[1] queue  ARGV[2] horizon_ms  ARGV[3] now_ms  ARGV[4] lease_ms
 -- ARGV[5..] one lease seq per timer to claim (their number is the limit): the store numbers
 --           claims across shards, and expired leases return in (deadline, lease seq) order
@@ -13,9 +13,9 @@ local deadline = int(tonumber(now) + tonumber(ARGV[4]))
 local limit = #ARGV - 4
 local last_minute = minute_of(horizon)
 local out, taken = {}, 0
-local records, ids, was_scheduled, leases = {}, {}, {}, {}
+local records, leases = {}, {}
 while taken < limit do
-  local first = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', last_minute, 'LIMIT', 0, 1)
+  local first = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', last_minute, 'LIMIT', 0, 1)
   if #first == 0 then
     break
   end
@@ -48,9 +48,6 @@ while taken < limit do
       out[#out + 1] = raw
       records[#records + 1] = id
       records[#records + 1] = raw
-      ids[#ids + 1] = id
-      was_scheduled[#was_scheduled + 1] = 0
-      was_scheduled[#was_scheduled + 1] = id
       leases[#leases + 1] = deadline
       leases[#leases + 1] = r.seq .. id
     end
@@ -63,8 +60,6 @@ while taken < limit do
 end
 if taken > 0 then
   bulk('HSET', RECORDS, records)
-  bulk('ZREM', STATE_SET[SCHEDULED], ids)
-  bulk('ZADD', STATE_SET[LEASED], was_scheduled)
   bulk('ZADD', LEASES, leases)
   bulk('ZADD', lease_key(queue), leases)
 end

@@ -1,5 +1,5 @@
 -- get.lua: read timers by id; a done timer past its retention reads as absent.
--- KEYS[1..8] the shard's fixed keys (see lib.lua)
+-- KEYS[1..6] the shard's fixed keys (see lib.lua)
 -- ARGV[1] now_ms  ARGV[2], ARGV[3], ... ids
 -- returns: one entry per id: its record, or 0 when there is none
 -- read-only; bounded by the number of ids, which the store caps per call

@@ -1,11 +1,50 @@
--- ids.lua: the first ids after a cursor in each of some state sets, in id (byte) order.
--- KEYS[1..8] the shard's fixed keys (see lib.lua)
--- ARGV[1] cursor id, or '' from the start  ARGV[2] limit  ARGV[3..] state codes ('0'..'3')
--- returns: one list of at most ARGV[2] ids per state code given
--- read-only; the store merges the lists of every shard (Lua compares strings by locale)
-local low = ARGV[1] == '' and '-' or '(' .. ARGV[1]
-local out = {}
-for i = 3, #ARGV do
-  out[#out + 1] = redis.call('ZRANGEBYLEX', STATE_SET[ARGV[i]], low, '+', 'LIMIT', 0, ARGV[2])
+-- ids.lua: the first ids after a cursor, in id (byte) order: of every timer, or of one state.
+-- KEYS[1..6] the shard's fixed keys (see lib.lua)
+-- ARGV[1] cursor id, or '' from the start  ARGV[2] limit  ARGV[3] state code ('0'..'3'), or
+-- '' for every state  ARGV[4] budget: ids read per call when filtering by state
+-- returns: {ids, resume}: at most ARGV[2] ids; resume is '' when they are every match after the
+--          cursor up to the limit, else the last id read (the budget ran out: call again from it)
+-- read-only. Dead letters have a set of their own; other states filter the id index by the
+-- records' state, reading at most about ARGV[4] ids (whole pages) per call: listing a rare
+-- state among many timers takes many calls. The store merges the lists of every shard (Lua
+-- compares strings by locale, Redis by bytes).
+local cursor, limit, state, budget = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local from = cursor == '' and '-' or '(' .. cursor
+if state == DEAD then
+  return { redis.call('ZRANGEBYLEX', DEAD_SET, from, '+', 'LIMIT', 0, limit), '' }
 end
-return out
+local out, read = {}, 0
+local low = cursor ~= '' and id_page(cursor) or nil
+local pages = redis.call('ZRANGEBYLEX', IDS, low and '[' .. low or '-', '+', 'LIMIT', 0, 8)
+while #pages > 0 do
+  for _, page in ipairs(pages) do
+    if state == '' then
+      local ids = redis.call('ZRANGEBYLEX', page_key(page), from, '+', 'LIMIT', 0, limit - #out)
+      for _, id in ipairs(ids) do
+        out[#out + 1] = id
+      end
+    else
+      local ids = redis.call('ZRANGEBYLEX', page_key(page), from, '+')
+      if #ids > 0 then
+        local raws = redis.call('HMGET', RECORDS, unpack(ids))
+        for i, id in ipairs(ids) do
+          if raws[i] and string.sub(raws[i], 1, 1) == state then
+            out[#out + 1] = id
+            if #out == limit then
+              return { out, '' }
+            end
+          end
+        end
+        read = read + #ids
+        if read >= budget then
+          return { out, ids[#ids] }
+        end
+      end
+    end
+    if #out >= limit then
+      return { out, '' }
+    end
+  end
+  pages = redis.call('ZRANGEBYLEX', IDS, '(' .. pages[#pages], '+', 'LIMIT', 0, 8)
+end
+return { out, '' }

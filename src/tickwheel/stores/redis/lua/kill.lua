@@ -1,5 +1,5 @@
 -- kill.lua: move a leased timer to the dead letters, recording the error.
--- KEYS[1..8] the shard's fixed keys (see lib.lua)
+-- KEYS[1..6] the shard's fixed keys (see lib.lua)
 -- ARGV[1] id  ARGV[2] token  ARGV[3] now_ms  ARGV[4] error
 -- returns: 1 when killed, 0 when the token no longer holds the lease (nothing changed)
 local id = ARGV[1]

@@ -1,21 +1,23 @@
 -- lib.lua: helpers every tickwheel script starts with (the store prepends this file to each).
--- Every script receives its shard's fixed keys as KEYS[1..8]:
+-- Every script receives its shard's fixed keys as KEYS[1..6]:
 --   KEYS[1] records hash (id → record)   KEYS[2] lease zset (<lease seq><id> → deadline ms)
---   KEYS[3] done-expiry zset (id → ms)   KEYS[4..7] state sets, id order: scheduled, leased,
---   done, dead (the dead letters)        KEYS[8] set of queues with scheduled timers
--- Bucket, queue-index and queue-lease keys depend on a record's queue and due time, read inside
--- the script, so they are built here from the hash tag of KEYS[1]: every key a script touches
--- shares a slot.
+--   KEYS[3] done-expiry zset (id → ms)   KEYS[4] id index: the low ids of its pages (score 0)
+--   KEYS[5] dead letters (id, score 0)   KEYS[6] set of queues with scheduled timers
+-- Bucket, queue-index, queue-lease and id-page keys depend on data read inside the script (a
+-- record's queue and due time, an id's place in the index), so they are built here from the
+-- hash tag of KEYS[1]: every key a script touches shares a slot.
 -- Numbers stay decimal strings; arithmetic results are formatted with '%d' (never %.14g).
 
-local RECORDS, LEASES, EXPIRY, QUEUES = KEYS[1], KEYS[2], KEYS[3], KEYS[8]
+local RECORDS, LEASES, EXPIRY, IDS, DEAD_SET, QUEUES = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
+  KEYS[5], KEYS[6]
 local SCHEDULED, LEASED, DONE, DEAD = '0', '1', '2', '3'
-local STATE_SET = { ['0'] = KEYS[4], ['1'] = KEYS[5], ['2'] = KEYS[6], ['3'] = KEYS[7] }
 local TAG = string.match(RECORDS, '^{[^}]*}')
 -- the store's wake channel, <prefix>:wake (a channel is no key: it has no slot)
 local WAKE = string.match(TAG, '^{(.*):%d+}$') .. ':wake'
 local MINUTE_MS = 60000
 local SEQ_DIGITS = 9 -- base 62 (record.py)
+-- ids per id page: zset-max-listpack-entries' default, so a page stays a compact listpack
+local ID_PAGE = 128
 local DEFAULT_QUEUE = 'default' -- stored as an empty field
 
 local function int(n)
@@ -93,11 +95,74 @@ local function set_error(r, message)
   r.errlen = int(#message)
 end
 
+-- only dead letters keep a set of their own (list(DEAD) reads it); the other states are
+-- counted from the lease and expiry sets (stats.lua) and listed by filtering the id index
 local function move_state(id, r, state)
-  if r.state ~= state then
-    redis.call('ZREM', STATE_SET[r.state], id)
-    redis.call('ZADD', STATE_SET[state], 0, id)
-    r.state = state
+  if r.state == DEAD and state ~= DEAD then
+    redis.call('ZREM', DEAD_SET, id)
+  elseif state == DEAD and r.state ~= DEAD then
+    redis.call('ZADD', DEAD_SET, 0, id)
+  end
+  r.state = state
+end
+
+-- The id index: every timer's id, in id order, in pages of at most ID_PAGE ids (zsets, score
+-- 0). KEYS[4] holds each page's low bound; page <low> holds the ids from <low> up to the next
+-- low bound, so an id's page is the greatest low bound <= the id; the first page's bound is
+-- '' (below every id). One zset per shard would be a skiplist costing ~118 B per id; a page
+-- stays a listpack (~30 B per id).
+local function page_key(low)
+  return IDS .. ':' .. low
+end
+
+-- the low bound of the page that holds (or would hold) id; nil when there is no page below it
+local function id_page(id)
+  return redis.call('ZREVRANGEBYLEX', IDS, '[' .. id, '-', 'LIMIT', 0, 1)[1]
+end
+
+-- add a new id to the index; sizes caches page sizes within one script call
+local function index_id(id, sizes)
+  local low = id_page(id)
+  if low == nil then
+    low = ''
+    redis.call('ZADD', IDS, 0, low)
+  end
+  local size = sizes[low] or redis.call('ZCARD', page_key(low))
+  if size >= ID_PAGE then
+    local page = page_key(low)
+    if redis.call('ZLEXCOUNT', page, '(' .. id, '+') == 0 then
+      -- id comes last (ids that grow, like generated ones): it starts a page of its own and
+      -- the full page stays full
+      low, size = id, 0
+      redis.call('ZADD', IDS, 0, low)
+    else
+      -- the upper half moves to a new page; Redis, not Lua, compares ids (Lua's < follows
+      -- the locale), so the id's page is looked up again
+      local upper = redis.call('ZRANGE', page, ID_PAGE / 2, -1)
+      redis.call('ZREMRANGEBYRANK', page, ID_PAGE / 2, -1)
+      local members = {}
+      for i, member in ipairs(upper) do
+        members[2 * i - 1] = 0
+        members[2 * i] = member
+      end
+      redis.call('ZADD', page_key(upper[1]), unpack(members))
+      redis.call('ZADD', IDS, 0, upper[1])
+      sizes[low], sizes[upper[1]] = ID_PAGE / 2, #upper
+      low = id_page(id)
+      size = sizes[low]
+    end
+  end
+  redis.call('ZADD', page_key(low), 0, id)
+  sizes[low] = size + 1
+end
+
+local function unindex_id(id)
+  local low = id_page(id)
+  if low ~= nil then
+    local page = page_key(low)
+    if redis.call('ZREM', page, id) == 1 and redis.call('EXISTS', page) == 0 then
+      redis.call('ZREM', IDS, low)
+    end
   end
 end
 
@@ -165,8 +230,11 @@ local function forget(id, r)
   if r.state == LEASED then
     unlease(id, r)
   end
+  if r.state == DEAD then
+    redis.call('ZREM', DEAD_SET, id)
+  end
   redis.call('ZREM', EXPIRY, id)
-  redis.call('ZREM', STATE_SET[r.state], id)
+  unindex_id(id)
   redis.call('HDEL', RECORDS, id)
 end
 

@@ -1,5 +1,5 @@
 -- peek.lua: show, changing nothing, the expired leases and the first timers a claim would take.
--- KEYS[1..8] the shard's fixed keys (see lib.lua)  KEYS[9] the queue's bucket index
+-- KEYS[1..6] the shard's fixed keys (see lib.lua)  KEYS[7] the queue's bucket index
 -- ARGV[1] queue  ARGV[2] horizon_ms  ARGV[3] limit  ARGV[4] now_ms  ARGV[5] lease limit
 -- returns: { {lease member1, deadline1, ...} at most ARGV[5], in (deadline, lease seq) order,
 --            {member1, due1, member2, due2, ...} at most ARGV[3], in (due, seq) order }
@@ -11,7 +11,7 @@ local expired = redis.call('ZRANGEBYSCORE', LEASES, '-inf', ARGV[4], 'WITHSCORES
 local last_minute = minute_of(horizon)
 local due, found, offset = {}, 0, 0
 while found < limit do
-  local minutes = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', last_minute, 'LIMIT', offset, 16)
+  local minutes = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', last_minute, 'LIMIT', offset, 16)
   if #minutes == 0 then
     break
   end

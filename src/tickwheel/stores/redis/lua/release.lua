@@ -1,5 +1,5 @@
 -- release.lua: return expired leases to scheduled (their holder is presumed dead).
--- KEYS[1..8] the shard's fixed keys (see lib.lua)
+-- KEYS[1..6] the shard's fixed keys (see lib.lua)
 -- ARGV[1] now_ms  then pairs: lease member (<lease seq><id>), new seq (9 base-62 digits, record.py)
 -- returns: the number returned; a member no longer leased, or not yet expired, is skipped
 -- the attempt and first claim time stay: the next claim raises the attempt, so the dead

@@ -1,6 +1,6 @@
 -- replay.lua: schedule a dead timer again, due now (attempt and last error kept, first claim
 -- time cleared: a new run of attempts begins).
--- KEYS[1..8] the shard's fixed keys (see lib.lua)
+-- KEYS[1..6] the shard's fixed keys (see lib.lua)
 -- ARGV[1] id  ARGV[2] now_ms  ARGV[3] seq
 -- returns: 1 when replayed, 0 when no dead timer has that id
 local id = ARGV[1]

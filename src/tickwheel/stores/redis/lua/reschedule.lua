@@ -1,6 +1,6 @@
 -- reschedule.lua: move a scheduled timer to another due time (and to the back of its ties);
 -- its first claim time is cleared.
--- KEYS[1..8] the shard's fixed keys (see lib.lua)
+-- KEYS[1..6] the shard's fixed keys (see lib.lua)
 -- ARGV[1] id  ARGV[2] due_ms  ARGV[3] now_ms  ARGV[4] seq (9 base-62 digits, record.py)
 -- returns: 1 when moved, 0 when no scheduled timer has that id
 local id = ARGV[1]
