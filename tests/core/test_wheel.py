@@ -349,3 +349,57 @@ def test_tick_ms_orders_by_due_ms_within_a_tick(now_ms: int) -> None:
     wheel.add("b", 15, 15)
     wheel.add("a2", 11, 11)
     assert wheel.advance(now_ms) == [("a", 11), ("a2", 11), ("b", 15), ("c", 19)]
+
+
+def test_cancel_then_add_again_counts_as_a_new_insertion() -> None:
+    wheel: TimingWheel[str, int] = TimingWheel()
+    wheel.add("a", 5000, 1)
+    wheel.add("b", 5000, 2)
+    assert wheel.cancel("a") is True
+    assert "a" not in wheel
+    assert wheel.get("a") is None
+    wheel.add("a", 5000, 3)
+    assert len(wheel) == 2
+    assert wheel.get("a") == 3
+    assert wheel.advance(5000) == [("b", 2), ("a", 3)]
+
+
+def test_cancelled_entries_are_reclaimed_when_time_passes_them() -> None:
+    wheel: TimingWheel[int, None] = TimingWheel()
+    for key in range(1000):
+        wheel.add(key, 1 + key * 97, None)
+    for key in range(0, 1000, 2):
+        wheel.cancel(key)
+    assert len(wheel) == 500
+    got = wheel.advance(1000 * 97)
+    assert [key for key, _ in got] == list(range(1, 1000, 2))
+    assert not wheel._dead
+    assert not any(wheel._buckets)
+
+
+def test_churn_of_fresh_keys_keeps_tombstones_bounded() -> None:
+    # the timeout pattern: arm a far timer, cancel it soon after, with keys never reused
+    wheel: TimingWheel[int, int] = TimingWheel()
+    for key in range(10):
+        wheel.add(key, 3_600_000 + key, key)
+    spare = TimingWheel.SPARE_TOMBSTONES
+    for key in range(10, 10 + 20 * spare):
+        wheel.add(key, 30_000 + key % 5000, key)
+        wheel.cancel(key)
+        assert len(wheel._dead) <= len(wheel) + spare + 1
+    assert len(wheel) == 10
+    entries = sum(len(bucket) for bucket in wheel._buckets)
+    assert entries <= 10 + spare + 1
+    assert wheel.advance(3_600_000 + 10) == [(key, key) for key in range(10)]
+    assert not wheel._dead
+
+
+def test_next_due_ms_skips_a_bucket_of_cancelled_entries() -> None:
+    wheel: TimingWheel[str, None] = TimingWheel()
+    wheel.add("gone", 5, None)
+    wheel.add("gone too", 5, None)
+    wheel.add("kept", 9, None)
+    wheel.cancel("gone")
+    wheel.cancel("gone too")
+    assert wheel.next_due_ms() == 9
+    assert not wheel._dead

@@ -5,6 +5,11 @@ exactly the entries whose due tick ``ceil(due_ms / tick_ms)`` is at or before
 ``max(now_ms, every earlier now_ms) // tick_ms``, sorted by ``(due_ms, insertion)``; that single
 comparison covers "never early", "never lost", "never twice" and the order, and each is also
 checked on its own so a failure names which one broke.
+
+Cancelled entries stay in their buckets as tombstones; the machine also checks the wheel's
+inside after every step (every bucket entry is pending or a tombstone, no key twice, no
+tombstone outliving its bucket), churns keys it never reuses to pile tombstones up, and runs
+wheels whose sweep allowance is 0 or 3 so that sweeps happen within a few steps.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ YEAR_MS = 365 * 24 * 3600 * 1000
 KEY_POOL = 12
 BATCH_POOL = 40
 KEYS = st.integers(0, KEY_POOL - 1)
+# churned keys are never reused, so their tombstones stay until a bucket or a sweep drops them
+CHURN_BASE = 1_000
 BOUNDARIES = (64, 4096, 64**3, 64**4, 64**5)
 STEPS = st.one_of(
     st.sampled_from([0, 1, 2, 63, 64, 65, 4095, 4096, 4097, 64**3 - 1, 64**3, 64**3 + 1]),
@@ -32,6 +39,25 @@ STARTS = st.one_of(
     st.sampled_from([0, 1, 63, 64, 4095, 4096, 64**3 - 1, 64**4 + 5]),
     st.integers(0, 10 * YEAR_MS),
 )
+
+
+class EagerSweepWheel(TimingWheel[int, str]):
+    """Sweeps as soon as tombstones outnumber pending entries."""
+
+    SPARE_TOMBSTONES = 0
+
+
+class SmallSpareWheel(TimingWheel[int, str]):
+    """Sweeps once tombstones outnumber pending entries by more than 3."""
+
+    SPARE_TOMBSTONES = 3
+
+
+WHEELS: dict[str, type[TimingWheel[int, str]]] = {
+    "default": TimingWheel,
+    "eager": EagerSweepWheel,
+    "small": SmallSpareWheel,
+}
 
 
 @dataclass(frozen=True)
@@ -85,12 +111,15 @@ class WheelModel(RuleBasedStateMachine):
         self.pending: dict[int, tuple[int, int, str]] = {}
         self.seq = 0
         self.fired: set[str] = set()
+        self.churned = CHURN_BASE
 
-    @initialize(tick_ms=st.sampled_from([1, 7, 10]), start=STARTS)
-    def start(self, tick_ms: int, start: int) -> None:
+    @initialize(
+        tick_ms=st.sampled_from([1, 7, 10]), start=STARTS, kind=st.sampled_from(sorted(WHEELS))
+    )
+    def start(self, tick_ms: int, start: int, kind: str) -> None:
         self.tick = tick_ms
         self.now = start
-        self.wheel = TimingWheel(start, self.tick)
+        self.wheel = WHEELS[kind](start, self.tick)
 
     # -- oracle helpers --------------------------------------------------------------------
 
@@ -102,6 +131,8 @@ class WheelModel(RuleBasedStateMachine):
         value = f"v{self.seq}"
         self.wheel.add(key, due_ms, value)
         self.pending[key] = (due_ms, self.seq, value)
+        # the bound the sweep keeps: right after an add, tombstones <= pending + the allowance
+        assert len(self.wheel._dead) <= len(self.pending) + self.wheel.SPARE_TOMBSTONES
 
     def do_advance(self, now_ms: int) -> list[tuple[int, str]]:
         self.now = max(self.now, now_ms)
@@ -159,6 +190,27 @@ class WheelModel(RuleBasedStateMachine):
         self.pending.pop(key, None)
         assert self.wheel.cancel(key) is False
 
+    @rule(index=st.integers(0, BATCH_POOL), due=DUES, again=DUES)
+    def cancel_then_readd(self, index: int, due: Due, again: Due) -> None:
+        """A key cancelled and added back: its tombstone must not fire, nor shadow the new entry."""
+        key = index % BATCH_POOL
+        self.do_add(key, due.resolve(self.now, self.tick))
+        assert self.wheel.cancel(key) is True
+        del self.pending[key]
+        self.do_add(key, again.resolve(self.now, self.tick))
+
+    @rule(dues=st.lists(DUES, min_size=1, max_size=12), keep=st.integers(0, 3))
+    def churn(self, dues: list[Due], keep: int) -> None:
+        """Add fresh keys and cancel all but `keep` of them: tombstones pile up, sweeps run."""
+        keys = []
+        for due in dues:
+            self.churned += 1
+            keys.append(self.churned)
+            self.do_add(self.churned, due.resolve(self.now, self.tick))
+        for key in keys[keep:]:
+            assert self.wheel.cancel(key) is True
+            del self.pending[key]
+
     @rule(step=STEPS)
     def advance(self, step: int) -> None:
         self.do_advance(self.now + step)
@@ -198,6 +250,22 @@ class WheelModel(RuleBasedStateMachine):
             assert (key in wheel) == (entry is not None)
             assert wheel.due_ms(key) == (None if entry is None else entry[0])
             assert wheel.get(key) == (None if entry is None else entry[2])
+
+    @invariant()
+    def buckets_hold_pending_entries_and_tombstones(self) -> None:
+        wheel = self.wheel
+        seen: list[int] = []
+        for bucket in wheel._buckets:
+            seen.extend(bucket)
+        assert len(seen) == len(set(seen)), "a key in two buckets"
+        overdue = set(wheel._overdue)
+        dead = set(wheel._dead)
+        assert not dead & set(self.pending), "a pending key is also a tombstone"
+        assert not dead & overdue, "an overdue entry left as a tombstone"
+        assert set(seen) == (set(self.pending) - overdue) | dead
+        for key in dead:
+            # a tombstone is reclaimed by the advance that passes its due tick
+            assert self.fire_tick(wheel._dead[key]) > self.now // self.tick
 
     @invariant()
     def next_due_bounds_the_earliest(self) -> None:

@@ -21,6 +21,14 @@ lookups can find it and takes the new entries that belong to it, keeping inserti
 
 Per pending entry the wheel holds one slot in a key → due dict and one in its bucket dict: no
 per-entry object, so a million pending timers add nothing for the cyclic garbage collector.
+
+`cancel` is lazy: it moves the key from the due dict to a dict of *tombstones* and leaves the
+bucket alone, because at a million timers the bucket delete is a second cache miss that costs
+more than the rest of the call. A tombstone is reclaimed when its bucket is re-filed or expires
+(or heads the bucket `next_due_ms` looks at), at once when its key is added again, and by a
+sweep of every bucket once tombstones outnumber pending entries by `SPARE_TOMBSTONES`: the
+wheel never holds more than twice its peak of pending entries plus that many, and the sweep's
+cost is paid by the adds that made the tombstones, as a dict's resize is.
 """
 
 from __future__ import annotations
@@ -53,8 +61,12 @@ class TimingWheel(Generic[K, T]):
     time; a driver that advances every tick never re-files more than a slice at once.
     """
 
+    # tombstones allowed beyond the number of pending entries before `add` sweeps them out
+    SPARE_TOMBSTONES = 4096
+
     __slots__ = (
         "_buckets",
+        "_dead",
         "_draining",
         "_due",
         "_now",
@@ -74,6 +86,8 @@ class TimingWheel(Generic[K, T]):
         self._origin = now_ms // tick_ms
         self._now = 0
         self._due: dict[K, int] = {}
+        # cancelled entries still in a bucket: key -> due_ms; no key is in both dicts
+        self._dead: dict[K, int] = {}
         self._overdue: dict[K, T] = {}
         # bucket (level, slot) is self._buckets[level << 7 | slot]
         self._buckets: list[dict[K, T]] = []
@@ -96,8 +110,8 @@ class TimingWheel(Generic[K, T]):
     def add(self, key: K, due_ms: int, value: T) -> None:
         """Schedule `value` under `key` for `due_ms`, replacing any entry with that key."""
         due = self._due
-        if key in due:
-            del self._bucket_of(key, due[key])[key]
+        if key in due or self._dead:
+            self._unfile(key)
         tick = self._tick_ms
         t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
         now = self._now
@@ -119,8 +133,10 @@ class TimingWheel(Generic[K, T]):
                 buckets[(level + 1) << 7 | above & _SLOT][key] = value
             else:
                 slot = (t >> shift) & _SLOT
-                buckets[level << 7 | slot][key] = value
-                self._occupied[level] |= 1 << slot
+                bucket = buckets[level << 7 | slot]
+                if not bucket:  # a non-empty bucket has its bit set already
+                    self._occupied[level] |= 1 << slot
+                bucket[key] = value
         due[key] = due_ms
 
     def cancel(self, key: K) -> bool:
@@ -128,22 +144,12 @@ class TimingWheel(Generic[K, T]):
         due_ms = self._due.pop(key, None)
         if due_ms is None:
             return False
-        tick = self._tick_ms
-        t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
-        now = self._now
-        if t <= now:
-            del self._overdue[key]
-            return True
-        # _bucket_of, inlined
-        level = ((t ^ now).bit_length() - 1) // _BITS
-        shift = level * _BITS
-        while level and (t >> shift) - (now >> shift) <= 1:
-            level -= 1
-            shift -= _BITS
-        try:
-            del self._buckets[level << 7 | (t >> shift) & _SLOT][key]
-        except KeyError:  # still in the draining source of its block
-            del self._buckets[(level + 1) << 7 | (t >> (shift + _BITS)) & _SLOT][key]
+        overdue = self._overdue
+        if overdue and key in overdue:
+            del overdue[key]
+        else:
+            # the bucket keeps the entry as a tombstone: touching it would cost a cache miss
+            self._dead[key] = due_ms
         return True
 
     def get(self, key: K) -> T | None:
@@ -165,6 +171,8 @@ class TimingWheel(Generic[K, T]):
         now = self._now
         if self._overdue:
             return self.now_ms
+        if not self._due:
+            return None  # tombstones at most
         wake = None
         for level, bits in enumerate(self._occupied):
             low = self._lowest(level, bits) if bits else None
@@ -216,6 +224,20 @@ class TimingWheel(Generic[K, T]):
             return []
         return self._flatten(expired)
 
+    def _unfile(self, key: K) -> None:
+        """Before `key` is added: remove its entry or its tombstone; sweep if tombstones pile up.
+
+        A key has at most one entry in the buckets, so a tombstone goes before its key returns.
+        """
+        due = self._due
+        dead = self._dead
+        if key in due:
+            del self._bucket_of(key, due[key])[key]
+        elif key in dead:
+            del self._bucket_of(key, dead.pop(key))[key]
+        if len(dead) > len(due) + self.SPARE_TOMBSTONES:
+            self._sweep()
+
     def _level(self, t: int, now: int) -> int:
         """Return the lowest level whose current or next block holds tick `t` (> now)."""
         level = ((t ^ now).bit_length() - 1) // _BITS
@@ -249,14 +271,41 @@ class TimingWheel(Generic[K, T]):
         turn = first & _SLOT
         ring = ((bits >> turn) | (bits << (_RING - turn))) & _ALL
         base = level << 7
+        dead = self._dead
         while ring:
             low = ring & -ring
             offset = low.bit_length() - 1
-            if buckets[base | (first + offset) & _SLOT]:
+            bucket = buckets[base | (first + offset) & _SLOT]
+            if bucket and dead:
+                self._drop_leading_tombstones(bucket)
+            if bucket:
                 return first + offset
             ring ^= low
             self._occupied[level] &= ~(1 << ((first + offset) & _SLOT))
         return None
+
+    def _drop_leading_tombstones(self, bucket: dict[K, T]) -> None:
+        """Reclaim the tombstones at the head of `bucket`, so that it is known to be live."""
+        dead = self._dead
+        gone: list[K] = []
+        for key in bucket:
+            if key not in dead:
+                break
+            gone.append(key)
+        for key in gone:
+            del bucket[key]
+            del dead[key]
+
+    def _sweep(self) -> None:
+        """Rebuild every bucket holding tombstones without them, and forget the tombstones."""
+        dead = self._dead
+        buckets = self._buckets
+        for i, bucket in enumerate(buckets):
+            if bucket:
+                kept = {key: value for key, value in bucket.items() if key not in dead}
+                if len(kept) < len(bucket):
+                    buckets[i] = kept
+        self._dead = {}
 
     def _finish_sources(self, old: int, new: int, top: int) -> None:
         """Drain at once every source whose block ends, or whose deadline passes, by `new`."""
@@ -300,14 +349,19 @@ class TimingWheel(Generic[K, T]):
             self._file(key, value, now)
 
     def _file(self, key: K, value: T, now: int) -> None:
-        """Put a pending entry (due after `now`) into its own bucket."""
-        due_ms = self._due[key]
+        """Put a pending entry (due after `now`) into its own bucket; reclaim a tombstone."""
+        due_ms = self._due.get(key)
+        if due_ms is None:
+            del self._dead[key]
+            return
         tick = self._tick_ms
         t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
         level = self._level(t, now)
         slot = (t >> (level * _BITS)) & _SLOT
-        self._buckets[level << 7 | slot][key] = value
-        self._occupied[level] |= 1 << slot
+        bucket = self._buckets[level << 7 | slot]
+        if not bucket:
+            self._occupied[level] |= 1 << slot
+        bucket[key] = value
 
     def _expire(
         self, old: int, new: int, top: int, expired: list[tuple[dict[K, T], bool]]
@@ -353,8 +407,10 @@ class TimingWheel(Generic[K, T]):
         now_due: dict[K, T] = {}
         for bucket in refile:
             for key, value in bucket.items():
-                due_ms = due[key]
-                if (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin <= now:
+                due_ms = due.get(key)
+                if due_ms is None:
+                    del self._dead[key]
+                elif (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin <= now:
                     now_due[key] = value
                 else:
                     self._file(key, value, now)
@@ -363,8 +419,16 @@ class TimingWheel(Generic[K, T]):
     def _flatten(self, expired: list[tuple[dict[K, T], bool]]) -> list[tuple[K, T]]:
         """Flatten detached buckets, already in due order between them, and forget them."""
         due = self._due
+        dead = self._dead
         out: list[tuple[K, T]] = []
         for bucket, ordered in expired:
+            if dead:
+                gone = [key for key in bucket if key in dead]
+                for key in gone:
+                    del bucket[key]
+                    del dead[key]
+                if not bucket:
+                    continue
             if ordered or len(bucket) == 1:
                 out.extend(bucket.items())
             else:
