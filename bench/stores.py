@@ -1096,7 +1096,7 @@ def claim_table(r: Results) -> Table:
 
 
 def memory_table(r: Results, inputs: Inputs, n: int, spread_ms: int, shards: int) -> Table:
-    per_bucket = n / max(1, spread_ms // 60_000) / shards
+    per_minute = n / max(1, spread_ms // 60_000) / shards
     table = Table(
         f"Redis memory per pending timer (N={n:,})",
         ["store", "bytes/timer", "spec bytes", "beyond payload", "beyond payload + id"],
@@ -1130,9 +1130,10 @@ def memory_table(r: Results, inputs: Inputs, n: int, spread_ms: int, shards: int
         f"callback + payload + retry, {inputs.spec_bytes} B here); the store's record is "
         f"{inputs.record_bytes} B (header + spec), the id {inputs.id_bytes} B",
         f"due times random over {spread_ms / 3_600_000:g} h starting an hour ahead: about "
-        f"{per_bucket:,.0f} timers per minute bucket per shard ({shards} shards), so the "
-        f"buckets are {'listpacks' if per_bucket <= 128 else 'skiplists'}; the figure depends "
-        "on that (zset-max-listpack-entries 128): --spread-hours changes it",
+        f"{per_minute:,.0f} timers per minute per shard ({shards} shards); due pages hold at "
+        "most 128 timers (zset-max-listpack-entries), so they stay listpacks at any spread "
+        "(--spread-hours changes it); the fixed minute buckets before decisions 20 were "
+        "skiplists above 128 a minute",
         "the ZADD + HSET floor keeps a record of the store's record size in one hash",
     ]
     return table

@@ -108,20 +108,36 @@ def check_layout(client: Any, store: RedisStore) -> None:
             expected: dict[str, dict[str, float]] = defaultdict(dict)
             for timer_id, (code, _, due, _, _, seq, queue, _, _) in records.items():
                 if code == "0":
-                    bucket = f"{tag}:q:{queue}:b:{int(due) // MINUTE}"
-                    expected[bucket][seq + timer_id] = float(due)
-            buckets = {key for key in shard_keys if ":b:" in key}
-            assert buckets == set(expected)
-            for bucket, members in expected.items():
-                assert dict(client.zrange(bucket, 0, -1, withscores=True)) == members
-            queues = {bucket.split(":q:")[1].rsplit(":b:", 1)[0] for bucket in buckets}
+                    expected[queue][seq + timer_id] = float(due)
+            queues = set(expected)
             assert client.smembers(f"{tag}:queues") == queues
-            for queue in queues:
-                index = client.zrange(f"{tag}:q:{queue}:i", 0, -1)
-                in_buckets = {b.rsplit(":b:", 1)[1] for b in buckets if f":q:{queue}:b:" in b}
-                assert set(index) == in_buckets, "the index lists exactly the non-empty buckets"
+            buckets = {key for key in shard_keys if ":b:" in key}
+            assert buckets == {
+                f"{tag}:q:{queue}:b:{low}"
+                for queue in queues
+                for low in client.zrange(f"{tag}:q:{queue}:i", 0, -1)
+            }, "the index lists exactly the non-empty due pages"
+            for queue, members in expected.items():
+                check_due_pages(client, f"{tag}:q:{queue}", members)
             indexes = {key for key in shard_keys if key.endswith(":i")}
             assert indexes == {f"{tag}:q:{queue}:i" for queue in queues}
+
+
+def check_due_pages(client: Any, queue_key: str, members: dict[str, float]) -> None:
+    """A queue's due pages hold its scheduled timers, each in the page whose range holds its
+    due time, at most 128 a page unless all are due at one ms."""
+    lows = client.zrange(f"{queue_key}:i", 0, -1, withscores=True)
+    found: dict[str, float] = {}
+    for n, (low, score) in enumerate(lows):
+        assert low == str(int(score))
+        page = dict(client.zrange(f"{queue_key}:b:{low}", 0, -1, withscores=True))
+        assert page
+        assert len(page) <= 128 or len(set(page.values())) == 1
+        assert all(due >= score for due in page.values())
+        if n + 1 < len(lows):
+            assert all(due < lows[n + 1][1] for due in page.values())
+        found.update(page)
+    assert found == members
 
 
 def check_id_index(client: Any, tag: str, shard_keys: set[str], ids: set[str]) -> None:
@@ -341,7 +357,8 @@ async def test_year_9999_due_times_round_trip_exactly(server: Server) -> None:
         assert (got.due_ms, got.updated_ms) == (YEAR_9999_MS + 1, YEAR_9999_MS)
         tag = store.shard_keys(shard_of("far", store.shards)).tag
         with inspector(server) as client:
-            bucket = f"{tag}:q:default:b:{(YEAR_9999_MS + 1) // MINUTE}"
+            (low,) = client.zrange(f"{tag}:q:default:i", 0, -1)
+            bucket = f"{tag}:q:default:b:{low}"
             (score,) = [s for _, s in client.zrange(bucket, 0, -1, withscores=True)]
         assert int(score) == YEAR_9999_MS + 1
     finally:
@@ -603,5 +620,32 @@ async def test_id_index_pages_split_and_empty(
             await store.stats()
         assert len((await store.list(limit=1000)).timers) == 303
         assert_layout_consistent(server, store)
+    finally:
+        await store.close()
+
+
+async def test_due_pages_split_and_keep_due_order(server: Server, clock: ManualClock) -> None:
+    """Timers added in any due order fill pages of at most 128 and are claimed in due order."""
+    store = open_store(server, clock, shards=1)
+    try:
+        timers = [at(clock, MINUTE + (n * 7919) % 100_000, id=f"r{n:04}") for n in range(700)]
+        timers += [at(clock, MINUTE + 10 * n, id=f"g{n:04}") for n in range(300)]  # ascending
+        timers += [at(clock, MINUTE - 5 * n, id=f"d{n:04}") for n in range(300)]  # descending
+        timers += [at(clock, MINUTE + 50_000, id=f"t{n:04}") for n in range(200)]  # one due ms
+        for start in range(0, len(timers), 130):
+            await store.add_many(timers[start : start + 130])
+        for timer in timers[::50]:  # one by one too: reschedule goes through enqueue
+            assert await store.reschedule(timer.id, timer.due_ms)
+        assert_layout_consistent(server, store)
+        order = {timer.id: n for n, timer in enumerate(timers)}
+        for timer in timers[::50]:
+            order[timer.id] += len(timers)  # rescheduled: behind its ties
+        expected = sorted(order, key=lambda i: (timers[order[i] % len(timers)].due_ms, order[i]))
+        clock.advance(200_000)
+        claimed = []
+        while leases := await store.claim("default", clock.now_ms, 97, 60_000):
+            claimed += [lease.timer.id for lease in leases]
+            assert_layout_consistent(server, store)
+        assert claimed == expected
     finally:
         await store.close()

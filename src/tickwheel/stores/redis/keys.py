@@ -11,17 +11,20 @@ slot and every script runs on one node::
                                    at most 128 (a listpack); every timer is in the index
     {p:s}:dead              zset   id, score 0: the dead letters, in id order
     {p:s}:queues            set    queues with scheduled timers in this shard
-    {p:s}:q:<queue>:i       zset   minute → minute: the non-empty buckets of a queue
-    {p:s}:q:<queue>:b:<m>   zset   <seq><id> → due ms: the timers due in minute m
-                                   (m = due ms // 60 000)
+    {p:s}:q:<queue>:i       zset   low → low: the due pages of a queue by their low bound (ms)
+    {p:s}:q:<queue>:b:<low> zset   <seq><id> → due ms: a due page, the queue's timers due from
+                                   <low> up to the next page's low; at most 128 (a listpack)
+                                   unless they share one due ms
     {p:s}:q:<queue>:l       zset   <lease seq><id> → lease deadline ms: the queue's share of
                                    {p:s}:l, so its next due time is one probe away
 
 Scripts also PUBLISH the queue's name on the channel ``<p>:wake`` when a change makes a timer
 the earliest of its queue in its shard (`RedisStore.wait` listens to it).
 
-A queue's index lists exactly its non-empty buckets, so a claim walks buckets in minute order
-from the oldest, however long no worker ran, and never reads an empty one.
+A queue's index lists exactly its non-empty due pages, so a claim walks pages in due order from
+the oldest, however long no worker ran, and never reads an empty one. A full page splits (or,
+when the new timer is due after all of it, a page starts at that timer), so pages stay small
+at any density of due times (decisions 20).
 
 Scripts derive bucket and queue-index keys from data they read atomically (a record's queue and
 due time); they build them from the tag of ``KEYS[1]``, so those keys share the slot too.
@@ -83,13 +86,13 @@ class ShardKeys:
         )
 
     def index(self, queue: str) -> str:
-        """The zset of non-empty minute buckets of `queue` in this shard."""
+        """The zset of the due pages of `queue` in this shard."""
         return f"{self.tag}:q:{queue}:i"
 
     def leases(self, queue: str) -> str:
         """The zset of `queue`'s leases in this shard."""
         return f"{self.tag}:q:{queue}:l"
 
-    def bucket(self, queue: str, minute: int) -> str:
-        """The zset of `queue`'s timers due in `minute` (epoch ms // 60 000)."""
-        return f"{self.tag}:q:{queue}:b:{minute}"
+    def bucket(self, queue: str, low_ms: int) -> str:
+        """The due page of `queue` whose low bound is `low_ms`."""
+        return f"{self.tag}:q:{queue}:b:{low_ms}"

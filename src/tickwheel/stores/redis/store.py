@@ -1,4 +1,4 @@
-"""`RedisStore`: timers in Redis or Redis Cluster, in virtual shards of minute buckets.
+"""`RedisStore`: timers in Redis or Redis Cluster, in virtual shards of due pages.
 
 A timer lives in the shard its id hashes to (`keys.py`); each state transition is one Lua
 script on that shard (``lua/*.lua``), so a timer is never half written. Calls that touch several

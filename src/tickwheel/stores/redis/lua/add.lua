@@ -17,7 +17,7 @@ for id, raw in string.gmatch(ARGV[3], '([^\n]+)\n([^\n]+)\n') do
 end
 local existing = redis.call('HMGET', RECORDS, unpack(ids))
 local results = {}
-local fields, stored, buckets, minutes, queues = {}, {}, {}, {}, {}
+local fields, stored, inserts, queues = {}, {}, {}, {}
 local soonest = {} -- queue → earliest due among the timers stored
 for n, id in ipairs(ids) do
   local raw = records[n]
@@ -46,21 +46,8 @@ for n, id in ipairs(ids) do
     fields[#fields + 1] = id
     fields[#fields + 1] = raw
     stored[#stored + 1] = id
-    local minute = minute_of(due)
-    local bucket = bucket_key(queue, minute)
-    local entries = buckets[bucket]
-    if entries == nil then
-      entries = {}
-      buckets[bucket] = entries
-      local index = index_key(queue)
-      local known = minutes[index] or {}
-      minutes[index] = known
-      known[#known + 1] = minute
-      known[#known + 1] = minute
-      queues[queue] = true
-    end
-    entries[#entries + 1] = due
-    entries[#entries + 1] = seq .. id
+    inserts[#inserts + 1] = { queue, due, seq .. id }
+    queues[queue] = true
     if soonest[queue] == nil or tonumber(due) < tonumber(soonest[queue]) then
       soonest[queue] = due
     end
@@ -76,11 +63,9 @@ if #fields > 0 then
   for _, id in ipairs(stored) do
     index_id(id, sizes)
   end
-  for bucket, entries in pairs(buckets) do
-    redis.call('ZADD', bucket, unpack(entries))
-  end
-  for index, entries in pairs(minutes) do
-    redis.call('ZADD', index, unpack(entries))
+  local pages = {}
+  for _, entry in ipairs(inserts) do
+    insert(entry[1], entry[2], entry[3], pages)
   end
   for queue in pairs(queues) do
     redis.call('SADD', QUEUES, queue)

@@ -5,22 +5,21 @@
 --           claims across shards, and expired leases return in (deadline, lease seq) order
 -- returns: {id1, record1, id2, record2, ...} as leased: attempt + 1 (the lease token), seq =
 --          its lease seq, first claimed = now unless set, in (due, seq) order
--- walks buckets in minute order, dropping each it empties; stops at the limit or the first
+-- walks due pages in order, dropping each it empties; stops at the limit or the first
 -- bucket with timers beyond the horizon. Reads and writes in bulk: one HMGET and one
 -- ZREMRANGEBYRANK per slice of a bucket, one variadic write per key at the end.
 local queue, horizon, now = ARGV[1], ARGV[2], ARGV[3]
 local deadline = int(tonumber(now) + tonumber(ARGV[4]))
 local limit = #ARGV - 4
-local last_minute = minute_of(horizon)
 local out, taken = {}, 0
 local records, leases = {}, {}
 while taken < limit do
-  local first = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', last_minute, 'LIMIT', 0, 1)
+  local first = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', horizon, 'LIMIT', 0, 1)
   if #first == 0 then
     break
   end
-  local minute = first[1]
-  local bucket = bucket_key(queue, minute)
+  local low = first[1]
+  local bucket = bucket_key(queue, low)
   local asked = math.min(limit - taken, 4000)
   local members = redis.call('ZRANGEBYSCORE', bucket, '-inf', horizon, 'LIMIT', 0, asked)
   if #members == 0 then
@@ -53,7 +52,7 @@ while taken < limit do
     end
   end
   if redis.call('EXISTS', bucket) == 0 then
-    drop_bucket(queue, minute)
+    drop_bucket(queue, low)
   elseif #members < asked then
     break -- the rest of this bucket is beyond the horizon
   end

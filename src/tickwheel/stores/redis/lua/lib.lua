@@ -14,10 +14,11 @@ local SCHEDULED, LEASED, DONE, DEAD = '0', '1', '2', '3'
 local TAG = string.match(RECORDS, '^{[^}]*}')
 -- the store's wake channel, <prefix>:wake (a channel is no key: it has no slot)
 local WAKE = string.match(TAG, '^{(.*):%d+}$') .. ':wake'
-local MINUTE_MS = 60000
 local SEQ_DIGITS = 9 -- base 62 (record.py)
 -- ids per id page: zset-max-listpack-entries' default, so a page stays a compact listpack
 local ID_PAGE = 128
+-- timers per due page, for the same reason (more only when they all share one due ms)
+local DUE_PAGE = 128
 local DEFAULT_QUEUE = 'default' -- stored as an empty field
 
 local function int(n)
@@ -32,16 +33,13 @@ local function bulk(command, key, args)
   end
 end
 
-local function minute_of(due_ms)
-  return int(math.floor(tonumber(due_ms) / MINUTE_MS))
-end
-
 local function index_key(queue)
   return TAG .. ':q:' .. queue .. ':i'
 end
 
-local function bucket_key(queue, minute)
-  return TAG .. ':q:' .. queue .. ':b:' .. minute
+-- a due page of a queue: its scheduled timers due from <low> ms up to the next page's low
+local function bucket_key(queue, low)
+  return TAG .. ':q:' .. queue .. ':b:' .. low
 end
 
 -- the leases of one queue (<lease seq><id> → deadline), as in LEASES: for next_due.lua
@@ -168,11 +166,11 @@ end
 
 -- the earliest due time of a queue's scheduled timers in this shard, or nil
 local function earliest(queue)
-  local minute = redis.call('ZRANGE', index_key(queue), 0, 0)[1]
-  if minute == nil then
+  local low = redis.call('ZRANGE', index_key(queue), 0, 0)[1]
+  if low == nil then
     return nil
   end
-  return tonumber(redis.call('ZRANGE', bucket_key(queue, minute), 0, 0, 'WITHSCORES')[2])
+  return tonumber(redis.call('ZRANGE', bucket_key(queue, low), 0, 0, 'WITHSCORES')[2])
 end
 
 -- before timers due at `due` join a queue: tell its waiters (Store.wait) when they become its
@@ -184,30 +182,117 @@ local function wake(queue, due)
   end
 end
 
--- put a scheduled timer in its minute bucket, and the bucket in its queue's index
+-- Due pages: a queue's scheduled timers in this shard, as <seq><id> → due ms, in pages of at
+-- most DUE_PAGE. The queue's index (score and member: the page's low bound, ms) lists its
+-- pages; a timer is in the page with the greatest low bound <= its due time, and the timers of
+-- one due ms share a page. Fixed minute buckets held ~1,000 timers each at 1M pending over an
+-- hour (skiplists, ~145 B per timer) or one (a key per timer) when sparse; pages stay
+-- listpacks (~50 B per timer) at any density (decisions 20).
+
+-- the low bound of the page that holds (or would hold) a timer due at `due`, or nil
+local function due_page(queue, due)
+  return redis.call('ZREVRANGEBYSCORE', index_key(queue), due, '-inf', 'LIMIT', 0, 1)[1]
+end
+
+-- the low bound of the page a new timer due at `due` goes into, after making room there;
+-- sizes caches page sizes by page key within one script call
+local function page_for(queue, due, sizes)
+  local index = index_key(queue)
+  local low = due_page(queue, due)
+  if low == nil then
+    -- before every page: the first page takes it, renamed to the new bound, if it has room
+    local first = redis.call('ZRANGE', index, 0, 0)[1]
+    local size = 0
+    low = int(tonumber(due))
+    if first ~= nil then
+      size = redis.call('ZCARD', bucket_key(queue, first))
+      if size < DUE_PAGE then
+        redis.call('RENAME', bucket_key(queue, first), bucket_key(queue, low))
+        redis.call('ZREM', index, first)
+        sizes[bucket_key(queue, first)] = nil
+      else
+        size = 0
+      end
+    end
+    redis.call('ZADD', index, low, low)
+    sizes[bucket_key(queue, low)] = size
+    return low
+  end
+  local page = bucket_key(queue, low)
+  local size = sizes[page] or DUE_PAGE
+  if size >= DUE_PAGE then
+    size = redis.call('ZCARD', page) -- the cache may be stale (a replaced timer left)
+    sizes[page] = size
+    if size < DUE_PAGE then
+      return low
+    end
+  else
+    return low
+  end
+  local last = tonumber(redis.call('ZRANGE', page, -1, -1, 'WITHSCORES')[2])
+  local split
+  if tonumber(due) > last then
+    -- later than every timer here (timers added in due order): a page of its own
+    split = int(tonumber(due))
+    sizes[bucket_key(queue, split)] = 0
+  else
+    split = tonumber(redis.call('ZRANGE', page, DUE_PAGE / 2, DUE_PAGE / 2, 'WITHSCORES')[2])
+    if split == tonumber(low) then
+      split = redis.call('ZRANGEBYSCORE', page, '(' .. low, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2]
+      if split == nil then
+        return low -- every timer here is due at one ms: the page grows past DUE_PAGE
+      end
+    end
+    split = int(tonumber(split))
+    -- the timers due from `split` on move to a new page
+    local moved = redis.call('ZRANGEBYSCORE', page, split, '+inf', 'WITHSCORES')
+    redis.call('ZREMRANGEBYSCORE', page, split, '+inf')
+    local entries = {}
+    for i = 1, #moved, 2 do
+      entries[i], entries[i + 1] = moved[i + 1], moved[i]
+    end
+    redis.call('ZADD', bucket_key(queue, split), unpack(entries))
+    sizes[page], sizes[bucket_key(queue, split)] = size - #moved / 2, #moved / 2
+  end
+  redis.call('ZADD', index, split, split)
+  if tonumber(due) >= tonumber(split) then
+    return split
+  end
+  return low
+end
+
+-- put a new scheduled timer in its queue's due pages
+local function insert(queue, due, member, sizes)
+  local page = bucket_key(queue, page_for(queue, due, sizes))
+  redis.call('ZADD', page, due, member)
+  sizes[page] = sizes[page] + 1
+end
+
+-- put a scheduled timer in its due page, and its queue in the queues set
 local function enqueue(id, r)
   wake(r.queue, r.due)
-  local minute = minute_of(r.due)
-  redis.call('ZADD', bucket_key(r.queue, minute), r.due, r.seq .. id)
-  redis.call('ZADD', index_key(r.queue), minute, minute)
+  insert(r.queue, r.due, r.seq .. id, {})
   redis.call('SADD', QUEUES, r.queue)
 end
 
--- the bucket emptied: the index lists only non-empty buckets, the queues set only used queues
-local function drop_bucket(queue, minute)
+-- the page emptied: the index lists only non-empty pages, the queues set only used queues
+local function drop_bucket(queue, low)
   local index = index_key(queue)
-  redis.call('ZREM', index, minute)
+  redis.call('ZREM', index, low)
   if redis.call('EXISTS', index) == 0 then
     redis.call('SREM', QUEUES, queue)
   end
 end
 
 local function dequeue(id, r)
-  local minute = minute_of(r.due)
-  local bucket = bucket_key(r.queue, minute)
+  local low = due_page(r.queue, r.due)
+  if low == nil then
+    return
+  end
+  local bucket = bucket_key(r.queue, low)
   redis.call('ZREM', bucket, r.seq .. id)
   if redis.call('EXISTS', bucket) == 0 then
-    drop_bucket(r.queue, minute)
+    drop_bucket(r.queue, low)
   end
 end
 

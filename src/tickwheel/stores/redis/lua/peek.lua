@@ -8,16 +8,15 @@
 local queue, horizon, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local expired = redis.call('ZRANGEBYSCORE', LEASES, '-inf', ARGV[4], 'WITHSCORES',
   'LIMIT', 0, tonumber(ARGV[5]))
-local last_minute = minute_of(horizon)
 local due, found, offset = {}, 0, 0
 while found < limit do
-  local minutes = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', last_minute, 'LIMIT', offset, 16)
-  if #minutes == 0 then
+  local lows = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', horizon, 'LIMIT', offset, 16)
+  if #lows == 0 then
     break
   end
-  offset = offset + #minutes
-  for _, minute in ipairs(minutes) do
-    local timers = redis.call('ZRANGEBYSCORE', bucket_key(queue, minute), '-inf', horizon,
+  offset = offset + #lows
+  for _, low in ipairs(lows) do
+    local timers = redis.call('ZRANGEBYSCORE', bucket_key(queue, low), '-inf', horizon,
       'WITHSCORES', 'LIMIT', 0, limit - found)
     for _, value in ipairs(timers) do
       due[#due + 1] = value
