@@ -127,28 +127,29 @@ local function index_id(id, sizes)
   end
   local size = sizes[low] or redis.call('ZCARD', page_key(low))
   if size >= ID_PAGE then
+    -- split the full page: at the new id when it falls in the upper half (ids that mostly
+    -- grow, like generated ones, then leave full pages behind; past the last id nothing
+    -- moves), else at the middle. Redis, not Lua, compares ids (Lua's < follows the locale),
+    -- so the id's page is looked up again.
     local page = page_key(low)
-    if redis.call('ZLEXCOUNT', page, '(' .. id, '+') == 0 then
-      -- id comes last (ids that grow, like generated ones): it starts a page of its own and
-      -- the full page stays full
-      low, size = id, 0
-      redis.call('ZADD', IDS, 0, low)
-    else
-      -- the upper half moves to a new page; Redis, not Lua, compares ids (Lua's < follows
-      -- the locale), so the id's page is looked up again
-      local upper = redis.call('ZRANGE', page, ID_PAGE / 2, -1)
-      redis.call('ZREMRANGEBYRANK', page, ID_PAGE / 2, -1)
+    local split = id
+    if redis.call('ZLEXCOUNT', page, '-', '(' .. id) < ID_PAGE / 2 then
+      split = redis.call('ZRANGE', page, ID_PAGE / 2, ID_PAGE / 2)[1]
+    end
+    local upper = redis.call('ZRANGEBYLEX', page, '[' .. split, '+')
+    if #upper > 0 then
+      redis.call('ZREMRANGEBYLEX', page, '[' .. split, '+')
       local members = {}
       for i, member in ipairs(upper) do
         members[2 * i - 1] = 0
         members[2 * i] = member
       end
-      redis.call('ZADD', page_key(upper[1]), unpack(members))
-      redis.call('ZADD', IDS, 0, upper[1])
-      sizes[low], sizes[upper[1]] = ID_PAGE / 2, #upper
-      low = id_page(id)
-      size = sizes[low]
+      redis.call('ZADD', page_key(split), unpack(members))
     end
+    redis.call('ZADD', IDS, 0, split)
+    sizes[low], sizes[split] = size - #upper, #upper
+    low = id_page(id)
+    size = sizes[low]
   end
   redis.call('ZADD', page_key(low), 0, id)
   sizes[low] = size + 1
@@ -229,13 +230,11 @@ local function page_for(queue, due, sizes)
   else
     return low
   end
-  local last = tonumber(redis.call('ZRANGE', page, -1, -1, 'WITHSCORES')[2])
-  local split
-  if tonumber(due) > last then
-    -- later than every timer here (timers added in due order): a page of its own
-    split = int(tonumber(due))
-    sizes[bucket_key(queue, split)] = 0
-  else
+  -- split the full page: at the new due time when it falls in the upper half (due times that
+  -- mostly grow, like now + a delay, then leave full pages behind; past the last one nothing
+  -- moves), else at the middle's due time, or the first after the low bound
+  local split = int(tonumber(due))
+  if redis.call('ZCOUNT', page, '-inf', '(' .. due) < DUE_PAGE / 2 then
     split = tonumber(redis.call('ZRANGE', page, DUE_PAGE / 2, DUE_PAGE / 2, 'WITHSCORES')[2])
     if split == tonumber(low) then
       split = redis.call('ZRANGEBYSCORE', page, '(' .. low, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2]
@@ -244,16 +243,18 @@ local function page_for(queue, due, sizes)
       end
     end
     split = int(tonumber(split))
-    -- the timers due from `split` on move to a new page
-    local moved = redis.call('ZRANGEBYSCORE', page, split, '+inf', 'WITHSCORES')
+  end
+  -- the timers due from `split` on move to a new page
+  local moved = redis.call('ZRANGEBYSCORE', page, split, '+inf', 'WITHSCORES')
+  if #moved > 0 then
     redis.call('ZREMRANGEBYSCORE', page, split, '+inf')
     local entries = {}
     for i = 1, #moved, 2 do
       entries[i], entries[i + 1] = moved[i + 1], moved[i]
     end
     redis.call('ZADD', bucket_key(queue, split), unpack(entries))
-    sizes[page], sizes[bucket_key(queue, split)] = size - #moved / 2, #moved / 2
   end
+  sizes[page], sizes[bucket_key(queue, split)] = size - #moved / 2, #moved / 2
   redis.call('ZADD', index, split, split)
   if tonumber(due) >= tonumber(split) then
     return split
