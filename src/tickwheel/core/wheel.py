@@ -126,10 +126,14 @@ class TimingWheel(Generic[K, T]):
                 shift -= _BITS
             if level + 1 >= len(self._occupied):
                 self._grow(level + 1)
-            above = t >> (shift + _BITS)
             buckets = self._buckets
-            # while the source of the next block drains, new entries join it, behind older ones
-            if above != now >> (shift + _BITS) and buckets[(level + 1) << 7 | above & _SLOT]:
+            # while the source of the next block drains, new entries join it, behind older ones;
+            # a source has entries only while its level's draining bit is set
+            if (
+                self._draining
+                and (above := t >> (shift + _BITS)) != now >> (shift + _BITS)
+                and buckets[(level + 1) << 7 | above & _SLOT]
+            ):
                 buckets[(level + 1) << 7 | above & _SLOT][key] = value
             else:
                 slot = (t >> shift) & _SLOT
