@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -233,3 +234,25 @@ async def test_redis_down_for_5s_mid_run_loses_nothing(
         assert counts.get(State.DONE) == 1000, counts
     finally:
         await store.close()
+
+
+async def test_logs_name_the_timer_and_never_a_secret(
+    redis_store: RedisStore, make_receiver: MakeReceiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    receiver = await make_receiver(respond=lambda received: Reply(400, body="no such hook"))
+    callback = Callback(url=f"{receiver.url}/x", headers={"Authorization": "Bearer hook-password"})
+    timer = await redis_store.add(Timer(due_ms=redis_store.now_ms(), callback=callback))
+    with caplog.at_level(logging.DEBUG, logger="tickwheel"):
+        async with worker_running(redis_store, signing_secret=SECRET):
+            await receiver.wait_for(1, timeout_s=10)
+            await until(lambda: is_dead(redis_store, timer.id))
+    dead_lettered = [r for r in caplog.records if getattr(r, "timer_id", None) == timer.id]
+    assert dead_lettered, caplog.text
+    assert f"timer={timer.id}" in dead_lettered[0].getMessage()
+    assert "hook-password" not in caplog.text
+    assert SECRET not in caplog.text
+
+
+async def is_dead(store: Store, timer_id: str) -> bool:
+    stored = await store.get(timer_id)
+    return stored is not None and stored.state is State.DEAD

@@ -86,7 +86,14 @@ class Settler:
         error = truncate_error(error)
         if await self._settle("kill", lambda: self._store.kill(lease, error), lease):
             self._metrics.dead[lease.timer.queue] += 1
-            logger.info("timer %s dead-lettered: %s", lease.timer.id, error)
+            logger.info(
+                "timer=%s queue=%s attempt=%d dead-lettered: %s",
+                lease.timer.id,
+                lease.timer.queue,
+                lease.token,
+                error,
+                extra={"timer_id": lease.timer.id},
+            )
 
     async def retry_in(self, lease: Lease, delay_s: float, error: str) -> None:
         """Schedule the timer again `delay_s` from now, whatever its policy says."""
@@ -126,7 +133,10 @@ class Settler:
         except LeaseLost:
             self._metrics.leases_lost += 1
             logger.info(
-                "timer %s: lease lost before %s; its new holder settles it", lease.timer.id, name
+                "timer=%s lease lost before %s; its new holder settles it",
+                lease.timer.id,
+                name,
+                extra={"timer_id": lease.timer.id},
             )
             return False
         except _Lapsed:

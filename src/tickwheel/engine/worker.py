@@ -111,7 +111,7 @@ class Worker:
         except (LeaseLost, StoreUnavailable) as error:
             # not firing is safe: the timer comes back to a worker when its lease lapses
             self._throttled.warning(
-                "extend", "timer %s not fired: its lease could not be extended: %s", timer_id, error
+                "extend", "timer=%s not fired: its lease could not be extended: %s", timer_id, error
             )
             return None
 
