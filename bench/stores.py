@@ -545,7 +545,7 @@ def key_kind(key: str) -> str:
     if rest == "r":
         return "records hash (id -> record)"
     if rest.startswith("s:"):
-        return "state sets (id, score 0)"  # the layout before decisions 20
+        return "state sets (id, score 0)"  # the layout before decisions 22
     if rest == "ids" or rest.startswith("ids:"):
         return "id index pages (id, score 0)"
     if rest == "dead":
@@ -1132,7 +1132,7 @@ def memory_table(r: Results, inputs: Inputs, n: int, spread_ms: int, shards: int
         f"due times random over {spread_ms / 3_600_000:g} h starting an hour ahead: about "
         f"{per_minute:,.0f} timers per minute per shard ({shards} shards); due pages hold at "
         "most 128 timers (zset-max-listpack-entries), so they stay listpacks at any spread "
-        "(--spread-hours changes it); the fixed minute buckets before decisions 20 were "
+        "(--spread-hours changes it); the fixed minute buckets before decisions 22 were "
         "skiplists above 128 a minute",
         "the ZADD + HSET floor keeps a record of the store's record size in one hash",
     ]

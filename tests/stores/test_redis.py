@@ -605,6 +605,17 @@ async def test_id_index_pages_split_and_empty(
         leased = sorted(lease.timer.id for lease in leases[1000:])
         # one state among many timers: each shard reads LIST_BUDGET ids per call and resumes
         assert [t.id for t in (await store.list(State.LEASED, limit=1000)).timers] == leased
+        monkeypatch.setattr(redis_store, "LIST_BUDGET", 1000)  # few leases: the lease zset
+        seen = []
+        cursor = None
+        while True:
+            page = await store.list(State.LEASED, limit=97, cursor=cursor)
+            seen += [t.id for t in page.timers]
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        assert seen == leased
+        monkeypatch.setattr(redis_store, "LIST_BUDGET", 100)
         assert [t.id for t in (await store.list(State.SCHEDULED, limit=1000)).timers] == [
             f"a{n:03}" for n in range(200)
         ]

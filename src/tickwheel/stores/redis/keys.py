@@ -24,7 +24,7 @@ the earliest of its queue in its shard (`RedisStore.wait` listens to it).
 A queue's index lists exactly its non-empty due pages, so a claim walks pages in due order from
 the oldest, however long no worker ran, and never reads an empty one. A full page splits (or,
 when the new timer is due after all of it, a page starts at that timer), so pages stay small
-at any density of due times (decisions 20).
+at any density of due times (decisions 22).
 
 Scripts derive bucket and queue-index keys from data they read atomically (a record's queue and
 due time); they build them from the tag of ``KEYS[1]``, so those keys share the slot too.

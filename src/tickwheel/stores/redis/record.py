@@ -7,7 +7,7 @@
 
 The header is plain text Lua parses and rebuilds with string operations (``lib.lua``); numbers
 Lua reads or writes are decimal and never pass through Lua's ``%.14g``. To keep a pending
-timer's header short (it is stored once per timer, decisions 20):
+timer's header short (it is stored once per timer, decisions 22):
 
 - ``<created>`` is base 36: only this module writes it, Lua passes it through;
 - ``<updated_ms>`` is empty while it equals the creation time (a timer never touched since);

@@ -396,7 +396,9 @@ class RedisStore:
 
         Each shard reads its id index from the cursor; filtering by a state it stops after
         `LIST_BUDGET` ids and is called again from where it stopped, until it has found
-        `wanted` or reached its end (decisions 20: listing a rare state scans the index).
+        `wanted` or reached its end (decisions 22: listing a rare state scans the index).
+        Dead letters come from their own set; leased timers, when a shard holds at most
+        `LIST_BUDGET`, from its lease zset.
         """
         code = "" if state is None else str(state_code(state))
         found: dict[int, Members] = {s: [] for s in range(self.shards)}
@@ -417,7 +419,9 @@ class RedisStore:
                     resume[s] = after.decode()
                     more.append(s)
             todo = more
-        return heapq.nsmallest(wanted, {i.decode() for ids in found.values() for i in ids})
+        # (leased ids may come unordered, and from before the cursor)
+        distinct = {i.decode() for ids in found.values() for i in ids}
+        return heapq.nsmallest(wanted, (i for i in distinct if i > cursor))
 
     async def stats(self) -> Stats:
         self._open()

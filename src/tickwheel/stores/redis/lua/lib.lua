@@ -188,7 +188,7 @@ end
 -- pages; a timer is in the page with the greatest low bound <= its due time, and the timers of
 -- one due ms share a page. Fixed minute buckets held ~1,000 timers each at 1M pending over an
 -- hour (skiplists, ~145 B per timer) or one (a key per timer) when sparse; pages stay
--- listpacks (~50 B per timer) at any density (decisions 20).
+-- listpacks (~50 B per timer) at any density (decisions 22).
 
 -- the low bound of the page that holds (or would hold) a timer due at `due`, or nil
 local function due_page(queue, due)
