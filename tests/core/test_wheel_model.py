@@ -9,7 +9,8 @@ checked on its own so a failure names which one broke.
 Cancelled entries stay in their buckets as tombstones; the machine also checks the wheel's
 inside after every step (every bucket entry is pending or a tombstone, no key twice, no
 tombstone outliving its bucket), churns keys it never reuses to pile tombstones up, and runs
-wheels whose sweep allowance is 0 or 3 so that sweeps happen within a few steps.
+wheels whose sweep allowance is 0 or 3 so that sweeps happen within a few steps, one of them
+sweeping two entries per add so that a sweep spans many steps while the wheel changes.
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ class EagerSweepWheel(TimingWheel[int, str]):
 
 
 class SmallSpareWheel(TimingWheel[int, str]):
-    """Sweeps once tombstones outnumber pending entries by more than 3."""
+    """Sweeps once tombstones outnumber pending entries by more than 3, two entries per add."""
 
     SPARE_TOMBSTONES = 3
+    SWEEP_SLICE = 2
 
 
 WHEELS: dict[str, type[TimingWheel[int, str]]] = {
@@ -112,6 +114,7 @@ class WheelModel(RuleBasedStateMachine):
         self.seq = 0
         self.fired: set[str] = set()
         self.churned = CHURN_BASE
+        self.peak = 0
 
     @initialize(
         tick_ms=st.sampled_from([1, 7, 10]), start=STARTS, kind=st.sampled_from(sorted(WHEELS))
@@ -131,8 +134,10 @@ class WheelModel(RuleBasedStateMachine):
         value = f"v{self.seq}"
         self.wheel.add(key, due_ms, value)
         self.pending[key] = (due_ms, self.seq, value)
-        # the bound the sweep keeps: right after an add, tombstones <= pending + the allowance
-        assert len(self.wheel._dead) <= len(self.pending) + self.wheel.SPARE_TOMBSTONES
+        self.peak = max(self.peak, len(self.pending))
+        # the bound the sweep keeps: a sweep starts past the allowance beyond the pending
+        # entries, and ends within entries / SWEEP_SLICE adds
+        assert len(self.wheel._dead) <= 2 * (self.peak + self.wheel.SPARE_TOMBSTONES) + 1
 
     def do_advance(self, now_ms: int) -> list[tuple[int, str]]:
         self.now = max(self.now, now_ms)

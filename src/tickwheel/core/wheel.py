@@ -26,9 +26,10 @@ per-entry object, so a million pending timers add nothing for the cyclic garbage
 bucket alone, because at a million timers the bucket delete is a second cache miss that costs
 more than the rest of the call. A tombstone is reclaimed when its bucket is re-filed or expires
 (or heads the bucket `next_due_ms` looks at), at once when its key is added again, and by a
-sweep of every bucket once tombstones outnumber pending entries by `SPARE_TOMBSTONES`: the
-wheel never holds more than twice its peak of pending entries plus that many, and the sweep's
-cost is paid by the adds that made the tombstones, as a dict's resize is.
+sweep once tombstones outnumber pending entries by `SPARE_TOMBSTONES`. The sweep visits every
+bucket, `SWEEP_SLICE` entries per `add`, so no call pauses for long; its cost is paid by the
+adds that made the tombstones, and the wheel holds about twice its peak of pending at most
+entries plus that allowance.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class TimingWheel(Generic[K, T]):
 
     # tombstones allowed beyond the number of pending entries before `add` sweeps them out
     SPARE_TOMBSTONES = 4096
+    # entries a sweep looks at per add: a sweep ends within (entries / SWEEP_SLICE) adds
+    SWEEP_SLICE = 32
 
     __slots__ = (
         "_buckets",
@@ -73,6 +76,9 @@ class TimingWheel(Generic[K, T]):
         "_occupied",
         "_origin",
         "_overdue",
+        "_sweep_bucket",
+        "_sweep_keys",
+        "_sweep_pos",
         "_tick_ms",
     )
 
@@ -95,6 +101,11 @@ class TimingWheel(Generic[K, T]):
         self._occupied: list[int] = []
         # one bit per level whose source (the upper bucket feeding its next block) is draining
         self._draining = 0
+        # a sweep in progress: the bucket index it is in (-1: none), that bucket's keys when
+        # the sweep reached it, and how many of them it has looked at
+        self._sweep_bucket = -1
+        self._sweep_keys: list[K] = []
+        self._sweep_pos = 0
 
     def __len__(self) -> int:
         return len(self._due)
@@ -239,8 +250,8 @@ class TimingWheel(Generic[K, T]):
             del self._bucket_of(key, due[key])[key]
         elif key in dead:
             del self._bucket_of(key, dead.pop(key))[key]
-        if len(dead) > len(due) + self.SPARE_TOMBSTONES:
-            self._sweep()
+        if self._sweep_bucket >= 0 or len(dead) > len(due) + self.SPARE_TOMBSTONES:
+            self._sweep_slice()
 
     def _level(self, t: int, now: int) -> int:
         """Return the lowest level whose current or next block holds tick `t` (> now)."""
@@ -300,16 +311,36 @@ class TimingWheel(Generic[K, T]):
             del bucket[key]
             del dead[key]
 
-    def _sweep(self) -> None:
-        """Rebuild every bucket holding tombstones without them, and forget the tombstones."""
+    def _sweep_slice(self) -> None:
+        """Drop the tombstones among the next `SWEEP_SLICE` entries of a sweep of every bucket.
+
+        Tombstones never move, and a key has at most one entry in the buckets, so a key that is
+        a tombstone and is in the bucket being swept is that tombstone, however the bucket has
+        changed since the sweep took its keys.
+        """
         dead = self._dead
         buckets = self._buckets
-        for i, bucket in enumerate(buckets):
-            if bucket:
-                kept = {key: value for key, value in bucket.items() if key not in dead}
-                if len(kept) < len(bucket):
-                    buckets[i] = kept
-        self._dead = {}
+        budget = self.SWEEP_SLICE
+        while budget > 0 and dead:
+            keys, pos = self._sweep_keys, self._sweep_pos
+            if pos >= len(keys):
+                index = self._sweep_bucket + 1
+                while index < len(buckets) and not buckets[index]:
+                    index += 1
+                if index == len(buckets):
+                    break
+                keys, pos = list(buckets[index]), 0
+                self._sweep_bucket, self._sweep_keys = index, keys
+            bucket = buckets[self._sweep_bucket]
+            end = min(pos + budget, len(keys))
+            for key in keys[pos:end]:
+                if key in dead and key in bucket:
+                    del bucket[key]
+                    del dead[key]
+            budget -= end - pos
+            self._sweep_pos = end
+        if budget > 0:  # every bucket swept, or no tombstone left
+            self._sweep_bucket, self._sweep_keys, self._sweep_pos = -1, [], 0
 
     def _finish_sources(self, old: int, new: int, top: int) -> None:
         """Drain at once every source whose block ends, or whose deadline passes, by `new`."""
