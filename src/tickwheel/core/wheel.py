@@ -28,8 +28,8 @@ more than the rest of the call. A tombstone is reclaimed when its bucket is re-f
 (or heads the bucket `next_due_ms` looks at), at once when its key is added again, and by a
 sweep once tombstones outnumber pending entries by `SPARE_TOMBSTONES`. The sweep visits every
 bucket, `SWEEP_SLICE` entries per `add`, so no call pauses for long; its cost is paid by the
-adds that made the tombstones, and the wheel holds about twice its peak of pending at most
-entries plus that allowance.
+adds that made the tombstones, and the wheel holds no more than about twice its peak of
+pending entries plus that allowance.
 """
 
 from __future__ import annotations
