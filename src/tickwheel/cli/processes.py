@@ -12,6 +12,12 @@ import typer
 from tickwheel.cli.app import app, err, fail
 from tickwheel.errors import InvalidArgument, StoreUnavailable, TickwheelError
 
+GraceOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Seconds running callbacks get to finish on SIGTERM before hand-back [default: 10]."
+    ),
+]
 _STEP = re.compile(r"\[(\d+)/(\d+)\] (.*)")
 
 
@@ -81,13 +87,7 @@ def serve(
         str | None, typer.Option(help="Sign callbacks with HMAC-SHA256.")
     ] = None,
     no_worker: Annotated[bool, typer.Option("--no-worker", help="Serve the API only.")] = False,
-    grace: Annotated[
-        float | None,
-        typer.Option(
-            help="Seconds running callbacks get to finish on SIGTERM before hand-back "
-            "[default: 10]."
-        ),
-    ] = None,
+    grace: GraceOption = None,
 ) -> None:
     """Run the HTTP API and a worker in one process (TICKWHEEL_* variables set the defaults)."""
     from tickwheel.service.serve import serve as run_service
@@ -130,13 +130,7 @@ def worker(
             min=0, max=65535, help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: any)."
         ),
     ] = None,
-    grace: Annotated[
-        float | None,
-        typer.Option(
-            help="Seconds running callbacks get to finish on SIGTERM before hand-back "
-            "[default: 10]."
-        ),
-    ] = None,
+    grace: GraceOption = None,
 ) -> None:
     """Run a worker alone: fire due timers of a shared store (Redis) next to `serve --no-worker`."""
     from tickwheel.service.serve import work
