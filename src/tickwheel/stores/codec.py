@@ -45,7 +45,8 @@ def decode_spec(spec: str | bytes) -> tuple[Callback | None, Any, RetryPolicy]:
     cached = _SPECS.get(spec)
     if cached is not None:
         return cached
-    callback, payload, retry = json.loads(spec)
+    # json.loads sniffs the encoding of bytes first; decoding them here is cheaper
+    callback, payload, retry = json.loads(spec.decode() if isinstance(spec, bytes) else spec)
     decoded = (_callback_of(callback), payload, _retry_of(retry))
     if not isinstance(payload, list | dict) and len(spec) <= _CACHED_SPEC_CHARS:
         if len(_SPECS) >= _CACHED_SPECS:
