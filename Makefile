@@ -35,6 +35,7 @@ run: setup
 bench: setup redis-server
 	$(BIN)/python bench/inproc.py
 	$(BIN)/python bench/stores.py
+	$(BIN)/python bench/engine.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
