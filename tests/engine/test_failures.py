@@ -256,3 +256,37 @@ async def test_logs_name_the_timer_and_never_a_secret(
 async def is_dead(store: Store, timer_id: str) -> bool:
     stored = await store.get(timer_id)
     return stored is not None and stored.state is State.DEAD
+
+
+async def test_a_stop_during_a_redis_outage_ends_within_the_grace_and_loses_nothing(
+    start_redis: Callable[..., RedisServer], make_receiver: MakeReceiver
+) -> None:
+    server = start_redis(appendonly=True)
+    store = RedisStore.from_url(server.url, timeout_s=0.5)
+    receiver = await make_receiver()
+    try:
+        added = await store.add_many(
+            callbacks(store, 50, f"{receiver.url}/t", start_ms=store.now_ms() + 2000, spread_ms=50)
+        )
+        held = WorkerSettings(lookahead_ms=3000, lease_ms=4000, grace_s=0.5)
+        http = HttpTarget(allow_private_targets=True)
+        worker = Worker(store, http, held)
+        task = asyncio.create_task(worker.run())
+        await until(lambda: leased(store, 50))
+        await asyncio.to_thread(server.stop)
+        began = asyncio.get_running_loop().time()
+        worker.stop()
+        await asyncio.wait_for(task, 5)
+        await http.close()
+        # one claim or wait timing out (0.5 s) and the grace for the hand-back (0.5 s)
+        assert asyncio.get_running_loop().time() - began < 3
+        await asyncio.to_thread(server.start)  # the AOF brings the leased timers back
+        async with worker_running(store, WorkerSettings(lookahead_ms=500, lease_ms=4000)):
+            await all_arrived(receiver, {t.id for t in added}, timeout_s=20)
+        never_early(receiver.received)
+    finally:
+        await store.close()
+
+
+async def leased(store: Store, count: int) -> bool:
+    return (await store.stats()).counts.get(State.LEASED, 0) >= count

@@ -115,7 +115,7 @@ class Dispatcher:
         assert self._scheduler is not None
         unfired = [lease for key, lease in self._held.items() if self._scheduler.cancel(key)]
         self._scheduler.close()
-        await self._hand_back(unfired, due_ms=None)
+        await self._bounded(self._hand_back(unfired, due_ms=None), "handing back")
         if self._held and self._grace:
             self._emptied.clear()
             with contextlib.suppress(TimeoutError):
@@ -126,8 +126,27 @@ class Dispatcher:
             if self._grace:
                 logger.warning("grace period over: handing back %d timers", len(interrupted))
             self._abandon()
-            await self._hand_back(interrupted, due_ms=self._store.now_ms())
-        await self._settler.drain()
+            await self._bounded(
+                self._hand_back(interrupted, due_ms=self._store.now_ms()), "handing back"
+            )
+        await self._bounded(self._settler.drain(), "acking")
+
+    async def _bounded(self, settling: Awaitable[None], what: str) -> None:
+        """Give store work at shutdown `grace_s`, so an unreachable store cannot hold up a stop.
+
+        Nothing is lost when it runs out: the store hands the timers out again once their
+        leases lapse.
+        """
+        task = asyncio.ensure_future(settling)
+        done, _ = await asyncio.wait({task}, timeout=self._settings.grace_s)
+        if not done:
+            task.cancel()
+            logger.warning(
+                "stopping without finishing %s (store unreachable?): %d timers return when "
+                "their leases lapse",
+                what,
+                len(self._held),
+            )
 
     async def _hand_back(self, leases: Iterable[Lease], due_ms: int | None) -> None:
         """Return leases to the store, unfired ones at their own due time, no backoff."""
