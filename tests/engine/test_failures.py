@@ -83,7 +83,7 @@ def worker_process() -> Iterator[Callable[[str, int], subprocess.Popen[str]]]:
             process.stdout.close()
 
 
-def callbacks(store: Store, count: int, url: str, *, start_ms: int, spread_ms: int) -> list[Timer]:
+def callbacks(count: int, url: str, *, start_ms: int, spread_ms: int) -> list[Timer]:
     callback = Callback(url=url, body='{"hello": "world"}')
     # a short attempt timeout lets the tests' short leases cover a callback without extending
     policy = RetryPolicy(timeout_s=1)
@@ -110,7 +110,6 @@ async def test_1000_signed_callbacks_over_2s_arrive_once_each_on_time(
     receiver = await make_receiver(signing_secret=SECRET)
     added = await redis_store.add_many(
         callbacks(
-            redis_store,
             1000,
             f"{receiver.url}/hook",
             start_ms=redis_store.now_ms() + 300,
@@ -182,9 +181,7 @@ async def test_kill_9_of_a_worker_with_5000_in_flight_loses_nothing(
     receiver = await make_receiver(keep=True)
     try:
         added = await store.add_many(
-            callbacks(
-                store, 5000, f"{receiver.url}/t", start_ms=store.now_ms() + 400, spread_ms=1500
-            )
+            callbacks(5000, f"{receiver.url}/t", start_ms=store.now_ms() + 400, spread_ms=1500)
         )
         first = worker_process(server.url, 4000)
         # kill it mid-run: some delivered, thousands claimed and held in its wheel
@@ -215,9 +212,7 @@ async def test_redis_down_for_5s_mid_run_loses_nothing(
     receiver = await make_receiver()
     try:
         added = await store.add_many(
-            callbacks(
-                store, 1000, f"{receiver.url}/t", start_ms=store.now_ms() + 200, spread_ms=8000
-            )
+            callbacks(1000, f"{receiver.url}/t", start_ms=store.now_ms() + 200, spread_ms=8000)
         )
         async with worker_running(store, WorkerSettings(lookahead_ms=500, lease_ms=4000)):
             await asyncio.sleep(2.0)
@@ -266,7 +261,7 @@ async def test_a_stop_during_a_redis_outage_ends_within_the_grace_and_loses_noth
     receiver = await make_receiver()
     try:
         added = await store.add_many(
-            callbacks(store, 50, f"{receiver.url}/t", start_ms=store.now_ms() + 2000, spread_ms=50)
+            callbacks(50, f"{receiver.url}/t", start_ms=store.now_ms() + 2000, spread_ms=50)
         )
         held = WorkerSettings(lookahead_ms=3000, lease_ms=4000, grace_s=0.5)
         http = HttpTarget(allow_private_targets=True)
