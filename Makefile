@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup redis-server lint test run bench clean
+.PHONY: setup tools lint test run bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,26 +13,29 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
-# The store tests start their own redis-server; install it when missing and we may.
-redis-server:
-	@command -v redis-server >/dev/null 2>&1 || { \
+# The store tests start their own redis-server and the README session test runs curl;
+# install them when missing and we may.
+tools:
+	@for tool in redis-server curl; do \
+	  command -v $$tool >/dev/null 2>&1 && continue; \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
-	  else echo "redis-server is missing: install it (apt-get install redis-server)" >&2; exit 1; fi; }
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$tool >/dev/null || exit 1; \
+	  else echo "$$tool is missing: install it (apt-get install $$tool)" >&2; exit 1; fi; \
+	done
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: setup redis-server lint
+test: setup tools lint
 	$(BIN)/pytest
 
 # the API and a worker on ./tickwheel.db; private targets allowed for the README's local receiver
 run: setup
 	$(BIN)/tickwheel serve --allow-private-targets
 
-bench: setup redis-server
+bench: setup tools
 	$(BIN)/python bench/inproc.py
 	$(BIN)/python bench/stores.py
 	$(BIN)/python bench/engine.py
