@@ -4,30 +4,34 @@ Every key of shard ``s`` starts with the hash tag ``{<prefix>:<s>}``, so one sha
 slot and every script runs on one node::
 
     {p:s}:r                 hash   id → record (see `record.py`)
-    {p:s}:l                 zset   <lease seq><id> → lease deadline ms (leased timers)
-    {p:s}:x                 zset   id → expiry ms (done timers, kept for the retention)
-    {p:s}:ids               zset   the id index: the low bound of each of its pages (score 0)
-    {p:s}:ids:<low>         zset   id, score 0: the ids from <low> to the next page's low,
-                                   at most 128 (a listpack); every timer is in the index
+    {p:s}:l                 zset   lease batch → deadline ms (batches still holding a lease)
+    {p:s}:x                 list   <expiry ms>,<id> of done timers, in ack order
+    {p:s}:n                 hash   state code → number of timers in that state
     {p:s}:dead              zset   id, score 0: the dead letters, in id order
     {p:s}:queues            set    queues with scheduled timers in this shard
-    {p:s}:q:<queue>:i       zset   low → low: the due pages of a queue by their low bound (ms)
-    {p:s}:q:<queue>:b:<low> zset   <seq><id> → due ms: a due page, the queue's timers due from
-                                   <low> up to the next page's low; at most 128 (a listpack)
-                                   unless they share one due ms
-    {p:s}:q:<queue>:l       zset   <lease seq><id> → lease deadline ms: the queue's share of
-                                   {p:s}:l, so its next due time is one probe away
+    {p:s}:q:<queue>:n       zset   <seq><id> → due ms: the queue's near set, its timers due
+                                   before the end of the current minute or in a slot a claim
+                                   has reached
+    {p:s}:q:<queue>:i1      zset   start → start: the queue's non-empty minute slots
+    {p:s}:q:<queue>:1:<ms>  list   ids of the queue's timers due in the minute from <ms>
+    {p:s}:q:<queue>:i2      zset   start → start: the queue's non-empty day slots
+    {p:s}:q:<queue>:2:<ms>  list   ids of the queue's timers due in the day from <ms>
+    {p:s}:q:<queue>:l       zset   lease batch → deadline ms: the queue's share of {p:s}:l
+    {p:s}:b:<batch>         list   the queue, then <lease seq><id> of each timer leased by one
+                                   claim (the batch is named by its first entry)
 
-Scripts also PUBLISH the queue's name on the channel ``<p>:wake`` when a change makes a timer
-the earliest of its queue in its shard (`RedisStore.wait` listens to it).
+This is a two-level hashed timing wheel (decisions 23): a timer due within the hour goes into
+its minute slot, a later one into its day slot, with one ``RPUSH``; an hour before a day slot
+starts its timers move into minute slots, and a claim whose horizon reaches a minute slot
+moves its timers into the near set, which is ordered (due ms, then seq). A slot is unordered,
+so adding costs no search; each timer is moved at most twice. Slots are lists: about 28 bytes
+a timer at any density of due times.
 
-A queue's index lists exactly its non-empty due pages, so a claim walks pages in due order from
-the oldest, however long no worker ran, and never reads an empty one. A full page splits (or,
-when the new timer is due after all of it, a page starts at that timer), so pages stay small
-at any density of due times (decisions 22).
+Scripts also PUBLISH the queue's name on the channel ``<p>:wake`` when a change may make a
+timer the earliest of its queue in its shard (`RedisStore.wait` listens to it).
 
-Scripts derive bucket and queue-index keys from data they read atomically (a record's queue and
-due time); they build them from the tag of ``KEYS[1]``, so those keys share the slot too.
+Scripts derive queue, slot and batch keys from data they read atomically (a record's queue
+and due time); they build them from the tag of ``KEYS[1]``, so those keys share the slot too.
 """
 
 from __future__ import annotations
@@ -69,30 +73,14 @@ class ShardKeys:
         return cls("{%s:%d}" % (prefix, shard))  # noqa: UP031 -- braces would need doubling
 
     @property
-    def records(self) -> str:
-        return f"{self.tag}:r"
-
-    @property
     def fixed(self) -> tuple[str, ...]:
-        """KEYS[1..6]: records, leases, expiry, id index, dead letters, queues."""
+        """KEYS[1..6]: records, lease batches, done list, counts, dead letters, queues."""
         tag = self.tag
         return (
             f"{tag}:r",
             f"{tag}:l",
             f"{tag}:x",
-            f"{tag}:ids",
+            f"{tag}:n",
             f"{tag}:dead",
             f"{tag}:queues",
         )
-
-    def index(self, queue: str) -> str:
-        """The zset of the due pages of `queue` in this shard."""
-        return f"{self.tag}:q:{queue}:i"
-
-    def leases(self, queue: str) -> str:
-        """The zset of `queue`'s leases in this shard."""
-        return f"{self.tag}:q:{queue}:l"
-
-    def bucket(self, queue: str, low_ms: int) -> str:
-        """The due page of `queue` whose low bound is `low_ms`."""
-        return f"{self.tag}:q:{queue}:b:{low_ms}"

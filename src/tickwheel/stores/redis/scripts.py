@@ -30,7 +30,6 @@ NAMES = (
     "claim",
     "extend",
     "get",
-    "ids",
     "kill",
     "next_due",
     "peek",
@@ -39,6 +38,7 @@ NAMES = (
     "replay",
     "reschedule",
     "retry",
+    "scan",
     "stats",
 )
 _ERRORS = (RedisError, RedisClusterException, OSError)

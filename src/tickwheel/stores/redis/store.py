@@ -1,4 +1,4 @@
-"""`RedisStore`: timers in Redis or Redis Cluster, in virtual shards of due pages.
+"""`RedisStore`: timers in Redis or Redis Cluster, in virtual shards holding a two-level wheel.
 
 A timer lives in the shard its id hashes to (`keys.py`); each state transition is one Lua
 script on that shard (``lua/*.lua``), so a timer is never half written. Calls that touch several
@@ -53,12 +53,11 @@ Heads: TypeAlias = list[tuple[float, bytes, int]]
 
 ADD_WAVE = 25  # add.lua calls per pipeline in add_many (5,000 timers)
 ADD_IN_FLIGHT = 4  # add_many pipelines sent at once
-GET_BATCH = 500  # ids per get.lua call
 ACK_BATCH = 500  # leases per ack.lua call
-RELEASE_LIMIT = 256  # expired leases returned per shard per claim
-PURGE_LIMIT = 256  # done timers past retention deleted per shard per claim, list or stats
-LIST_BUDGET = 2000  # ids an ids.lua call reads when listing one state (about 16 id pages)
-PURGE_EVERY_MS = 1000  # claims purge at most this often (store clock); list and stats always
+RELEASE_LIMIT = 256  # expired leases returned per shard per claim (whole batches: maybe more)
+PURGE_LIMIT = 256  # done timers past retention deleted per shard per purge.lua call
+SCAN_STEPS = 20  # HSCAN steps (of ~100 records) a scan.lua call takes when filtering a state
+PURGE_EVERY_MS = 1000  # claims purge at most this often (store clock); stats purges all
 MAX_MS = 2**53  # Lua and sorted-set scores are doubles: integers are exact below this
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
@@ -225,7 +224,7 @@ class RedisStore:
         for n, (_, _, shard) in enumerate(chosen):
             lease_seqs.setdefault(shard, []).append(SeqSource.format(first + n))
         claim_calls = [
-            self._call("claim", s, (queue, horizon_ms, now, lease_ms, *seqs), queue)
+            self._call("claim", s, (queue, horizon_ms, now, lease_ms, "".join(seqs)))
             for s, seqs in lease_seqs.items()
         ]
         claimed = sorted(
@@ -250,12 +249,12 @@ class RedisStore:
         wanted = list(asked)
         calls: Calls = []
         if now >= self._next_purge_ms:
-            calls = self._purges(now)
+            calls = [self._purge(s, now) for s in range(self.shards)]
             self._next_purge_ms = now + PURGE_EVERY_MS
         released = False
         while wanted:
             calls += [
-                self._call("peek", s, (queue, horizon_ms, asked[s], now, RELEASE_LIMIT), queue)
+                self._call("peek", s, (queue, horizon_ms, asked[s], now, RELEASE_LIMIT))
                 for s in wanted
             ]
             peeks = (await self._scripts.run_many(calls))[len(calls) - len(wanted) :]
@@ -295,14 +294,8 @@ class RedisStore:
     async def next_due_ms(self, queue: str) -> int | None:
         self._open()
         self._listener.wakeups.mark(queue)
-        calls = [
-            (
-                "next_due",
-                (*self._fixed[s], self._keys[s].index(queue), self._keys[s].leases(queue)),
-                (queue,),
-            )
-            for s in range(self.shards)
-        ]
+        now = await self._now()
+        calls = [self._call("next_due", s, (queue, now)) for s in range(self.shards)]
         dues = [int(due) for due in await self._scripts.run_many(calls) if due]
         return min(dues, default=None)
 
@@ -337,12 +330,18 @@ class RedisStore:
             for start in range(0, len(positions), ACK_BATCH)
         ]
         expiry = now + self.settings.retention_ms
-        calls = []
-        for shard, positions in batches:
-            args: list[Arg] = [now, expiry]
-            for n in positions:
-                args += (leases[n].timer.id, leases[n].token)
-            calls.append(self._call("ack", shard, args))
+        calls = [
+            self._call(
+                "ack",
+                shard,
+                (
+                    now,
+                    expiry,
+                    "".join([f"{leases[n].timer.id} {leases[n].token} " for n in positions]),
+                ),
+            )
+            for shard, positions in batches
+        ]
         acked = [False] * len(leases)
         for (_, positions), replies in zip(
             batches, await self._scripts.run_many(calls), strict=True
@@ -370,72 +369,75 @@ class RedisStore:
     async def list(
         self, state: State | None = None, limit: int = 100, cursor: str | None = None
     ) -> Page:
+        """Page through the timers shard by shard: dead letters in id order, the rest in each
+        shard's records-hash order (decisions 23), with Redis SCAN's guarantee: a timer present
+        for the whole walk is listed; one added or deleted meanwhile may or may not be."""
         self._open()
         check_list(limit)
         now = await self._now()
-        ids = await self._ids(now, state, limit + 1, cursor or "")
-        page = ids[:limit]
-        by_shard: dict[int, list[str]] = {}
-        for timer_id in page:
-            by_shard.setdefault(shard_of(timer_id, self.shards), []).append(timer_id)
-        batches = [
-            shard_ids[start : start + GET_BATCH]
-            for shard_ids in by_shard.values()
-            for start in range(0, len(shard_ids), GET_BATCH)
-        ]
-        get_calls = [self._call("get", shard_of(b[0], self.shards), (now, *b)) for b in batches]
-        found: dict[str, bytes] = {}
-        for batch, records in zip(batches, await self._scripts.run_many(get_calls), strict=True):
-            found.update((i, raw) for i, raw in zip(batch, records, strict=True) if raw != 0)
-        # a timer gone since the ids were read (or past its retention) is left out of the page
-        timers = [unpack(i, found[i]) for i in page if i in found]
-        return Page(timers, page[-1] if len(ids) > limit else None)
-
-    async def _ids(self, now: int, state: State | None, wanted: int, cursor: str) -> Ids:
-        """Return the first `wanted` ids after `cursor` of timers in `state` (None: any).
-
-        Each shard reads its id index from the cursor; filtering by a state it stops after
-        `LIST_BUDGET` ids and is called again from where it stopped, until it has found
-        `wanted` or reached its end (decisions 22: listing a rare state scans the index).
-        Dead letters come from their own set; leased timers, when a shard holds at most
-        `LIST_BUDGET`, from its lease zset.
-        """
         code = "" if state is None else str(state_code(state))
-        found: dict[int, Members] = {s: [] for s in range(self.shards)}
-        resume = dict.fromkeys(range(self.shards), cursor)
-        todo = list(range(self.shards))
-        calls = self._purges(now)
-        while todo:
-            calls += [
-                self._call("ids", s, (resume[s], wanted - len(found[s]), code, LIST_BUDGET))
-                for s in todo
+        begin = "-" if state is State.DEAD else "0"
+        shard, skip, position = self._where(cursor, begin)
+        timers: list[Timer] = []
+        asked = 1  # the cursor's shard alone first: on a large store it fills the page
+        while shard < self.shards and len(timers) < limit:
+            need = limit - len(timers)
+            shards = range(shard, min(shard + asked, self.shards))
+            calls = [
+                self._call(
+                    "scan",
+                    s,
+                    (position, skip, need, code, now, SCAN_STEPS)
+                    if s == shards[0]
+                    else (begin, 0, need, code, now, SCAN_STEPS),
+                )
+                for s in shards
             ]
-            replies = (await self._scripts.run_many(calls))[len(calls) - len(todo) :]
-            calls = []
-            more = []
-            for s, (shard_ids, after) in zip(todo, replies, strict=True):
-                found[s] += shard_ids
-                if after and len(found[s]) < wanted:
-                    resume[s] = after.decode()
-                    more.append(s)
-            todo = more
-        # (leased ids may come unordered, and from before the cursor)
-        distinct = {i.decode() for ids in found.values() for i in ids}
-        return heapq.nsmallest(wanted, (i for i in distinct if i > cursor))
+            asked = self.shards
+            for s, (flat, after, after_skip, done) in zip(
+                shards, await self._scripts.run_many(calls), strict=True
+            ):
+                if len(flat) // 2 > limit - len(timers):
+                    shard, skip, position = s, 0, begin  # asked for too many: ask it again
+                    break
+                timers += [unpack(flat[i].decode(), flat[i + 1]) for i in range(0, len(flat), 2)]
+                if not done:
+                    shard, skip, position = s, after_skip, after.decode()
+                    break
+                shard, skip, position = s + 1, 0, begin
+        more = shard < self.shards
+        return Page(timers, f"{shard}:{skip}:{position}" if more else None)
+
+    def _where(self, cursor: str | None, begin: str) -> tuple[int, int, str]:
+        """Read a `list` cursor: shard, matches to skip, and where in the shard."""
+        if cursor is None:
+            return 0, 0, begin
+        shard, _, rest = cursor.partition(":")
+        skip, _, position = rest.partition(":")
+        if not (shard.isdigit() and skip.isdigit() and position and int(shard) < self.shards):
+            raise InvalidArgument("cursor", f"not a cursor this store returned: {cursor!r}")
+        return int(shard), int(skip), position
 
     async def stats(self) -> Stats:
         self._open()
         now = await self._now()
+        await self._purge_all(now)
         stats_calls = [self._call("stats", s, (now,)) for s in range(self.shards)]
-        replies = (await self._scripts.run_many(self._purges(now) + stats_calls))[self.shards :]
         counts = dict.fromkeys(State, 0)
         dues = []
-        for reply in replies:
+        for reply in await self._scripts.run_many(stats_calls):
             for state, count in zip(State, reply[:4], strict=True):
                 counts[state] += count
             if reply[4]:
-                dues.append(int(float(reply[4])))
+                dues.append(int(reply[4]))
         return Stats(counts, min(dues, default=None))
+
+    async def _purge_all(self, now: int) -> None:
+        """Delete every done timer whose retention has ended, PURGE_LIMIT per call."""
+        todo = list(range(self.shards))
+        while todo:
+            replies = await self._scripts.run_many([self._purge(s, now) for s in todo])
+            todo = [s for s, read in zip(todo, replies, strict=True) if read == PURGE_LIMIT]
 
     async def sync_clock(self) -> None:
         """Measure the server clock's offset now (done lazily and every `clock_refresh_s`)."""
@@ -483,18 +485,30 @@ class RedisStore:
                 results.append(existing if same else TimerExists(timer.id))
         return results
 
-    async def _release(self, now: int, expired: dict[int, Members]) -> None:
-        """Return expired leases to scheduled, numbered in (deadline, lease seq) order."""
+    async def _release(self, now: int, expired: dict[int, Replies]) -> None:
+        """Return expired leases to scheduled, numbered in (deadline, lease seq) order.
+
+        `expired` holds each shard's expired lease batches as peek.lua lists them: batch,
+        deadline, the members still leased.
+        """
         ordered = sorted(
-            (float(flat[i + 1]), flat[i], shard)
+            (float(flat[i + 1]), member, shard, flat[i])
             for shard, flat in expired.items()
-            for i in range(0, len(flat), 2)
+            for i in range(0, len(flat), 3)
+            for member in flat[i + 2]
         )
         first = self._seq.take(len(ordered))
-        args: dict[int, list[Arg]] = {}
-        for n, (_, member, shard) in enumerate(ordered):
-            args.setdefault(shard, [now]).extend((member.decode(), SeqSource.format(first + n)))
-        await self._scripts.run_many([self._call("release", s, a) for s, a in args.items()])
+        batches: dict[int, dict[bytes, list[Arg]]] = {}
+        for n, (_, member, shard, batch) in enumerate(ordered):
+            pairs = batches.setdefault(shard, {}).setdefault(batch, [])
+            pairs += (member.decode(), SeqSource.format(first + n))
+        calls = []
+        for shard, by_batch in batches.items():
+            args: list[Arg] = [now]
+            for batch, pairs in by_batch.items():
+                args += (batch.decode(), len(pairs) // 2, *pairs)
+            calls.append(self._call("release", shard, args))
+        await self._scripts.run_many(calls)
 
     async def _settle(self, name: str, lease: Lease, *args: Arg) -> None:
         if not await self._step(name, lease.timer.id, lease.token, *args):
@@ -508,15 +522,11 @@ class RedisStore:
     def _fixed_of(self, timer_id: str) -> tuple[str, ...]:
         return self._fixed[shard_of(timer_id, self.shards)]
 
-    def _call(
-        self, name: str, shard: int, args: Sequence[Arg], queue: str | None = None
-    ) -> ScriptCall:
-        """A call of script `name` on `shard`; with a queue, its bucket index is KEYS[7]."""
-        keys = self._fixed[shard]
-        return (name, keys if queue is None else (*keys, self._keys[shard].index(queue)), args)
+    def _call(self, name: str, shard: int, args: Sequence[Arg]) -> ScriptCall:
+        return (name, self._fixed[shard], args)
 
-    def _purges(self, now: int) -> Calls:
-        return [self._call("purge", s, (now, PURGE_LIMIT)) for s in range(self.shards)]
+    def _purge(self, shard: int, now: int) -> ScriptCall:
+        return self._call("purge", shard, (now, PURGE_LIMIT))
 
     def _next_seq(self) -> str:
         return SeqSource.format(self._seq.take())

@@ -1,43 +1,49 @@
 -- ack.lua: mark leased timers done and keep them until their retention ends.
 -- KEYS[1..6] the shard's fixed keys (see lib.lua)
--- ARGV[1] now_ms  ARGV[2] expiry_ms (now + retention)  then pairs: id, token
--- returns: one entry per pair: 1 when acked, 0 when the token no longer holds the lease
+-- ARGV[1] now_ms  ARGV[2] expiry_ms (now + retention)  ARGV[3] "<id> <token> " per lease
+-- returns: one entry per lease: 1 when acked, 0 when the token no longer holds the lease
 --          (nothing changed for that one; an id repeated in the call is acked once)
--- bounded by the number of pairs, which the store caps per call; one HMGET, then one
--- variadic write per key
+-- bounded by the number of leases, which the store caps per call; one HMGET, then one
+-- variadic write per key; a lease batch only counts down (lib.lua). Each record is rewritten
+-- by one match and one concatenation. With no retention the records are deleted at once.
 local now, expiry = ARGV[1], ARGV[2]
-local ids = {}
-for i = 3, #ARGV, 2 do
-  ids[#ids + 1] = ARGV[i]
+local keep = tonumber(expiry) > tonumber(now)
+local ids, tokens = {}, {}
+for id, token in string.gmatch(ARGV[3], '(%S+) (%S+) ') do
+  ids[#ids + 1] = id
+  tokens[#tokens + 1] = token
 end
 local raws = redis.call('HMGET', RECORDS, unpack(ids))
 local results, acked = {}, {}
-local records, expiries, leases, queue_leases = {}, {}, {}, {}
+local records, done, gone = {}, {}, {}
 for n, id in ipairs(ids) do
-  local r = raws[n] and parse(raws[n])
-  if not r or r.state ~= LEASED or r.attempt ~= ARGV[2 + 2 * n] or acked[id] then
+  local attempt, due_created, deadline, q, rest = string.match(raws[n] or '',
+    '^1,(%d+),([^,]*,[^,]*),[^,]*,%w%w%w%w%w%w%w%w%w(%d+),([^,|]*),(.*)$')
+  if attempt == nil or attempt ~= tokens[n] or acked[id] then
     results[n] = 0
   else
     acked[id] = true
     results[n] = 1
-    local member = r.seq .. id
-    r.state, r.updated = DONE, now
-    records[#records + 1] = id
-    records[#records + 1] = pack(r)
-    expiries[#expiries + 1] = expiry
-    expiries[#expiries + 1] = id
-    leases[#leases + 1] = member
-    local members = queue_leases[r.queue] or {}
-    queue_leases[r.queue] = members
-    members[#members + 1] = member
+    local b = batch_of(q == '' and DEFAULT_QUEUE or q, deadline)
+    b.delta = b.delta - 1
+    if keep then
+      records[#records + 1] = id
+      records[#records + 1] = '2,' .. attempt .. ',' .. due_created .. ',' .. now .. ',' ..
+        expiry .. ',' .. q .. ',' .. rest
+      done[#done + 1] = expiry .. ',' .. id
+    else
+      gone[#gone + 1] = id
+    end
   end
 end
 if #records > 0 then
   bulk('HSET', RECORDS, records)
-  bulk('ZREM', LEASES, leases)
-  for queue, members in pairs(queue_leases) do
-    bulk('ZREM', lease_key(queue), members)
-  end
-  bulk('ZADD', EXPIRY, expiries)
+  bulk('RPUSH', DONE_LIST, done)
+  count(DONE, #done)
 end
+if #gone > 0 then
+  bulk('HDEL', RECORDS, gone)
+end
+count(LEASED, -(#done + #gone))
+finish()
 return results

@@ -6,9 +6,9 @@
 -- returns: one entry per timer: when stored, its attempt (0, or the replaced timer's: a lease
 --          on the replaced timer must never match a claim of the new one); else the live
 --          record under that id (unchanged)
--- bounded by the number of timers, which the store caps per call; new timers are written with
--- one variadic command per key, so a batch costs a few calls, not a few per timer; publishes a
--- wake (lib.lua) per queue whose earliest due time here the batch brings forward
+-- bounded by the number of timers, which the store caps per call; one HMGET, one HSET and one
+-- variadic write per slot; publishes a wake (lib.lua) per queue whose earliest due time here
+-- the batch may bring forward
 local now, replace = ARGV[1], ARGV[2] == '1'
 local ids, records = {}, {}
 for id, raw in string.gmatch(ARGV[3], '([^\n]+)\n([^\n]+)\n') do
@@ -16,21 +16,16 @@ for id, raw in string.gmatch(ARGV[3], '([^\n]+)\n([^\n]+)\n') do
   records[#records + 1] = raw
 end
 local existing = redis.call('HMGET', RECORDS, unpack(ids))
-local results = {}
-local fields, stored, inserts, queues = {}, {}, {}, {}
-local soonest = {} -- queue → earliest due among the timers stored
+local results, fields = {}, {}
+local p = placer(now, 2, true)
 for n, id in ipairs(ids) do
   local raw = records[n]
-  -- only what the bucket needs: due, seq and queue (parse() takes twice as long)
-  local due, seq, queue = string.match(raw, '^0,0,(%-?%d+),%-?%w+,,(%w+),([^,|]*),')
-  if due == nil then
+  local due, seq, queue = scheduled_fields(raw)
+  if due == nil or string.sub(raw, 1, 4) ~= '0,0,' then
     error('tickwheel: add.lua needs new scheduled records, got ' .. string.sub(raw, 1, 60))
   end
-  if queue == '' then
-    queue = DEFAULT_QUEUE
-  end
   local old = existing[n] and parse(existing[n])
-  if old and expired(id, old, now) then
+  if old and expired(old, now) then
     forget(id, old)
     old = nil
   end
@@ -45,30 +40,14 @@ for n, id in ipairs(ids) do
     end
     fields[#fields + 1] = id
     fields[#fields + 1] = raw
-    stored[#stored + 1] = id
-    inserts[#inserts + 1] = { queue, due, seq .. id }
-    queues[queue] = true
-    if soonest[queue] == nil or tonumber(due) < tonumber(soonest[queue]) then
-      soonest[queue] = due
-    end
+    put(p, queue, id, due, seq)
     results[n] = tonumber(attempt)
   end
 end
-for queue, due in pairs(soonest) do
-  wake(queue, due)
-end
 if #fields > 0 then
   redis.call('HSET', RECORDS, unpack(fields))
-  local sizes = {}
-  for _, id in ipairs(stored) do
-    index_id(id, sizes)
-  end
-  local pages = {}
-  for _, entry in ipairs(inserts) do
-    insert(entry[1], entry[2], entry[3], pages)
-  end
-  for queue in pairs(queues) do
-    redis.call('SADD', QUEUES, queue)
-  end
+  flush(p)
+  count(SCHEDULED, #fields / 2)
+  finish()
 end
 return results

@@ -1,4 +1,4 @@
--- cancel.lua: delete a scheduled timer: its record, bucket entry and (once empty) the bucket.
+-- cancel.lua: delete a scheduled timer: its record and its entry in the near set or a slot.
 -- KEYS[1..6] the shard's fixed keys (see lib.lua)
 -- ARGV[1] id
 -- returns: 1 when a scheduled timer was deleted, 0 when there was none (or it is not scheduled)
@@ -8,4 +8,5 @@ if r == nil or r.state ~= SCHEDULED then
   return 0
 end
 forget(id, r)
+finish()
 return 1

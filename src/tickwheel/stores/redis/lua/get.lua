@@ -7,7 +7,7 @@ local now = ARGV[1]
 local results = {}
 for i = 2, #ARGV do
   local r, raw = load(ARGV[i])
-  if r == nil or expired(ARGV[i], r, now) then
+  if r == nil or expired(r, now) then
     results[#results + 1] = 0
   else
     results[#results + 1] = raw

@@ -7,8 +7,12 @@ local r = settle(id, ARGV[2])
 if r == nil then
   return 0
 end
-move_state(id, r, DEAD)
-r.updated = ARGV[3]
+unhold(r)
+r.state, r.updated = DEAD, ARGV[3]
 set_error(r, ARGV[4])
 save(id, r)
+redis.call('ZADD', DEAD_SET, 0, id)
+count(LEASED, -1)
+count(DEAD, 1)
+finish()
 return 1

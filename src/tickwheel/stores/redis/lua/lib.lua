@@ -1,56 +1,89 @@
 -- lib.lua: helpers every tickwheel script starts with (the store prepends this file to each).
 -- Every script receives its shard's fixed keys as KEYS[1..6]:
---   KEYS[1] records hash (id → record)   KEYS[2] lease zset (<lease seq><id> → deadline ms)
---   KEYS[3] done-expiry zset (id → ms)   KEYS[4] id index: the low ids of its pages (score 0)
---   KEYS[5] dead letters (id, score 0)   KEYS[6] set of queues with scheduled timers
--- Bucket, queue-index, queue-lease and id-page keys depend on data read inside the script (a
--- record's queue and due time, an id's place in the index), so they are built here from the
--- hash tag of KEYS[1]: every key a script touches shares a slot.
--- Numbers stay decimal strings; arithmetic results are formatted with '%d' (never %.14g).
+--   KEYS[1] records hash (id → record)   KEYS[2] lease batches (<deadline>|<queue> → deadline)
+--   KEYS[3] done list (<expiry ms>,<id> in ack order)   KEYS[4] counts hash (state code →
+--   timers in that state; <deadline>|<queue> → leases that batch still holds)
+--   KEYS[5] dead letters (id, score 0)   KEYS[6] set of queues that have timers here
+-- Queue, slot and batch keys depend on data read inside the script (a record's queue and due
+-- time), so they are built here from the hash tag of KEYS[1]: every key a script touches
+-- shares a slot. Numbers stay decimal strings; arithmetic results are formatted with '%d'
+-- (never %.14g, which redis.call would apply to a Lua number).
 
-local RECORDS, LEASES, EXPIRY, IDS, DEAD_SET, QUEUES = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
-  KEYS[5], KEYS[6]
+local RECORDS, LEASES, DONE_LIST, COUNTS, DEAD_SET, QUEUES = KEYS[1], KEYS[2], KEYS[3],
+  KEYS[4], KEYS[5], KEYS[6]
 local SCHEDULED, LEASED, DONE, DEAD = '0', '1', '2', '3'
 local TAG = string.match(RECORDS, '^{[^}]*}')
 -- the store's wake channel, <prefix>:wake (a channel is no key: it has no slot)
 local WAKE = string.match(TAG, '^{(.*):%d+}$') .. ':wake'
 local SEQ_DIGITS = 9 -- base 62 (record.py)
--- ids per id page: zset-max-listpack-entries' default, so a page stays a compact listpack
-local ID_PAGE = 128
--- timers per due page, for the same reason (more only when they all share one due ms)
-local DUE_PAGE = 128
 local DEFAULT_QUEUE = 'default' -- stored as an empty field
+-- The wheel's two levels (decisions 23): minute slots for timers due within the hour, day
+-- slots beyond; a day slot moves into minute slots an hour before it starts, a minute slot
+-- into the queue's near set when a claim's horizon reaches it.
+local MINUTE_SLOT, DAY_SLOT, MINUTE_RANGE = 60000, 86400000, 3600000
+local CASCADE_BUDGET = 4000 -- slot entries one call moves at most (unpack() takes ~8,000)
 
 local function int(n)
   return string.format('%d', n)
 end
 
--- `command key args...` over a long list, in slices unpack() can take (Lua's C stack holds
--- ~8,000 values); slices are even, so field/value and score/member pairs stay whole
+-- `command key args...` over a long list, in slices unpack() can take; slices are even, so
+-- field/value and score/member pairs stay whole
 local function bulk(command, key, args)
   for i = 1, #args, 4000 do
     redis.call(command, key, unpack(args, i, math.min(i + 3999, #args)))
   end
 end
 
-local function index_key(queue)
-  return TAG .. ':q:' .. queue .. ':i'
+-- Counts per state and per lease batch (KEYS[4]) change by deltas gathered during a call and
+-- written once by finish(), which every script that changes a state calls before it returns.
+local deltas = {}
+local function count(state, n)
+  deltas[state] = (deltas[state] or 0) + n
 end
 
--- a due page of a queue: its scheduled timers due from <low> ms up to the next page's low
-local function bucket_key(queue, low)
-  return TAG .. ':q:' .. queue .. ':b:' .. low
+local function queue_key(queue, suffix)
+  return TAG .. ':q:' .. queue .. ':' .. suffix
 end
 
--- the leases of one queue (<lease seq><id> → deadline), as in LEASES: for next_due.lua
+-- a queue's scheduled timers that are due soon (or were cascaded): <seq><id> → due ms, exact
+local function near_key(queue)
+  return queue_key(queue, 'n')
+end
+
+-- the index of a queue's slots of one level: start ms → start ms
+local function index_key(queue, level)
+  return queue_key(queue, 'i' .. level)
+end
+
+-- a slot: a list of the ids of timers due from <start> for one slot width, unordered; a timer
+-- leaving its slot takes its entry with it
+local function slot_key(queue, level, start)
+  return queue_key(queue, level .. ':' .. start)
+end
+
+-- a queue's lease deadlines (deadline → deadline), those of its batches in LEASES: for
+-- next_due.lua
 local function lease_key(queue)
-  return TAG .. ':q:' .. queue .. ':l'
+  return queue_key(queue, 'l')
+end
+
+-- A lease batch: the timers of one queue leased until one deadline, as a list of their
+-- <lease seq><id> (one claim's, or more at the same deadline). Acks leave their entries; the
+-- batch's count in KEYS[4] says how many still hold a lease, and the batch goes at 0.
+local function batch_name(queue, deadline)
+  return deadline .. '|' .. queue
+end
+
+local function batch_key(queue, deadline)
+  return TAG .. ':b:' .. queue .. ':' .. deadline
 end
 
 -- record: "<state>,<attempt>,<due>,<created>,<updated>,<seq>,<queue>,<first claimed>,<errlen>|
 --          <error><spec>" (record.py): created is base 36 and passes through untouched;
 -- updated is empty until a change, the queue empty for 'default', first claimed and errlen
--- empty when unset
+-- empty when unset. A leased timer's seq is <lease seq><lease deadline ms>, a done timer's the
+-- ms its retention ends.
 local function parse(raw)
   local state, attempt, due, created, updated, seq, queue, first, errlen, body = string.match(raw,
     '^(%d),(%d+),(%-?%d+),(%-?%w+),(%d*),(%w+),([^,|]*),(%d*),(%d*)|()')
@@ -73,6 +106,15 @@ local function pack(r)
                         r.first, r.errlen }, ',') .. '|' .. r.body
 end
 
+-- due, seq and queue of a scheduled record, without parsing the rest; nil for other states
+local function scheduled_fields(raw)
+  local due, seq, queue = string.match(raw, '^0,%d+,(%-?%d+),%-?%w+,%d*,(%w+),([^,|]*),')
+  if queue == '' then
+    queue = DEFAULT_QUEUE
+  end
+  return due, seq, queue
+end
+
 -- the record under id, parsed, and its raw text; nil when there is none
 local function load(id)
   local raw = redis.call('HGET', RECORDS, id)
@@ -93,253 +135,281 @@ local function set_error(r, message)
   r.errlen = int(#message)
 end
 
--- only dead letters keep a set of their own (list(DEAD) reads it); the other states are
--- counted from the lease and expiry sets (stats.lua) and listed by filtering the id index
-local function move_state(id, r, state)
-  if r.state == DEAD and state ~= DEAD then
-    redis.call('ZREM', DEAD_SET, id)
-  elseif state == DEAD and r.state ~= DEAD then
-    redis.call('ZADD', DEAD_SET, 0, id)
-  end
-  r.state = state
+-- a done timer past its retention is gone for readers even before purge.lua deletes it
+local function expired(r, now_ms)
+  return r.state == DONE and tonumber(r.seq) <= tonumber(now_ms)
 end
 
--- The id index: every timer's id, in id order, in pages of at most ID_PAGE ids (zsets, score
--- 0). KEYS[4] holds each page's low bound; page <low> holds the ids from <low> up to the next
--- low bound, so an id's page is the greatest low bound <= the id; the first page's bound is
--- '' (below every id). One zset per shard would be a skiplist costing ~118 B per id; a page
--- stays a listpack (~30 B per id).
-local function page_key(low)
-  return IDS .. ':' .. low
-end
-
--- the low bound of the page that holds (or would hold) id; nil when there is no page below it
-local function id_page(id)
-  return redis.call('ZREVRANGEBYLEX', IDS, '[' .. id, '-', 'LIMIT', 0, 1)[1]
-end
-
--- add a new id to the index; sizes caches page sizes within one script call
-local function index_id(id, sizes)
-  local low = id_page(id)
-  if low == nil then
-    low = ''
-    redis.call('ZADD', IDS, 0, low)
-  end
-  local size = sizes[low] or redis.call('ZCARD', page_key(low))
-  if size >= ID_PAGE then
-    -- split the full page: at the new id when it falls in the upper half (ids that mostly
-    -- grow, like generated ones, then leave full pages behind; past the last id nothing
-    -- moves), else at the middle. Redis, not Lua, compares ids (Lua's < follows the locale),
-    -- so the id's page is looked up again.
-    local page = page_key(low)
-    local split = id
-    if redis.call('ZLEXCOUNT', page, '-', '(' .. id) < ID_PAGE / 2 then
-      split = redis.call('ZRANGE', page, ID_PAGE / 2, ID_PAGE / 2)[1]
-    end
-    local upper = redis.call('ZRANGEBYLEX', page, '[' .. split, '+')
-    if #upper > 0 then
-      redis.call('ZREMRANGEBYLEX', page, '[' .. split, '+')
-      local members = {}
-      for i, member in ipairs(upper) do
-        members[2 * i - 1] = 0
-        members[2 * i] = member
-      end
-      redis.call('ZADD', page_key(split), unpack(members))
-    end
-    redis.call('ZADD', IDS, 0, split)
-    sizes[low], sizes[split] = size - #upper, #upper
-    low = id_page(id)
-    size = sizes[low]
-  end
-  redis.call('ZADD', page_key(low), 0, id)
-  sizes[low] = size + 1
-end
-
-local function unindex_id(id)
-  local low = id_page(id)
-  if low ~= nil then
-    local page = page_key(low)
-    if redis.call('ZREM', page, id) == 1 and redis.call('EXISTS', page) == 0 then
-      redis.call('ZREM', IDS, low)
+-- the first slot of a queue over both levels: level, start (a number) and the index member
+local function first_slot(queue)
+  local level, start, member = nil, nil, nil
+  for _, l in ipairs({ 1, 2 }) do
+    local found = redis.call('ZRANGE', index_key(queue, l), 0, 0, 'WITHSCORES')
+    if found[1] ~= nil and (start == nil or tonumber(found[2]) < start) then
+      level, start, member = l, tonumber(found[2]), found[1]
     end
   end
+  return level, start, member
 end
 
--- the earliest due time of a queue's scheduled timers in this shard, or nil
-local function earliest(queue)
-  local low = redis.call('ZRANGE', index_key(queue), 0, 0)[1]
-  if low == nil then
-    return nil
-  end
-  return tonumber(redis.call('ZRANGE', bucket_key(queue, low), 0, 0, 'WITHSCORES')[2])
+local function slot_width(level)
+  return level == 1 and MINUTE_SLOT or DAY_SLOT
 end
 
--- before timers due at `due` join a queue: tell its waiters (Store.wait) when they become its
--- earliest here, so its next due time may be earlier
+local function first_near(queue)
+  return tonumber(redis.call('ZRANGE', near_key(queue), 0, 0, 'WITHSCORES')[2])
+end
+
+-- before timers due at `due` join a queue: tell its waiters (Store.wait) when they may become
+-- its earliest here. A slot's timers are unordered, so a due time inside the first slot's
+-- range counts as earlier (a spurious wake costs a waiter one look; a missed one, lateness).
 local function wake(queue, due)
-  local first = earliest(queue)
-  if first == nil or tonumber(due) < first then
+  local d = tonumber(due)
+  local near = first_near(queue)
+  local level, start = first_slot(queue)
+  if (near == nil or d < near) and (start == nil or d < start + slot_width(level)) then
     redis.call('PUBLISH', WAKE, queue)
   end
 end
 
--- Due pages: a queue's scheduled timers in this shard, as <seq><id> → due ms, in pages of at
--- most DUE_PAGE. The queue's index (score and member: the page's low bound, ms) lists its
--- pages; a timer is in the page with the greatest low bound <= its due time, and the timers of
--- one due ms share a page. Fixed minute buckets held ~1,000 timers each at 1M pending over an
--- hour (skiplists, ~145 B per timer) or one (a key per timer) when sparse; pages stay
--- listpacks (~50 B per timer) at any density (decisions 22).
-
--- the low bound of the page that holds (or would hold) a timer due at `due`, or nil
-local function due_page(queue, due)
-  return redis.call('ZREVRANGEBYSCORE', index_key(queue), due, '-inf', 'LIMIT', 0, 1)[1]
+-- A placer gathers scheduled timers and writes them with one variadic command per key: into
+-- the queue's near set when due before the end of the current minute (`now`'s), else into
+-- the slot of their due time, minute or day by distance; `max_level` 0 forces the near set
+-- (a slot a claim reached), 1 minute slots at most (a day slot moving down).
+local function placer(now, max_level, wakes)
+  local n = tonumber(now)
+  return { now = n, soon = n - n % MINUTE_SLOT + MINUTE_SLOT, max_level = max_level,
+           wakes = wakes, near = {}, slots = {}, starts = {}, soonest = {} }
 end
 
--- the low bound of the page a new timer due at `due` goes into, after making room there;
--- sizes caches page sizes by page key within one script call
-local function page_for(queue, due, sizes)
-  local index = index_key(queue)
-  local low = due_page(queue, due)
-  if low == nil then
-    -- before every page: the first page takes it, renamed to the new bound, if it has room
-    local first = redis.call('ZRANGE', index, 0, 0)[1]
-    local size = 0
-    low = int(tonumber(due))
-    if first ~= nil then
-      size = redis.call('ZCARD', bucket_key(queue, first))
-      if size < DUE_PAGE then
-        redis.call('RENAME', bucket_key(queue, first), bucket_key(queue, low))
-        redis.call('ZREM', index, first)
-        sizes[bucket_key(queue, first)] = nil
-      else
-        size = 0
+local function put(p, queue, id, due, seq)
+  local d = tonumber(due)
+  if p.wakes and (p.soonest[queue] == nil or d < tonumber(p.soonest[queue])) then
+    p.soonest[queue] = due
+  end
+  if d < p.soon or p.max_level == 0 then
+    local entries = p.near[queue] or {}
+    p.near[queue] = entries
+    entries[#entries + 1] = due
+    entries[#entries + 1] = seq .. id
+    return
+  end
+  local level = 1
+  if p.max_level == 2 and d - p.now >= MINUTE_RANGE then
+    level = 2
+  end
+  local start = int(d - d % slot_width(level))
+  local key = slot_key(queue, level, start)
+  local ids = p.slots[key]
+  if ids == nil then
+    ids = {}
+    p.slots[key] = ids
+    p.starts[key] = { queue, level, start }
+  end
+  ids[#ids + 1] = id
+end
+
+local function flush(p)
+  for queue, due in pairs(p.soonest) do
+    wake(queue, due)
+    redis.call('SADD', QUEUES, queue)
+  end
+  for queue, entries in pairs(p.near) do
+    bulk('ZADD', near_key(queue), entries)
+  end
+  for key, ids in pairs(p.slots) do
+    local where = p.starts[key]
+    if redis.call('RPUSH', key, unpack(ids)) == #ids then
+      redis.call('ZADD', index_key(where[1], where[2]), where[3], where[3])
+    end
+  end
+end
+
+-- schedule one timer (its record saved), waking its queue's waiters as needed
+local function enqueue(id, r, now)
+  local p = placer(now, 2, true)
+  put(p, r.queue, id, r.due, r.seq)
+  flush(p)
+end
+
+-- Move up to `budget` entries of a slot one level down (day → minute slots, minute → the
+-- near set); returns how many were read and whether the slot is gone. Each entry is checked
+-- against its record (scheduled in this queue, due in the slot): a timer listed twice would
+-- still land once, the near set's member being <seq><id>.
+local function cascade(queue, level, member, now, budget)
+  local key = slot_key(queue, level, member)
+  local ids = redis.call('LRANGE', key, 0, budget - 1)
+  if #ids > 0 then
+    local raws = redis.call('HMGET', RECORDS, unpack(ids))
+    local low = tonumber(member)
+    local high = low + slot_width(level)
+    local p = placer(now, level - 1, false)
+    for i, id in ipairs(ids) do
+      local raw = raws[i]
+      if raw then
+        local due, seq, q = scheduled_fields(raw)
+        if q == queue and tonumber(due) >= low and tonumber(due) < high then
+          put(p, queue, id, due, seq)
+        end
       end
     end
-    redis.call('ZADD', index, low, low)
-    sizes[bucket_key(queue, low)] = size
-    return low
+    flush(p)
   end
-  local page = bucket_key(queue, low)
-  local size = sizes[page] or DUE_PAGE
-  if size >= DUE_PAGE then
-    size = redis.call('ZCARD', page) -- the cache may be stale (a replaced timer left)
-    sizes[page] = size
-    if size < DUE_PAGE then
-      return low
+  if #ids < budget then
+    redis.call('DEL', key)
+    redis.call('ZREM', index_key(queue, level), member)
+    return #ids, true
+  end
+  redis.call('LTRIM', key, budget, -1)
+  return #ids, false
+end
+
+-- Make the near set hold every timer of the queue due by `horizon`: day slots starting
+-- within the minute range (or by the horizon) move down, then minute slots starting by the
+-- horizon move into the near set, at most CASCADE_BUDGET entries per call. Returns the
+-- horizon to claim by: lower than asked while a slot that may hold earlier timers is left.
+local function ready(queue, horizon, now)
+  local budget = CASCADE_BUDGET
+  local h = tonumber(horizon)
+  for _, level in ipairs({ 2, 1 }) do
+    local by = h
+    if level == 2 then
+      by = math.max(h, tonumber(now) + MINUTE_RANGE)
     end
-  else
-    return low
-  end
-  -- split the full page: at the new due time when it falls in the upper half (due times that
-  -- mostly grow, like now + a delay, then leave full pages behind; past the last one nothing
-  -- moves), else at the middle's due time, or the first after the low bound
-  local split = int(tonumber(due))
-  if redis.call('ZCOUNT', page, '-inf', '(' .. due) < DUE_PAGE / 2 then
-    split = tonumber(redis.call('ZRANGE', page, DUE_PAGE / 2, DUE_PAGE / 2, 'WITHSCORES')[2])
-    if split == tonumber(low) then
-      split = redis.call('ZRANGEBYSCORE', page, '(' .. low, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2]
-      if split == nil then
-        return low -- every timer here is due at one ms: the page grows past DUE_PAGE
+    while budget > 0 do
+      local first = redis.call('ZRANGEBYSCORE', index_key(queue, level), '-inf', int(by),
+        'LIMIT', 0, 1)[1]
+      if first == nil then
+        break
+      end
+      local read, gone = cascade(queue, level, first, now, budget)
+      budget = budget - math.max(read, 1)
+      if not gone then
+        break
       end
     end
-    split = int(tonumber(split))
   end
-  -- the timers due from `split` on move to a new page
-  local moved = redis.call('ZRANGEBYSCORE', page, split, '+inf', 'WITHSCORES')
-  if #moved > 0 then
-    redis.call('ZREMRANGEBYSCORE', page, split, '+inf')
-    local entries = {}
-    for i = 1, #moved, 2 do
-      entries[i], entries[i + 1] = moved[i + 1], moved[i]
+  local _, start = first_slot(queue)
+  if start ~= nil and start <= h then
+    return int(start - 1)
+  end
+  return horizon
+end
+
+-- the earliest due time of a queue's scheduled timers in this shard, or nil; moves the first
+-- slot down while it may hold a timer earlier than the near set's first (bounded by the
+-- entries of the slots it moves)
+local function earliest(queue, now)
+  while true do
+    local near = first_near(queue)
+    local level, start, member = first_slot(queue)
+    if start == nil or (near ~= nil and near < start) then
+      return near
     end
-    redis.call('ZADD', bucket_key(queue, split), unpack(entries))
+    local _, gone = cascade(queue, level, member, now, CASCADE_BUDGET)
+    while not gone do
+      _, gone = cascade(queue, level, member, now, CASCADE_BUDGET)
+    end
   end
-  sizes[page], sizes[bucket_key(queue, split)] = size - #moved / 2, #moved / 2
-  redis.call('ZADD', index, split, split)
-  if tonumber(due) >= tonumber(split) then
-    return split
-  end
-  return low
 end
 
--- put a new scheduled timer in its queue's due pages
-local function insert(queue, due, member, sizes)
-  local page = bucket_key(queue, page_for(queue, due, sizes))
-  redis.call('ZADD', page, due, member)
-  sizes[page] = sizes[page] + 1
-end
-
--- put a scheduled timer in its due page, and its queue in the queues set
-local function enqueue(id, r)
-  wake(r.queue, r.due)
-  insert(r.queue, r.due, r.seq .. id, {})
-  redis.call('SADD', QUEUES, r.queue)
-end
-
--- the page emptied: the index lists only non-empty pages, the queues set only used queues
-local function drop_bucket(queue, low)
-  local index = index_key(queue)
-  redis.call('ZREM', index, low)
-  if redis.call('EXISTS', index) == 0 then
+-- the queues set lists the queues with scheduled timers here (stats.lua walks it)
+local function unlist_queue(queue)
+  if redis.call('EXISTS', near_key(queue), index_key(queue, 1), index_key(queue, 2)) == 0 then
     redis.call('SREM', QUEUES, queue)
   end
 end
 
+-- take a scheduled timer out of its queue: from the near set, or else from the minute or day
+-- slot of its due time (LREM reads the slot: cancelling is rarer than adding)
 local function dequeue(id, r)
-  local low = due_page(r.queue, r.due)
-  if low == nil then
-    return
+  if redis.call('ZREM', near_key(r.queue), r.seq .. id) == 0 then
+    local d = tonumber(r.due)
+    for level = 1, 2 do
+      local start = int(d - d % slot_width(level))
+      local key = slot_key(r.queue, level, start)
+      if redis.call('LREM', key, 1, id) == 1 then
+        if redis.call('EXISTS', key) == 0 then
+          redis.call('ZREM', index_key(r.queue, level), start)
+        end
+        break
+      end
+    end
   end
-  local bucket = bucket_key(r.queue, low)
-  redis.call('ZREM', bucket, r.seq .. id)
-  if redis.call('EXISTS', bucket) == 0 then
-    drop_bucket(r.queue, low)
-  end
+  unlist_queue(r.queue)
 end
 
--- hold a leased timer until deadline_ms, under its lease seq
-local function lease(id, r, deadline_ms)
-  redis.call('ZADD', LEASES, deadline_ms, r.seq .. id)
-  redis.call('ZADD', lease_key(r.queue), deadline_ms, r.seq .. id)
+-- lease changes gathered per batch during a call, written by finish()
+local batches = {}
+local function batch_of(queue, deadline)
+  local name = batch_name(queue, deadline)
+  local b = batches[name]
+  if b == nil then
+    b = { queue = queue, deadline = deadline, delta = 0, entries = {} }
+    batches[name] = b
+  end
+  return b
 end
 
-local function unlease(id, r)
-  redis.call('ZREM', LEASES, r.seq .. id)
-  redis.call('ZREM', lease_key(r.queue), r.seq .. id)
+-- lease a timer until `deadline` under `lease_seq` (its record is the caller's to write)
+local function hold(r, id, lease_seq, deadline)
+  local b = batch_of(r.queue, deadline)
+  b.delta = b.delta + 1
+  b.entries[#b.entries + 1] = lease_seq .. id
+  r.seq = lease_seq .. deadline
 end
 
--- remove every trace of a timer, whatever its state
-local function forget(id, r)
-  if r.state == SCHEDULED then
-    dequeue(id, r)
-  end
-  if r.state == LEASED then
-    unlease(id, r)
-  end
-  if r.state == DEAD then
-    redis.call('ZREM', DEAD_SET, id)
-  end
-  redis.call('ZREM', EXPIRY, id)
-  unindex_id(id)
-  redis.call('HDEL', RECORDS, id)
+-- the timer of leased record r no longer holds its lease
+local function unhold(r)
+  local b = batch_of(r.queue, string.sub(r.seq, SEQ_DIGITS + 1))
+  b.delta = b.delta - 1
 end
 
--- a done timer past its retention is gone for readers even before expire.lua deletes it
-local function expired(id, r, now_ms)
-  if r.state ~= DONE then
-    return false
+-- write the gathered count and lease changes
+local function finish()
+  for state, n in pairs(deltas) do
+    if n ~= 0 and redis.call('HINCRBY', COUNTS, state, n) == 0 then
+      redis.call('HDEL', COUNTS, state)
+    end
   end
-  local at = redis.call('ZSCORE', EXPIRY, id)
-  return at ~= false and tonumber(at) <= tonumber(now_ms)
+  deltas = {}
+  for name, b in pairs(batches) do
+    if #b.entries > 0 then
+      bulk('RPUSH', batch_key(b.queue, b.deadline), b.entries)
+    end
+    local left = redis.call('HINCRBY', COUNTS, name, b.delta)
+    if left <= 0 then
+      redis.call('HDEL', COUNTS, name)
+      redis.call('ZREM', LEASES, name)
+      redis.call('ZREM', lease_key(b.queue), b.deadline)
+      redis.call('DEL', batch_key(b.queue, b.deadline))
+    elseif b.delta > 0 then
+      redis.call('ZADD', LEASES, b.deadline, name)
+      redis.call('ZADD', lease_key(b.queue), b.deadline, b.deadline)
+    end
+  end
+  batches = {}
 end
 
--- the leased record when (id, token) still holds the lease, its lease entries removed; else nil
+-- the leased record when (id, token) still holds the lease; else nil
 local function settle(id, token)
   local r = load(id)
   if r == nil or r.state ~= LEASED or r.attempt ~= token then
     return nil
   end
-  unlease(id, r)
   return r
 end
 
+-- remove every trace of a timer, whatever its state (its entry in a lease batch or in the
+-- done list goes stale: both are checked against the record when read)
+local function forget(id, r)
+  if r.state == SCHEDULED then
+    dequeue(id, r)
+  elseif r.state == LEASED then
+    unhold(r)
+  elseif r.state == DEAD then
+    redis.call('ZREM', DEAD_SET, id)
+  end
+  redis.call('HDEL', RECORDS, id)
+  count(r.state, -1)
+end

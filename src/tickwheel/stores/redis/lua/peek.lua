@@ -1,30 +1,43 @@
--- peek.lua: show, changing nothing, the expired leases and the first timers a claim would take.
--- KEYS[1..6] the shard's fixed keys (see lib.lua)  KEYS[7] the queue's bucket index
+-- peek.lua: show the expired leases and the first timers a claim would take.
+-- KEYS[1..6] the shard's fixed keys (see lib.lua)
 -- ARGV[1] queue  ARGV[2] horizon_ms  ARGV[3] limit  ARGV[4] now_ms  ARGV[5] lease limit
--- returns: { {lease member1, deadline1, ...} at most ARGV[5], in (deadline, lease seq) order,
+-- returns: { {batch1, deadline1, {member, ...}, batch2, ...}: the expired lease batches,
+--            whole, until they list ARGV[5] or more leases in all, each with the members
+--            (<lease seq><id>) that still hold its lease,
 --            {member1, due1, member2, due2, ...} at most ARGV[3], in (due, seq) order }
---          members are <seq><id>
--- read-only; visits at most limit + 1 buckets (the index holds only non-empty ones)
-local queue, horizon, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local expired = redis.call('ZRANGEBYSCORE', LEASES, '-inf', ARGV[4], 'WITHSCORES',
-  'LIMIT', 0, tonumber(ARGV[5]))
-local due, found, offset = {}, 0, 0
-while found < limit do
-  local lows = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', horizon, 'LIMIT', offset, 16)
-  if #lows == 0 then
+-- moves the slots the horizon reaches into the near set, as claim.lua does
+local queue, horizon, limit, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local expired, held = {}, 0
+local names = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 64)
+for i = 1, #names, 2 do
+  local deadline, q = string.match(names[i], '^([^|]*)|(.*)$')
+  local entries = redis.call('LRANGE', batch_key(q, deadline), 0, -1)
+  local ids = {}
+  for n, entry in ipairs(entries) do
+    ids[n] = string.sub(entry, SEQ_DIGITS + 1)
+  end
+  local live = {}
+  if #ids > 0 then
+    local raws = redis.call('HMGET', RECORDS, unpack(ids))
+    for n, id in ipairs(ids) do
+      local raw = raws[n]
+      if raw and string.sub(raw, 1, 1) == LEASED then
+        local seq = parse(raw).seq
+        if string.sub(seq, 1, SEQ_DIGITS) .. id == entries[n]
+          and string.sub(seq, SEQ_DIGITS + 1) == deadline then
+          live[#live + 1] = entries[n]
+        end
+      end
+    end
+  end
+  expired[#expired + 1] = names[i]
+  expired[#expired + 1] = names[i + 1]
+  expired[#expired + 1] = live
+  held = held + #live
+  if held >= tonumber(ARGV[5]) then
     break
   end
-  offset = offset + #lows
-  for _, low in ipairs(lows) do
-    local timers = redis.call('ZRANGEBYSCORE', bucket_key(queue, low), '-inf', horizon,
-      'WITHSCORES', 'LIMIT', 0, limit - found)
-    for _, value in ipairs(timers) do
-      due[#due + 1] = value
-    end
-    found = found + #timers / 2
-    if found >= limit then
-      break
-    end
-  end
 end
+local due = redis.call('ZRANGEBYSCORE', near_key(queue), '-inf', ready(queue, horizon, now),
+  'WITHSCORES', 'LIMIT', 0, limit)
 return { expired, due }

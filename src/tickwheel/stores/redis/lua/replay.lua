@@ -8,8 +8,11 @@ local r = load(id)
 if r == nil or r.state ~= DEAD then
   return 0
 end
-move_state(id, r, SCHEDULED)
-r.due, r.updated, r.seq, r.first = ARGV[2], ARGV[2], ARGV[3], ''
+redis.call('ZREM', DEAD_SET, id)
+r.state, r.due, r.updated, r.seq, r.first = SCHEDULED, ARGV[2], ARGV[2], ARGV[3], ''
 save(id, r)
-enqueue(id, r)
+enqueue(id, r, ARGV[2])
+count(DEAD, -1)
+count(SCHEDULED, 1)
+finish()
 return 1

@@ -11,5 +11,5 @@ end
 dequeue(id, r)
 r.due, r.updated, r.seq, r.first = ARGV[2], ARGV[3], ARGV[4], ''
 save(id, r)
-enqueue(id, r)
+enqueue(id, r, ARGV[3])
 return 1

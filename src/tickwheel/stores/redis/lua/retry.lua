@@ -7,9 +7,12 @@ local r = settle(id, ARGV[2])
 if r == nil then
   return 0
 end
-move_state(id, r, SCHEDULED)
-r.updated, r.due, r.seq = ARGV[3], ARGV[4], ARGV[5]
+unhold(r)
+r.state, r.updated, r.due, r.seq = SCHEDULED, ARGV[3], ARGV[4], ARGV[5]
 set_error(r, ARGV[6])
 save(id, r)
-enqueue(id, r)
+enqueue(id, r, ARGV[3])
+count(LEASED, -1)
+count(SCHEDULED, 1)
+finish()
 return 1
