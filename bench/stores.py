@@ -542,18 +542,28 @@ def sqlite_raw_fill(path: Path, timers: Sequence[Timer]) -> bool:
 def key_kind(key: str) -> str:
     """Name the kind of a RedisStore key (see tickwheel/stores/redis/keys.py)."""
     rest = key.split("}:", 1)[-1]
-    if rest == "r":
-        return "records hash (id -> record)"
-    if rest.startswith("s:"):
-        return "state sets (id, score 0)"  # the layout before decisions 22
-    if rest == "ids" or rest.startswith("ids:"):
-        return "id index pages (id, score 0)"
-    if rest == "dead":
-        return "dead letters (id, score 0)"
-    if rest.startswith("q:") and ":b:" in rest:
-        return "due pages (seq+id -> due)"
-    if rest.startswith("q:") and rest.endswith(":i"):
-        return "due page indexes (low -> low)"
+    parts = rest.split(":")
+    kinds = {
+        "r": "records hash (id -> record)",
+        "dead": "dead letters (id, score 0)",
+        "n": "counts (state -> timers)",
+        "x": "done list (expiry,id)",
+        "l": "lease batches (deadline|queue)",
+        "b": "lease batch lists (seq+id)",
+    }
+    if parts[0] in kinds:
+        return kinds[parts[0]]
+    if parts[0] == "q" and len(parts) >= 3:
+        kind = parts[-2] if len(parts) >= 4 else parts[-1]
+        queue_kinds = {
+            "n": "near sets (seq+id -> due)",
+            "1": "minute slots (id lists)",
+            "2": "day slots (id lists)",
+            "i1": "slot indexes (start -> start)",
+            "i2": "slot indexes (start -> start)",
+            "l": "queue lease deadlines",
+        }
+        return queue_kinds.get(kind, f"other ({rest})")
     return f"other ({rest})"
 
 
@@ -1130,10 +1140,9 @@ def memory_table(r: Results, inputs: Inputs, n: int, spread_ms: int, shards: int
         f"callback + payload + retry, {inputs.spec_bytes} B here); the store's record is "
         f"{inputs.record_bytes} B (header + spec), the id {inputs.id_bytes} B",
         f"due times random over {spread_ms / 3_600_000:g} h starting an hour ahead: about "
-        f"{per_minute:,.0f} timers per minute per shard ({shards} shards); due pages hold at "
-        "most 128 timers (zset-max-listpack-entries), so they stay listpacks at any spread "
-        "(--spread-hours changes it); the fixed minute buckets before decisions 22 were "
-        "skiplists above 128 a minute",
+        f"{per_minute:,.0f} timers per minute per shard ({shards} shards), in day slots (due "
+        "an hour or more ahead) or minute slots: lists, ~28 B an entry at any spread "
+        "(--spread-hours changes it; decisions 23)",
         "the ZADD + HSET floor keeps a record of the store's record size in one hash",
     ]
     return table

@@ -143,13 +143,13 @@ def check_shard(client: Any, tag: str, shard_keys: set[str]) -> None:
             for start in starts:
                 ids = client.lrange(f"{tag}:q:{queue}:{level}:{start}", 0, -1)
                 for timer_id in ids:
-                    due = int(records[timer_id][2])
+                    due = int(records[timer_id][2], 36)
                     assert due - due % width == int(start), (timer_id, level, start)
                     placed.setdefault(timer_id, []).append(f"slot {level}")
         for member, due in near.items():
             timer_id = member[9:]
             assert records[timer_id][5] + timer_id == member
-            assert float(records[timer_id][2]) == due
+            assert int(records[timer_id][2], 36) == due
             placed.setdefault(timer_id, []).append("near")
         assert {i: len(p) for i, p in placed.items() if records[i][6] == queue} == {
             i: 1 for i, _ in timers

@@ -27,13 +27,16 @@ class AddCall:
     lines: str
 
 
-def plan(timers: Sequence[Timer], now_ms: int, first_seq: int, shards: int) -> list[AddCall]:
-    """Split `timers` into add.lua calls, in order within each shard, distinct ids per call."""
+def plan(
+    timers: Sequence[Timer], offset: int, now_ms: int, first_seq: int, shards: int
+) -> list[AddCall]:
+    """Split `timers` (from position `offset` of a batch whose seqs start at `first_seq`) into
+    add.lua calls, in order within each shard, distinct ids per call."""
     by_shard: dict[int, list[int]] = {}
-    lines: list[str] = []
+    lines: dict[int, str] = {}
     specs: dict[tuple[int, int], str] = {}
     created = base36(now_ms)
-    for n, timer in enumerate(timers):
+    for n, timer in enumerate(timers, offset):
         by_shard.setdefault(shard_of(timer.id, shards), []).append(n)
         if timer.payload is None:  # timers sharing a callback share its encoding
             key = (id(timer.callback), id(timer.retry))
@@ -41,16 +44,16 @@ def plan(timers: Sequence[Timer], now_ms: int, first_seq: int, shards: int) -> l
         else:
             spec = encode_spec(timer)
         record = pack_new(timer, created, SeqSource.format(first_seq + n), spec)
-        lines.append(f"{timer.id}\n{record}\n")
+        lines[n] = f"{timer.id}\n{record}\n"
     calls = []
     for shard, positions in by_shard.items():
         chunk: list[int] = []
         ids: set[str] = set()
         for n in positions:
-            if len(chunk) == ADD_BATCH or timers[n].id in ids:
+            if len(chunk) == ADD_BATCH or timers[n - offset].id in ids:
                 calls.append(AddCall(shard, chunk, "".join([lines[i] for i in chunk])))
                 chunk, ids = [], set()
             chunk.append(n)
-            ids.add(timers[n].id)
+            ids.add(timers[n - offset].id)
         calls.append(AddCall(shard, chunk, "".join([lines[i] for i in chunk])))
     return calls

@@ -6,10 +6,11 @@
     <error bytes>|<error><spec>
 
 The header is plain text Lua parses and rebuilds with string operations (``lib.lua``); numbers
-Lua reads or writes are decimal and never pass through Lua's ``%.14g``. To keep a pending
-timer's header short (it is stored once per timer, decisions 22):
+Lua writes are decimal and never pass through Lua's ``%.14g``. To keep a pending timer's
+header short (it is stored once per timer, decisions 22 and 23):
 
-- ``<created>`` is base 36: only this module writes it, Lua passes it through;
+- ``<due_ms>`` and ``<created>`` are base 36: only Python writes them; Lua reads the due time
+  with ``tonumber(text, 36)`` (exact below 2**53) and passes both through;
 - ``<updated_ms>`` is empty while it equals the creation time (a timer never touched since);
 - ``<queue>`` is empty for the default queue;
 - ``<seq>`` is `SEQ_DIGITS` base-62 digits whose byte order is their numeric order.
@@ -34,10 +35,23 @@ DEFAULT_QUEUE = "default"  # stored as an empty field
 _DIGITS = string.digits + string.ascii_uppercase + string.ascii_lowercase  # ascending bytes
 _PAIRS = [a + b for a in _DIGITS for b in _DIGITS]
 _B36 = string.digits + string.ascii_lowercase
+_PAIRS36 = [a + b for a in _B36 for b in _B36]  # 36**2 = 1,296 two-digit strings
+_B36_FAST = 36**8
 
 
 def base36(n: int) -> str:
-    """Write a non-negative integer in base 36 (``int(text, 36)`` reads it back)."""
+    """Write a non-negative integer in base 36 (``int(text, 36)`` reads it back).
+
+    Below 36**8 (epoch ms until 2059) it is 8 digits, leading zeros kept: four table lookups.
+    """
+    if n < _B36_FAST:
+        high, low = divmod(n, 1_679_616)
+        return (
+            _PAIRS36[high // 1296]
+            + _PAIRS36[high % 1296]
+            + _PAIRS36[low // 1296]
+            + _PAIRS36[low % 1296]
+        )
     if n < 0:
         return "-" + base36(-n)
     out = ""
@@ -51,7 +65,7 @@ def base36(n: int) -> str:
 def pack_new(timer: Timer, created: str, seq: str, spec: str) -> str:
     """Encode a freshly scheduled timer (attempt 0, no error); `created` is `base36(now_ms)`."""
     queue = "" if timer.queue == DEFAULT_QUEUE else timer.queue
-    return f"0,0,{timer.due_ms},{created},,{seq},{queue},,|{spec}"
+    return f"0,0,{base36(timer.due_ms)},{created},,{seq},{queue},,|{spec}"
 
 
 def unpack(timer_id: str, raw: bytes) -> Timer:
@@ -67,7 +81,7 @@ def unpack(timer_id: str, raw: bytes) -> Timer:
     return restore(
         Timer,
         id=timer_id,
-        due_ms=int(due),
+        due_ms=int(due, 36),
         queue=queue.decode() if queue else DEFAULT_QUEUE,
         callback=callback,
         payload=payload,

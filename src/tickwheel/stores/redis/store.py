@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+from asyncio import FIRST_COMPLETED
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias, cast
@@ -39,7 +40,7 @@ from tickwheel.stores.redis.keys import (
     shard_of,
 )
 from tickwheel.stores.redis.listen import Listener
-from tickwheel.stores.redis.record import SeqSource, seq_of, unpack
+from tickwheel.stores.redis.record import SeqSource, base36, seq_of, unpack
 from tickwheel.stores.redis.scripts import Arg, Client, ScriptCall, Scripts, unavailable
 from tickwheel.stores.wake import until
 
@@ -51,8 +52,8 @@ Members: TypeAlias = list[bytes]
 Ids: TypeAlias = list[str]
 Heads: TypeAlias = list[tuple[float, bytes, int]]
 
-ADD_WAVE = 25  # add.lua calls per pipeline in add_many (5,000 timers)
-ADD_IN_FLIGHT = 4  # add_many pipelines sent at once
+ADD_CHUNK = 2_000  # timers per add_many pipeline (an add.lua call per shard)
+ADD_IN_FLIGHT = 3  # add_many pipelines sent at once
 ACK_BATCH = 500  # leases per ack.lua call
 RELEASE_LIMIT = 256  # expired leases returned per shard per claim (whole batches: maybe more)
 PURGE_LIMIT = 256  # done timers past retention deleted per shard per purge.lua call
@@ -206,7 +207,7 @@ class RedisStore:
         self._open()
         now = await self._now()
         check_due(due_ms, now, self.settings)
-        return await self._step("reschedule", timer_id, due_ms, now, self._next_seq())
+        return await self._step("reschedule", timer_id, base36(due_ms), now, self._next_seq())
 
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         self._open()
@@ -354,7 +355,9 @@ class RedisStore:
         self._open()
         now = await self._now()
         check_due(due_ms, now, self.settings)
-        await self._settle("retry", lease, now, due_ms, self._next_seq(), truncate_error(error))
+        await self._settle(
+            "retry", lease, now, base36(due_ms), self._next_seq(), truncate_error(error)
+        )
 
     async def kill(self, lease: Lease, error: str) -> None:
         self._open()
@@ -364,7 +367,7 @@ class RedisStore:
     async def replay(self, timer_id: str) -> bool:
         self._open()
         now = await self._now()
-        return await self._step("replay", timer_id, now, self._next_seq())
+        return await self._step("replay", timer_id, now, self._next_seq(), base36(now))
 
     async def list(
         self, state: State | None = None, limit: int = 100, cursor: str | None = None
@@ -458,32 +461,46 @@ class RedisStore:
         now = await self._now()
         for timer in timers:
             check_due(timer.due_ms, now, self.settings)
-        calls = plan(timers, now, self._seq.take(len(timers)), self.shards)
-        # waves of pipelined calls, several in flight so encoding overlaps Redis's work; one
-        # at a time when an id repeats, so that the later add sees the earlier
-        waves = [calls[start : start + ADD_WAVE] for start in range(0, len(calls), ADD_WAVE)]
-        distinct = len({timer.id for timer in timers}) == len(timers)
-        in_flight = ADD_IN_FLIGHT if distinct else 1
-        outcome: Replies = [None] * len(timers)
+        first_seq = self._seq.take(len(timers))
+        results: list[Timer | TimerExists | None] = [None] * len(timers)
 
-        async def send(wave: list[AddCall]) -> None:
-            script_calls = [self._call("add", c.shard, (now, int(replace), c.lines)) for c in wave]
-            replies = await self._scripts.run_many(script_calls)
-            for call, reply in zip(wave, replies, strict=True):
+        async def send(calls: list[AddCall]) -> None:
+            script_calls = [self._call("add", c.shard, (now, int(replace), c.lines)) for c in calls]
+            for call, reply in zip(calls, await self._scripts.run_many(script_calls), strict=True):
                 for n, result in zip(call.positions, reply, strict=True):
-                    outcome[n] = result
+                    results[n] = self._added(timers[n], now, result)
 
-        for start in range(0, len(waves), in_flight):
-            await asyncio.gather(*map(send, waves[start : start + in_flight]))
-        results: Added = []
-        for timer, result in zip(timers, outcome, strict=True):
-            if isinstance(result, int):  # stored, with this attempt
-                results.append(as_scheduled(timer, now, result))
-            else:
-                existing = unpack(timer.id, cast(bytes, result))
-                same = existing.spec() == timer.spec()
-                results.append(existing if same else TimerExists(timer.id))
-        return results
+        if len({timer.id for timer in timers}) < len(timers):
+            # an id repeats: one pipeline, whose calls run in order, so the later add sees
+            # the earlier
+            await send(plan(timers, 0, now, first_seq, self.shards))
+        else:
+            # chunks in flight while the next is encoded, so encoding overlaps Redis's work
+            in_flight: set[asyncio.Task[None]] = set()
+            try:
+                for start in range(0, len(timers), ADD_CHUNK):
+                    chunk = plan(
+                        timers[start : start + ADD_CHUNK], start, now, first_seq, self.shards
+                    )
+                    in_flight.add(asyncio.ensure_future(send(chunk)))
+                    if len(in_flight) < ADD_IN_FLIGHT:
+                        await asyncio.sleep(0)  # let the task write its pipeline
+                        continue
+                    done, in_flight = await asyncio.wait(in_flight, return_when=FIRST_COMPLETED)
+                    for task in done:
+                        task.result()
+                await asyncio.gather(*in_flight)
+            finally:
+                for task in in_flight:
+                    task.cancel()
+        return cast(Added, results)
+
+    def _added(self, timer: Timer, now: int, result: int | bytes) -> Timer | TimerExists:
+        """What add.lua's `result` for `timer` means: stored (with this attempt) or taken."""
+        if isinstance(result, int):
+            return as_scheduled(timer, now, result)
+        existing = unpack(timer.id, result)
+        return existing if existing.spec() == timer.spec() else TimerExists(timer.id)
 
     async def _release(self, now: int, expired: dict[int, Replies]) -> None:
         """Return expired leases to scheduled, numbered in (deadline, lease seq) order.

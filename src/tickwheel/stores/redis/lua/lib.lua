@@ -80,13 +80,14 @@ local function batch_key(queue, deadline)
 end
 
 -- record: "<state>,<attempt>,<due>,<created>,<updated>,<seq>,<queue>,<first claimed>,<errlen>|
---          <error><spec>" (record.py): created is base 36 and passes through untouched;
+--          <error><spec>" (record.py): due and created are base 36 (only Python writes them;
+-- Lua reads due with due_of() and passes created through);
 -- updated is empty until a change, the queue empty for 'default', first claimed and errlen
 -- empty when unset. A leased timer's seq is <lease seq><lease deadline ms>, a done timer's the
 -- ms its retention ends.
 local function parse(raw)
   local state, attempt, due, created, updated, seq, queue, first, errlen, body = string.match(raw,
-    '^(%d),(%d+),(%-?%d+),(%-?%w+),(%d*),(%w+),([^,|]*),(%d*),(%d*)|()')
+    '^(%d),(%d+),(%w+),(%w+),(%d*),(%w+),([^,|]*),(%d*),(%d*)|()')
   if not state then
     error('tickwheel: corrupt record ' .. string.sub(raw, 1, 60))
   end
@@ -106,9 +107,15 @@ local function pack(r)
                         r.first, r.errlen }, ',') .. '|' .. r.body
 end
 
--- due, seq and queue of a scheduled record, without parsing the rest; nil for other states
+-- a record's due time (base 36) in ms
+local function due_of(text)
+  return tonumber(text, 36)
+end
+
+-- due (base 36), seq and queue of a scheduled record, without parsing the rest; nil for
+-- other states
 local function scheduled_fields(raw)
-  local due, seq, queue = string.match(raw, '^0,%d+,(%-?%d+),%-?%w+,%d*,(%w+),([^,|]*),')
+  local due, seq, queue = string.match(raw, '^0,%d+,(%w+),%w+,%d*,(%w+),([^,|]*),')
   if queue == '' then
     queue = DEFAULT_QUEUE
   end
@@ -163,8 +170,7 @@ end
 -- before timers due at `due` join a queue: tell its waiters (Store.wait) when they may become
 -- its earliest here. A slot's timers are unordered, so a due time inside the first slot's
 -- range counts as earlier (a spurious wake costs a waiter one look; a missed one, lateness).
-local function wake(queue, due)
-  local d = tonumber(due)
+local function wake(queue, d)
   local near = first_near(queue)
   local level, start = first_slot(queue)
   if (near == nil or d < near) and (start == nil or d < start + slot_width(level)) then
@@ -182,15 +188,16 @@ local function placer(now, max_level, wakes)
            wakes = wakes, near = {}, slots = {}, starts = {}, soonest = {} }
 end
 
+-- (`due` is a record's base-36 text)
 local function put(p, queue, id, due, seq)
-  local d = tonumber(due)
-  if p.wakes and (p.soonest[queue] == nil or d < tonumber(p.soonest[queue])) then
-    p.soonest[queue] = due
+  local d = due_of(due)
+  if p.wakes and (p.soonest[queue] == nil or d < p.soonest[queue]) then
+    p.soonest[queue] = d
   end
   if d < p.soon or p.max_level == 0 then
     local entries = p.near[queue] or {}
     p.near[queue] = entries
-    entries[#entries + 1] = due
+    entries[#entries + 1] = int(d)
     entries[#entries + 1] = seq .. id
     return
   end
@@ -210,8 +217,8 @@ local function put(p, queue, id, due, seq)
 end
 
 local function flush(p)
-  for queue, due in pairs(p.soonest) do
-    wake(queue, due)
+  for queue, d in pairs(p.soonest) do
+    wake(queue, d)
     redis.call('SADD', QUEUES, queue)
   end
   for queue, entries in pairs(p.near) do
@@ -248,7 +255,8 @@ local function cascade(queue, level, member, now, budget)
       local raw = raws[i]
       if raw then
         local due, seq, q = scheduled_fields(raw)
-        if q == queue and tonumber(due) >= low and tonumber(due) < high then
+        local d = due_of(due)
+        if q == queue and d >= low and d < high then
           put(p, queue, id, due, seq)
         end
       end
@@ -324,7 +332,7 @@ end
 -- slot of its due time (LREM reads the slot: cancelling is rarer than adding)
 local function dequeue(id, r)
   if redis.call('ZREM', near_key(r.queue), r.seq .. id) == 0 then
-    local d = tonumber(r.due)
+    local d = due_of(r.due)
     for level = 1, 2 do
       local start = int(d - d % slot_width(level))
       local key = slot_key(r.queue, level, start)

@@ -1,7 +1,8 @@
 -- reschedule.lua: move a scheduled timer to another due time (and to the back of its ties);
 -- its first claim time is cleared.
 -- KEYS[1..6] the shard's fixed keys (see lib.lua)
--- ARGV[1] id  ARGV[2] due_ms  ARGV[3] now_ms  ARGV[4] seq (9 base-62 digits, record.py)
+-- ARGV[1] id  ARGV[2] due ms in base 36  ARGV[3] now_ms  ARGV[4] seq (9 base-62 digits,
+-- record.py)
 -- returns: 1 when moved, 0 when no scheduled timer has that id
 local id = ARGV[1]
 local r = load(id)

@@ -1,6 +1,7 @@
 -- retry.lua: return a leased timer to scheduled at a new due time, recording the error.
 -- KEYS[1..6] the shard's fixed keys (see lib.lua)
--- ARGV[1] id  ARGV[2] token  ARGV[3] now_ms  ARGV[4] due_ms  ARGV[5] seq  ARGV[6] error
+-- ARGV[1] id  ARGV[2] token  ARGV[3] now_ms  ARGV[4] due ms in base 36  ARGV[5] seq
+-- ARGV[6] error
 -- returns: 1 when rescheduled, 0 when the token no longer holds the lease (nothing changed)
 local id = ARGV[1]
 local r = settle(id, ARGV[2])
