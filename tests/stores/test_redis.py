@@ -100,14 +100,19 @@ def check_shard(client: Any, tag: str, shard_keys: set[str]) -> None:
     assert set(client.zrange(f"{tag}:dead", 0, -1)) == {
         i for i, r in records.items() if r[0] == "3"
     }
-    done = set(client.lrange(f"{tag}:x", 0, -1))
-    assert {f"{r[5]},{i}" for i, r in records.items() if r[0] == "2"} <= done
+    done, expiry = set(), None
+    for entry in client.lrange(f"{tag}:x", 0, -1):  # @<expiry>, then the ids acked with it
+        if entry.startswith("@"):
+            expiry = entry[1:]
+        else:
+            assert expiry is not None, "each id follows its expiry mark"
+            done.add((expiry, entry))
+    assert {(r[5], i) for i, r in records.items() if r[0] == "2"} <= done
     # leases: batches named <deadline>|<queue>, counted, listed, indexed
     batches: dict[str, set[str]] = defaultdict(set)
     for i, r in records.items():
         if r[0] == "1":
-            seq, deadline = r[5][:9], r[5][9:]
-            batches[f"{deadline}|{r[6]}"].add(seq + i)
+            batches[f"{r[5][9:]}|{r[6]}"].add(i)  # seq: <lease seq><deadline>
     assert {n: int(c) for n, c in counts.items() if "|" in n} == {
         n: len(m) for n, m in batches.items()
     }, "each batch counts the leases it holds"

@@ -4,9 +4,12 @@ Every key of shard ``s`` starts with the hash tag ``{<prefix>:<s>}``, so one sha
 slot and every script runs on one node::
 
     {p:s}:r                 hash   id → record (see `record.py`)
-    {p:s}:l                 zset   lease batch → deadline ms (batches still holding a lease)
-    {p:s}:x                 list   <expiry ms>,<id> of done timers, in ack order
-    {p:s}:n                 hash   state code → number of timers in that state
+    {p:s}:l                 zset   <deadline>|<queue> → deadline ms: lease batches still
+                                   holding a lease
+    {p:s}:x                 list   the done timers in ack order: a mark @<expiry ms>, then
+                                   the ids acked with that expiry
+    {p:s}:n                 hash   state code → timers in that state; <deadline>|<queue> →
+                                   leases that batch still holds
     {p:s}:dead              zset   id, score 0: the dead letters, in id order
     {p:s}:queues            set    queues with scheduled timers in this shard
     {p:s}:q:<queue>:n       zset   <seq><id> → due ms: the queue's near set, its timers due
@@ -16,9 +19,9 @@ slot and every script runs on one node::
     {p:s}:q:<queue>:1:<ms>  list   ids of the queue's timers due in the minute from <ms>
     {p:s}:q:<queue>:i2      zset   start → start: the queue's non-empty day slots
     {p:s}:q:<queue>:2:<ms>  list   ids of the queue's timers due in the day from <ms>
-    {p:s}:q:<queue>:l       zset   lease batch → deadline ms: the queue's share of {p:s}:l
-    {p:s}:b:<batch>         list   the queue, then <lease seq><id> of each timer leased by one
-                                   claim (the batch is named by its first entry)
+    {p:s}:q:<queue>:l       zset   deadline → deadline: the queue's lease batches
+    {p:s}:b:<queue>:<ms>    list   ids of the queue's timers leased until <ms> (acked ones
+                                   stay until the batch's count reaches 0)
 
 This is a two-level hashed timing wheel (decisions 23): a timer due within the hour goes into
 its minute slot, a later one into its day slot, with one ``RPUSH``; an hour before a day slot

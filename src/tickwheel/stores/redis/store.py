@@ -242,10 +242,13 @@ class RedisStore:
     async def _choose(self, queue: str, horizon_ms: int, limit: int, now: int) -> Heads:
         """Return (due, member, shard) of the `limit` earliest due timers over all shards.
 
-        Expired leases return to their queues first. Each shard shows a fair share and a
-        margin; a shard all of whose shown timers made the cut shows `limit` in a second round.
+        Expired leases return to their queues first. Each shard shows its share and a margin;
+        a shard all of whose shown timers made the cut shows `limit` in a second round.
         """
-        asked = dict.fromkeys(range(self.shards), min(limit, -(-2 * limit // self.shards) + 8))
+        # a shard's share of the limit plus a margin: ids hash evenly, so a shard rarely holds
+        # more than a quarter over its share of the earliest
+        share = min(limit, -(-5 * limit // (4 * self.shards)) + 16)
+        asked = dict.fromkeys(range(self.shards), share)
         shown: dict[int, Members] = {}
         wanted = list(asked)
         calls: Calls = []

@@ -24,13 +24,13 @@ for n, id in ipairs(ids) do
   else
     acked[id] = true
     results[n] = 1
-    local b = batch_of(q == '' and DEFAULT_QUEUE or q, deadline)
+    local b = batch_of(q ~= '' and q or DEFAULT_QUEUE, deadline)
     b.delta = b.delta - 1
     if keep then
       records[#records + 1] = id
       records[#records + 1] = '2,' .. attempt .. ',' .. due_created .. ',' .. now .. ',' ..
         expiry .. ',' .. q .. ',' .. rest
-      done[#done + 1] = expiry .. ',' .. id
+      done[#done + 1] = id
     else
       gone[#gone + 1] = id
     end
@@ -38,6 +38,7 @@ for n, id in ipairs(ids) do
 end
 if #records > 0 then
   bulk('HSET', RECORDS, records)
+  redis.call('RPUSH', DONE_LIST, '@' .. expiry)
   bulk('RPUSH', DONE_LIST, done)
   count(DONE, #done)
 end

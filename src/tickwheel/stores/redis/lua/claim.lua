@@ -39,7 +39,7 @@ for i, id in ipairs(ids) do
     out[#out + 1] = id
     out[#out + 1] = '1,' .. (attempt + 1) .. ',' .. due_created .. ',' .. now .. ',' ..
       lease_seq .. deadline .. ',' .. q .. ',' .. first .. ',' .. tail
-    b.entries[taken] = lease_seq .. id
+    b.entries[taken] = id
   end
 end
 if taken > 0 then

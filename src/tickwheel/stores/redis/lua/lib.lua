@@ -1,7 +1,7 @@
 -- lib.lua: helpers every tickwheel script starts with (the store prepends this file to each).
 -- Every script receives its shard's fixed keys as KEYS[1..6]:
 --   KEYS[1] records hash (id → record)   KEYS[2] lease batches (<deadline>|<queue> → deadline)
---   KEYS[3] done list (<expiry ms>,<id> in ack order)   KEYS[4] counts hash (state code →
+--   KEYS[3] done list (@<expiry ms>, then the ids acked with it)   KEYS[4] counts hash (code →
 --   timers in that state; <deadline>|<queue> → leases that batch still holds)
 --   KEYS[5] dead letters (id, score 0)   KEYS[6] set of queues that have timers here
 -- Queue, slot and batch keys depend on data read inside the script (a record's queue and due
@@ -68,9 +68,9 @@ local function lease_key(queue)
   return queue_key(queue, 'l')
 end
 
--- A lease batch: the timers of one queue leased until one deadline, as a list of their
--- <lease seq><id> (one claim's, or more at the same deadline). Acks leave their entries; the
--- batch's count in KEYS[4] says how many still hold a lease, and the batch goes at 0.
+-- A lease batch: the timers of one queue leased until one deadline, as a list of their ids
+-- (one claim's, or more at the same deadline). Acks leave their entries; the batch's count in
+-- KEYS[4] says how many still hold a lease, and the batch goes at 0.
 local function batch_name(queue, deadline)
   return deadline .. '|' .. queue
 end
@@ -349,13 +349,19 @@ end
 
 -- lease changes gathered per batch during a call, written by finish()
 local batches = {}
+local last_batch = nil -- a call's timers mostly share one batch: skip building its name
 local function batch_of(queue, deadline)
+  local b = last_batch
+  if b ~= nil and b.deadline == deadline and b.queue == queue then
+    return b
+  end
   local name = batch_name(queue, deadline)
-  local b = batches[name]
+  b = batches[name]
   if b == nil then
     b = { queue = queue, deadline = deadline, delta = 0, entries = {} }
     batches[name] = b
   end
+  last_batch = b
   return b
 end
 
@@ -363,7 +369,7 @@ end
 local function hold(r, id, lease_seq, deadline)
   local b = batch_of(r.queue, deadline)
   b.delta = b.delta + 1
-  b.entries[#b.entries + 1] = lease_seq .. id
+  b.entries[#b.entries + 1] = id
   r.seq = lease_seq .. deadline
 end
 
@@ -397,6 +403,7 @@ local function finish()
     end
   end
   batches = {}
+  last_batch = nil
 end
 
 -- the leased record when (id, token) still holds the lease; else nil

@@ -2,8 +2,8 @@
 -- KEYS[1..6] the shard's fixed keys (see lib.lua)
 -- ARGV[1] queue  ARGV[2] horizon_ms  ARGV[3] limit  ARGV[4] now_ms  ARGV[5] lease limit
 -- returns: { {batch1, deadline1, {member, ...}, batch2, ...}: the expired lease batches,
---            whole, until they list ARGV[5] or more leases in all, each with the members
---            (<lease seq><id>) that still hold its lease,
+--            whole, until they list ARGV[5] or more leases in all, each with <lease seq><id>
+--            of the timers that still hold its lease,
 --            {member1, due1, member2, due2, ...} at most ARGV[3], in (due, seq) order }
 -- moves the slots the horizon reaches into the near set, as claim.lua does
 local queue, horizon, limit, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
@@ -11,21 +11,17 @@ local expired, held = {}, 0
 local names = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 64)
 for i = 1, #names, 2 do
   local deadline, q = string.match(names[i], '^([^|]*)|(.*)$')
-  local entries = redis.call('LRANGE', batch_key(q, deadline), 0, -1)
-  local ids = {}
-  for n, entry in ipairs(entries) do
-    ids[n] = string.sub(entry, SEQ_DIGITS + 1)
-  end
-  local live = {}
+  local ids = redis.call('LRANGE', batch_key(q, deadline), 0, -1)
+  local live, seen = {}, {}
   if #ids > 0 then
     local raws = redis.call('HMGET', RECORDS, unpack(ids))
     for n, id in ipairs(ids) do
       local raw = raws[n]
-      if raw and string.sub(raw, 1, 1) == LEASED then
-        local seq = parse(raw).seq
-        if string.sub(seq, 1, SEQ_DIGITS) .. id == entries[n]
-          and string.sub(seq, SEQ_DIGITS + 1) == deadline then
-          live[#live + 1] = entries[n]
+      if raw and string.sub(raw, 1, 1) == LEASED and not seen[id] then
+        local r = parse(raw)
+        if r.queue == q and string.sub(r.seq, SEQ_DIGITS + 1) == deadline then
+          seen[id] = true
+          live[#live + 1] = string.sub(r.seq, 1, SEQ_DIGITS) .. id
         end
       end
     end
