@@ -169,7 +169,7 @@ def list_timers(
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List timers in id order (creation order for generated ids)."""
+    """List timers (in id order on SQLite and memory stores; by shard on Redis)."""
     if state is not None and state not in STATES:
         raise typer.BadParameter(f"must be one of {', '.join(STATES)}", param_hint="'--state'")
     page = _call(api, token, lambda client: client.list("/v1/timers", limit, state))

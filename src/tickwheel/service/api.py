@@ -245,7 +245,9 @@ def _routes() -> APIRouter:
     async def list_timers(
         store: StoreDep, state: State | None = None, limit: Limit = 100, cursor: Cursor = None
     ) -> TimerPage:
-        """List timers in id order, optionally in one state; follow `cursor` to the end."""
+        """List timers, optionally in one state; follow `cursor` to the end (each timer once).
+
+        SQLite and memory stores list in id order, Redis shard by shard."""
         page = await store.list(state, limit, cursor)
         return TimerPage(timers=[TimerOut.of(t) for t in page.timers], cursor=page.cursor)
 
@@ -292,7 +294,7 @@ def _routes() -> APIRouter:
 
     @router.get("/v1/dead", responses=_errors())
     async def list_dead(store: StoreDep, limit: Limit = 100, cursor: Cursor = None) -> TimerPage:
-        """List dead-lettered timers in id order."""
+        """List dead-lettered timers (in id order)."""
         page = await store.list(State.DEAD, limit, cursor)
         return TimerPage(timers=[TimerOut.of(t) for t in page.timers], cursor=page.cursor)
 

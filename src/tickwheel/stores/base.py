@@ -157,7 +157,9 @@ class Store(Protocol):
     async def list(
         self, state: State | None = None, limit: int = 100, cursor: str | None = None
     ) -> Page:
-        """Return timers in id order (creation order for generated ids), filtered by state."""
+        """Return a page of timers, filtered by state; following `cursor` to the end returns
+        every timer once. The order is the store's: memory and SQLite by id (creation order
+        for generated ids), Redis shard by shard (decisions 23)."""
         ...
 
     async def stats(self) -> Stats:

@@ -1,4 +1,4 @@
-"""Timers in Redis or Redis Cluster: virtual shards of due pages, one Lua script per step.
+"""Timers in Redis or Redis Cluster: virtual shards holding a two-level wheel, Lua per step.
 
 Needs ``redis`` (``pip install 'redis[hiredis]>=5'``); `tickwheel.stores` does not import this
 package, so the other stores work without it.
