@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import itertools
 from asyncio import FIRST_COMPLETED
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -40,7 +41,7 @@ from tickwheel.stores.redis.keys import (
     shard_of,
 )
 from tickwheel.stores.redis.listen import Listener
-from tickwheel.stores.redis.record import SeqSource, base36, seq_of, unpack
+from tickwheel.stores.redis.record import SEQ_DIGITS, SeqSource, base36, seq_of, unpack
 from tickwheel.stores.redis.scripts import Arg, Client, ScriptCall, Scripts, unavailable
 from tickwheel.stores.wake import until
 
@@ -228,15 +229,21 @@ class RedisStore:
             self._call("claim", s, (queue, horizon_ms, now, lease_ms, "".join(seqs)))
             for s, seqs in lease_seqs.items()
         ]
-        claimed = sorted(
-            (seq_of(flat[i + 1]), flat[i], flat[i + 1])
+        claimed = [
+            (flat[i], flat[i + 1])
             for flat in await self._scripts.run_many(claim_calls)
             for i in range(0, len(flat), 2)
-        )
+        ]
+        place = {member[SEQ_DIGITS:]: n for n, (_, member, _) in enumerate(chosen)}
+        if all(raw_id in place for raw_id, _ in claimed):
+            claimed.sort(key=lambda pair: place[pair[0]])
+        else:  # a shard leased other timers than it showed (they changed in between)
+            claimed.sort(key=lambda pair: seq_of(pair[1]))
+        deadline = now + lease_ms
         leases = []
-        for _, raw_id, raw in claimed:
+        for raw_id, raw in claimed:
             timer = unpack(raw_id.decode(), raw)
-            leases.append(Lease(timer, timer.attempt, now + lease_ms))
+            leases.append(Lease(timer, timer.attempt, deadline))
         return leases
 
     async def _choose(self, queue: str, horizon_ms: int, limit: int, now: int) -> Heads:
@@ -273,10 +280,9 @@ class RedisStore:
             shown.update((s, due) for s, (_, due) in zip(wanted, peeks, strict=True))
             chosen = heapq.nsmallest(
                 limit,
-                (
-                    (float(due[i + 1]), due[i], shard)
+                itertools.chain.from_iterable(
+                    zip(map(float, due[1::2]), due[0::2], itertools.repeat(shard))
                     for shard, due in shown.items()
-                    for i in range(0, len(due), 2)
                 ),
             )
             taken = Counter(shard for _, _, shard in chosen)
