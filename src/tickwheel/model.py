@@ -15,7 +15,8 @@ import math
 import os
 import re
 import time
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -205,16 +206,74 @@ class Timer:
         return replace(self, **changes)
 
 
-def restore(cls: type[R], **fields: Any) -> R:
+def restore(cls: type[R], **values: Any) -> R:
     """Rebuild a record a store wrote, without validating it again: every field is given.
 
     Stores validate a timer once, when it is added; re-validating on every claim and get cost
     about half of a claim's client time (bench/stores.py).
     """
     record = object.__new__(cls)
-    for name, value in fields.items():
-        object.__setattr__(record, name, value)
+    setters = _SETTERS[cls]
+    for name, value in values.items():
+        setters[name](record, value)
     return record
+
+
+def _slot_setters(cls: type[Any]) -> dict[str, Callable[[Any, Any], None]]:
+    """Each field's slot setter: it skips the frozen `__setattr__`, at half the cost of
+    ``object.__setattr__`` with its name lookup."""
+    return {f.name: getattr(cls, f.name).__set__ for f in fields(cls)}
+
+
+_SETTERS = {cls: _slot_setters(cls) for cls in (Callback, RetryPolicy, Timer)}
+
+
+(
+    _set_id,
+    _set_due_ms,
+    _set_queue,
+    _set_callback,
+    _set_payload,
+    _set_retry,
+    _set_attempt,
+    _set_state,
+    _set_created_ms,
+    _set_updated_ms,
+    _set_last_error,
+    _set_first_claimed_ms,
+) = _SETTERS[Timer].values()
+
+
+def restore_timer(
+    timer_id: str,
+    due_ms: int,
+    queue: str,
+    callback: Callback | None,
+    payload: Any,
+    retry: RetryPolicy,
+    attempt: int,
+    state: State,
+    created_ms: int,
+    updated_ms: int,
+    last_error: str | None,
+    first_claimed_ms: int | None,
+) -> Timer:
+    """`restore` for a `Timer`, every field given in order: a claim rebuilds one per timer,
+    and keywords and a loop cost more than twice what twelve direct slot sets do."""
+    timer = object.__new__(Timer)
+    _set_id(timer, timer_id)
+    _set_due_ms(timer, due_ms)
+    _set_queue(timer, queue)
+    _set_callback(timer, callback)
+    _set_payload(timer, payload)
+    _set_retry(timer, retry)
+    _set_attempt(timer, attempt)
+    _set_state(timer, state)
+    _set_created_ms(timer, created_ms)
+    _set_updated_ms(timer, updated_ms)
+    _set_last_error(timer, last_error)
+    _set_first_claimed_ms(timer, first_claimed_ms)
+    return timer
 
 
 def as_scheduled(timer: Timer, now_ms: int, attempt: int = 0) -> Timer:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator
 
 from tickwheel.engine.dispatch import Dispatcher
@@ -27,6 +28,8 @@ class Delivery:
     Until it is settled its lease is renewed; if the consumer stops first, the timer goes back
     to the store and is delivered again (at least once).
     """
+
+    __slots__ = ("_dispatcher", "_lease", "_settled", "_settler")
 
     def __init__(self, lease: Lease, dispatcher: Dispatcher, settler: Settler) -> None:
         self._lease = lease
@@ -107,11 +110,12 @@ async def consume(
     metrics = metrics or Metrics()
     throttled = Throttled()
     settler = Settler(store, metrics, throttled)
-    due: asyncio.Queue[Lease] = asyncio.Queue()
+    handover = _Handover()
+    ready = handover.leases
     dispatcher = Dispatcher(
         store,
         settings,
-        due.put_nowait,
+        handover.put,
         settler=settler,
         metrics=metrics,
         throttled=throttled,
@@ -120,21 +124,43 @@ async def consume(
     running = asyncio.create_task(dispatcher.run())
     try:
         while True:
-            if due.empty():
-                next_due = asyncio.ensure_future(due.get())
-                await asyncio.wait({next_due, running}, return_when=asyncio.FIRST_COMPLETED)
-                if not next_due.done():
-                    next_due.cancel()
+            if not ready:
+                await handover.wait(running)
+                if not ready:
                     await running  # the dispatcher failed: raise its error
                     return
-                lease = next_due.result()
-            else:
-                lease = due.get_nowait()  # a burst: no future per delivery
-            if dispatcher.lease(lease.timer.id) is None:
+            lease = ready.popleft()
+            timer = lease.timer
+            if dispatcher.lease(timer.id) is None:
                 continue  # its lease lapsed while it waited
-            metrics.observe_fired(queue, (store.now_ms() - lease.timer.due_ms) / 1000)
+            metrics.observe_fired(queue, (store.now_ms() - timer.due_ms) / 1000)
             yield Delivery(lease, dispatcher, settler)
     finally:
         # nobody will settle what is still held: hand it back now rather than after a grace
         dispatcher.stop(grace=False)
         await asyncio.shield(running)
+
+
+class _Handover:
+    """Leases the dispatcher hands over on their due ms, for the consumer's loop to take.
+
+    A burst arrives as a batch per due ms, taken one by one without a future per lease.
+    """
+
+    def __init__(self) -> None:
+        self.leases: deque[Lease] = deque()
+        self._arrived: asyncio.Future[None] | None = None
+
+    def put(self, leases: list[Lease]) -> None:
+        self.leases.extend(leases)
+        if self._arrived is not None and not self._arrived.done():
+            self._arrived.set_result(None)
+
+    async def wait(self, running: asyncio.Task[None]) -> None:
+        """Wait until leases arrive or the dispatcher's `running` task ends."""
+        self._arrived = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait({self._arrived, running}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._arrived.cancel()
+            self._arrived = None

@@ -44,7 +44,7 @@ def _nothing() -> None:
 
 
 class Dispatcher:
-    """Leases due timers of some queues and calls `deliver(lease)` at each one's due ms.
+    """Leases due timers of some queues and calls `deliver(leases)` on their due ms.
 
     The owner (a worker or a consumer) fires the timer, settles it through the `Settler` and
     then calls `settled`. `run` returns after `stop`: unfired timers go back to the store at
@@ -56,7 +56,7 @@ class Dispatcher:
         self,
         store: Store,
         settings: WorkerSettings,
-        deliver: Callable[[Lease], None],
+        deliver: Callable[[list[Lease]], None],
         *,
         settler: Settler,
         metrics: Metrics,
@@ -71,6 +71,10 @@ class Dispatcher:
         self._throttled = throttled
         self._abandon = abandon
         self._held: dict[str, Lease] = {}
+        # timers not yet delivered: one wheel entry per due ms (ids in claim order), not per
+        # timer; `_unfired` says which due ms an id still waits for (it may be claimed again)
+        self._waiting: dict[int, list[str]] = {}
+        self._unfired: dict[str, int] = {}
         self._room = asyncio.Event()
         self._emptied = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -113,8 +117,10 @@ class Dispatcher:
 
     async def _wind_down(self) -> None:
         assert self._scheduler is not None
-        unfired = [lease for key, lease in self._held.items() if self._scheduler.cancel(key)]
         self._scheduler.close()
+        unfired = [self._held[key] for key in self._unfired if key in self._held]
+        self._waiting.clear()
+        self._unfired.clear()
         await self._bounded(self._hand_back(unfired, due_ms=None), "handing back")
         if self._held and self._grace:
             self._emptied.clear()
@@ -225,17 +231,29 @@ class Dispatcher:
         self._metrics.claimed.observe(len(leases))
         if not leases:
             return
+        held, waiting, unfired = self._held, self._waiting, self._unfired
         for lease in leases:
-            timer_id = lease.timer.id
-            self._held[timer_id] = lease
-            self._scheduler.call_at_ms(lease.timer.due_ms, self._due, timer_id, key=timer_id)
+            timer_id, due_ms = lease.timer.id, lease.timer.due_ms
+            held[timer_id] = lease
+            unfired[timer_id] = due_ms
+            batch = waiting.get(due_ms)
+            if batch is None:
+                batch = waiting[due_ms] = []
+                self._scheduler.call_at_ms(due_ms, self._due, due_ms)
+            batch.append(timer_id)
         self._emptied.clear()
-        self._metrics.in_flight = len(self._held)
+        self._metrics.in_flight = len(held)
 
-    def _due(self, timer_id: str) -> None:
-        lease = self._held.get(timer_id)
-        if lease is not None:
-            self._deliver(lease)
+    def _due(self, due_ms: int) -> None:
+        """Deliver the timers due at `due_ms` that are still held and still wait for it."""
+        held, unfired = self._held, self._unfired
+        ready = []
+        for timer_id in self._waiting.pop(due_ms, ()):
+            if unfired.get(timer_id) == due_ms and timer_id in held:
+                del unfired[timer_id]
+                ready.append(held[timer_id])
+        if ready:
+            self._deliver(ready)
 
     async def _renew_loop(self) -> None:
         """Extend leases that would lapse while their timers wait or run."""
@@ -252,8 +270,7 @@ class Dispatcher:
                     renewed = await self._store.extend(lease, lease_ms)
                 except LeaseLost:
                     self._metrics.leases_lost += 1
-                    if self._scheduler is not None:
-                        self._scheduler.cancel(timer_id)
+                    self._unfired.pop(timer_id, None)
                     self.settled(timer_id)
                     continue
                 except StoreUnavailable as error:

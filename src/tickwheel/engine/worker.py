@@ -62,10 +62,11 @@ class Worker:
         self._slots = asyncio.Semaphore(self.settings.concurrency)
         await self._dispatcher.run()
 
-    def _deliver(self, lease: Lease) -> None:
-        task = asyncio.create_task(self._fire(lease.timer.id))
-        self._firing.add(task)
-        task.add_done_callback(self._firing.discard)
+    def _deliver(self, leases: list[Lease]) -> None:
+        for lease in leases:
+            task = asyncio.create_task(self._fire(lease.timer.id))
+            self._firing.add(task)
+            task.add_done_callback(self._firing.discard)
 
     def _abandon(self) -> None:
         for task in self._firing:

@@ -27,8 +27,8 @@ from __future__ import annotations
 import string
 import time
 
-from tickwheel.model import Timer, restore
-from tickwheel.stores.codec import decode_spec, state_of
+from tickwheel.model import State, Timer, restore_timer
+from tickwheel.stores.codec import decode_spec, state_code
 
 SEQ_DIGITS = 9  # 62**9 > 2**53: every seq SeqSource hands out fits
 DEFAULT_QUEUE = "default"  # stored as an empty field
@@ -37,6 +37,7 @@ _PAIRS = [a + b for a in _DIGITS for b in _DIGITS]
 _B36 = string.digits + string.ascii_lowercase
 _PAIRS36 = [a + b for a in _B36 for b in _B36]  # 36**2 = 1,296 two-digit strings
 _B36_FAST = 36**8
+_STATES = {str(state_code(state)).encode(): state for state in State}  # the header's <state>
 
 
 def base36(n: int) -> str:
@@ -78,20 +79,19 @@ def unpack(timer_id: str, raw: bytes) -> Timer:
         error, rest = rest[:size].decode(), rest[size:]
     callback, payload, retry = decode_spec(rest)
     created_ms = int(created, 36)
-    return restore(
-        Timer,
-        id=timer_id,
-        due_ms=int(due, 36),
-        queue=queue.decode() if queue else DEFAULT_QUEUE,
-        callback=callback,
-        payload=payload,
-        retry=retry,
-        attempt=int(attempt),
-        state=state_of(int(state)),
-        created_ms=created_ms,
-        updated_ms=int(updated) if updated else created_ms,
-        last_error=error,
-        first_claimed_ms=int(first) if first else None,
+    return restore_timer(
+        timer_id,
+        int(due, 36),
+        queue.decode() if queue else DEFAULT_QUEUE,
+        callback,
+        payload,
+        retry,
+        int(attempt),
+        _STATES[state],
+        created_ms,
+        int(updated) if updated else created_ms,
+        error,
+        int(first) if first else None,
     )
 
 

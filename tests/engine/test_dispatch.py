@@ -1,0 +1,72 @@
+"""`Dispatcher`: a timer claimed again while it waits in the wheel is delivered once, at its
+latest claim's due time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import cast
+
+import pytest
+
+from tickwheel.engine.dispatch import Dispatcher
+from tickwheel.engine.metrics import Metrics
+from tickwheel.engine.settings import WorkerSettings
+from tickwheel.engine.settle import Settler, Throttled
+from tickwheel.model import Timer
+from tickwheel.stores import Lease, Store
+
+
+class ScriptedStore:
+    """Claims return the given batches in turn, then nothing; every settle succeeds."""
+
+    def __init__(self, batches: list[list[Lease]]) -> None:
+        self.batches = batches
+        self.handed_back: list[Lease] = []
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+        return self.batches.pop(0) if self.batches else []
+
+    async def next_due_ms(self, queue: str) -> int | None:
+        return None
+
+    async def wait(self, queue: str, timeout_s: float) -> bool:
+        await asyncio.sleep(0.01)
+        return False
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        return [True] * len(leases)
+
+    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+        self.handed_back.append(lease)
+
+
+@pytest.mark.parametrize("second_in_ms", [100, 500])
+async def test_a_timer_claimed_again_is_delivered_once_at_its_new_due_time(
+    second_in_ms: int,
+) -> None:
+    now = time.time_ns() // 1_000_000
+    first = Timer(id="t1", due_ms=now + 300)
+    again = Timer(id="t1", due_ms=now + second_in_ms)
+    store = ScriptedStore([[Lease(first, 1, now + 60_000)], [Lease(again, 2, now + 60_000)]])
+    delivered: list[tuple[Lease, int]] = []
+    metrics, throttled = Metrics(), Throttled()
+    dispatcher = Dispatcher(
+        cast(Store, store),  # the calls a dispatcher makes, nothing more
+        WorkerSettings(lookahead_ms=1000),
+        lambda leases: delivered.extend((lease, store.now_ms()) for lease in leases),
+        settler=Settler(cast(Store, store), metrics, throttled),
+        metrics=metrics,
+        throttled=throttled,
+        abandon=lambda: None,
+    )
+    running = asyncio.create_task(dispatcher.run())
+    await asyncio.sleep(0.7)
+    dispatcher.stop(grace=False)
+    await running
+    assert [(lease.token, at >= now + second_in_ms) for lease, at in delivered] == [(2, True)]
+    assert store.handed_back == [delivered[0][0]]  # held, unsettled: handed back on stop
