@@ -57,7 +57,7 @@ from tickwheel.model import Callback, Timer
 from tickwheel.stores import MemoryStore, SqliteStore
 from tickwheel.stores.codec import encode_spec
 from tickwheel.stores.redis import RedisStore
-from tickwheel.stores.redis.record import SeqSource, pack_new
+from tickwheel.stores.redis.record import SeqSource, base36, pack_new
 
 URL = "https://hooks.example.com/t/42"  # 30 characters: a minimal timer's callback
 QUEUE = "default"
@@ -276,7 +276,7 @@ def build_inputs(sizes: Sizes, spread_ms: int) -> Inputs:
     distinct_us = (time.perf_counter() - t0) / max(n, 1) * 1e6
     sample = far[0]
     spec = encode_spec(sample)
-    record = pack_new(sample, now, SeqSource.format(SeqSource().take()), spec)
+    record = pack_new(sample, base36(now), SeqSource.format(SeqSource().take()), spec)
     return Inputs(
         far,
         due,

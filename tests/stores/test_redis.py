@@ -658,3 +658,30 @@ async def test_slots_and_cascades_keep_due_order(server: Server, clock: ManualCl
         assert claimed == expected
     finally:
         await store.close()
+
+
+async def test_a_slot_too_big_for_one_call_moves_over_several(
+    server: Server, clock: ManualClock
+) -> None:
+    """A minute holding more timers than a script call moves (4,000) is still claimed whole,
+    in order, and its earliest is found: each call moves a part."""
+    store = open_store(server, clock, shards=1)
+    try:
+        start = clock.now_ms + 3 * MINUTE
+        start -= start % MINUTE
+        timers = [
+            at(clock, 0, id=f"t{n:05}").evolve(due_ms=start + (n * 7919) % 9000)
+            for n in range(9000)
+        ]
+        for first in range(0, len(timers), 1000):
+            await store.add_many(timers[first : first + 1000])
+        assert (await store.stats()).earliest_due_ms == start
+        assert await store.next_due_ms("default") == start
+        clock.now_ms = start + MINUTE
+        leases = await store.claim("default", clock.now_ms, 10_000, 60_000)
+        assert [lease.timer.id for lease in leases] == [
+            t.id for t in sorted(timers, key=lambda t: t.due_ms)
+        ]
+        assert_layout_consistent(server, store)
+    finally:
+        await store.close()

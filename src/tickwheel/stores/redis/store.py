@@ -250,7 +250,8 @@ class RedisStore:
         """Return (due, member, shard) of the `limit` earliest due timers over all shards.
 
         Expired leases return to their queues first. Each shard shows its share and a margin;
-        a shard all of whose shown timers made the cut shows `limit` in a second round.
+        a shard all of whose shown timers made the cut shows `limit` in a second round. A shard
+        whose slots the horizon reaches hold more than one call moves is asked again first.
         """
         # a shard's share of the limit plus a margin: ids hash evenly, so a shard rarely holds
         # more than a quarter over its share of the earliest
@@ -270,14 +271,18 @@ class RedisStore:
             ]
             peeks = (await self._scripts.run_many(calls))[len(calls) - len(wanted) :]
             calls = []
-            expired = {s: members for s, (members, _) in zip(wanted, peeks, strict=True)}
+            expired = {s: members for s, (members, _, _) in zip(wanted, peeks, strict=True)}
             if not released and any(expired.values()):
                 # as in the reference store, they return before anything is claimed (once
                 # per claim: those beyond RELEASE_LIMIT in a shard wait for the next claim)
                 await self._release(now, expired)
                 released = True
                 continue
-            shown.update((s, due) for s, (_, due) in zip(wanted, peeks, strict=True))
+            moving = [s for s, (_, _, partly) in zip(wanted, peeks, strict=True) if partly]
+            if moving:  # a slot too big to move in one call: peek again until it is moved
+                wanted = moving
+                continue
+            shown.update((s, due) for s, (_, due, _) in zip(wanted, peeks, strict=True))
             chosen = heapq.nsmallest(
                 limit,
                 itertools.chain.from_iterable(
@@ -434,10 +439,15 @@ class RedisStore:
         self._open()
         now = await self._now()
         await self._purge_all(now)
-        stats_calls = [self._call("stats", s, (now,)) for s in range(self.shards)]
+        replies: dict[int, Replies] = {}
+        todo = list(range(self.shards))
+        while todo:  # again where a slot too big to move in one call hid the earliest
+            calls = [self._call("stats", s, (now,)) for s in todo]
+            replies.update(zip(todo, await self._scripts.run_many(calls), strict=True))
+            todo = [s for s in todo if not replies[s][5]]
         counts = dict.fromkeys(State, 0)
         dues = []
-        for reply in await self._scripts.run_many(stats_calls):
+        for reply in replies.values():
             for state, count in zip(State, reply[:4], strict=True):
                 counts[state] += count
             if reply[4]:

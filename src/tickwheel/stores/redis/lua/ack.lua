@@ -13,7 +13,7 @@ for id, token in string.gmatch(ARGV[3], '(%S+) (%S+) ') do
   ids[#ids + 1] = id
   tokens[#tokens + 1] = token
 end
-local raws = redis.call('HMGET', RECORDS, unpack(ids))
+local raws = records_of(ids)
 local results, acked = {}, {}
 local records, done, gone = {}, {}, {}
 for n, id in ipairs(ids) do

@@ -15,7 +15,7 @@ for id, raw in string.gmatch(ARGV[3], '([^\n]+)\n([^\n]+)\n') do
   ids[#ids + 1] = id
   records[#records + 1] = raw
 end
-local existing = redis.call('HMGET', RECORDS, unpack(ids))
+local existing = records_of(ids)
 local results, fields = {}, {}
 local p = placer(now, 2, true)
 for n, id in ipairs(ids) do

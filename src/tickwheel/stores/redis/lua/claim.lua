@@ -23,7 +23,7 @@ local ids = {}
 for i, member in ipairs(members) do
   ids[i] = string.sub(member, SEQ_DIGITS + 1)
 end
-local raws = redis.call('HMGET', RECORDS, unpack(ids))
+local raws = records_of(ids)
 local out, taken = {}, 0
 local b = batch_of(queue, deadline)
 for i, id in ipairs(ids) do

@@ -42,6 +42,21 @@ local function count(state, n)
   deltas[state] = (deltas[state] or 0) + n
 end
 
+-- the records of many ids, in slices unpack() can take
+local function records_of(ids)
+  if #ids <= 4000 then
+    return redis.call('HMGET', RECORDS, unpack(ids))
+  end
+  local raws = {}
+  for i = 1, #ids, 4000 do
+    local part = redis.call('HMGET', RECORDS, unpack(ids, i, math.min(i + 3999, #ids)))
+    for n = 1, #part do
+      raws[i + n - 1] = part[n]
+    end
+  end
+  return raws
+end
+
 local function queue_key(queue, suffix)
   return TAG .. ':q:' .. queue .. ':' .. suffix
 end
@@ -247,7 +262,7 @@ local function cascade(queue, level, member, now, budget)
   local key = slot_key(queue, level, member)
   local ids = redis.call('LRANGE', key, 0, budget - 1)
   if #ids > 0 then
-    local raws = redis.call('HMGET', RECORDS, unpack(ids))
+    local raws = records_of(ids)
     local low = tonumber(member)
     local high = low + slot_width(level)
     local p = placer(now, level - 1, false)
@@ -304,20 +319,23 @@ local function ready(queue, horizon, now)
   return horizon
 end
 
--- the earliest due time of a queue's scheduled timers in this shard, or nil; moves the first
--- slot down while it may hold a timer earlier than the near set's first (bounded by the
--- entries of the slots it moves)
+-- the earliest due time of a queue's scheduled timers in this shard (nil: none) and whether
+-- it is exact: the first slot moves down while it may hold a timer earlier than the near
+-- set's first, at most CASCADE_BUDGET entries per call; past that the answer is the first
+-- slot's start, a lower bound (call again to go on)
 local function earliest(queue, now)
+  local budget = CASCADE_BUDGET
   while true do
     local near = first_near(queue)
     local level, start, member = first_slot(queue)
     if start == nil or (near ~= nil and near < start) then
-      return near
+      return near, true
     end
-    local _, gone = cascade(queue, level, member, now, CASCADE_BUDGET)
-    while not gone do
-      _, gone = cascade(queue, level, member, now, CASCADE_BUDGET)
+    if budget <= 0 then
+      return start, false
     end
+    local read = cascade(queue, level, member, now, budget)
+    budget = budget - math.max(read, 1)
   end
 end
 

@@ -4,8 +4,10 @@
 -- returns: { {batch1, deadline1, {member, ...}, batch2, ...}: the expired lease batches,
 --            whole, until they list ARGV[5] or more leases in all, each with <lease seq><id>
 --            of the timers that still hold its lease,
---            {member1, due1, member2, due2, ...} at most ARGV[3], in (due, seq) order }
--- moves the slots the horizon reaches into the near set, as claim.lua does
+--            {member1, due1, member2, due2, ...} at most ARGV[3], in (due, seq) order,
+--            1 when slots the horizon reaches are only partly moved (call again), else 0 }
+-- moves the slots the horizon reaches into the near set, as claim.lua does, at most
+-- CASCADE_BUDGET entries a call
 local queue, horizon, limit, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local expired, held = {}, 0
 local names = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 64)
@@ -14,7 +16,7 @@ for i = 1, #names, 2 do
   local ids = redis.call('LRANGE', batch_key(q, deadline), 0, -1)
   local live, seen = {}, {}
   if #ids > 0 then
-    local raws = redis.call('HMGET', RECORDS, unpack(ids))
+    local raws = records_of(ids)
     for n, id in ipairs(ids) do
       local raw = raws[n]
       if raw and string.sub(raw, 1, 1) == LEASED and not seen[id] then
@@ -34,6 +36,7 @@ for i = 1, #names, 2 do
     break
   end
 end
-local due = redis.call('ZRANGEBYSCORE', near_key(queue), '-inf', ready(queue, horizon, now),
-  'WITHSCORES', 'LIMIT', 0, limit)
-return { expired, due }
+local by = ready(queue, horizon, now)
+local due = redis.call('ZRANGEBYSCORE', near_key(queue), '-inf', by, 'WITHSCORES', 'LIMIT', 0,
+  limit)
+return { expired, due, by == horizon and 0 or 1 }

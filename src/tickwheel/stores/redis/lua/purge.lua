@@ -29,7 +29,7 @@ if expiry ~= nil and next_entry and string.sub(next_entry, 1, 1) ~= '@' then
   redis.call('LPUSH', DONE_LIST, '@' .. expiry)
 end
 if #ids > 0 then
-  local raws = redis.call('HMGET', RECORDS, unpack(ids))
+  local raws = records_of(ids)
   local gone, seen = {}, {}
   for n, id in ipairs(ids) do
     local raw = raws[n]

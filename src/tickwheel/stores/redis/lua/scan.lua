@@ -16,7 +16,7 @@ local out = {}
 if state == DEAD then
   local ids = redis.call('ZRANGEBYLEX', DEAD_SET, cursor, '+', 'LIMIT', 0, limit)
   if #ids > 0 then
-    local raws = redis.call('HMGET', RECORDS, unpack(ids))
+    local raws = records_of(ids)
     for i, id in ipairs(ids) do
       out[#out + 1] = id
       out[#out + 1] = raws[i]
