@@ -72,7 +72,7 @@ local function index_key(queue, level)
 end
 
 -- a slot: a list of the ids of timers due from <start> for one slot width, unordered; a timer
--- leaving its slot takes its entry with it
+-- leaving a minute slot takes its entry with it, one leaving a day slot leaves it stale
 local function slot_key(queue, level, start)
   return queue_key(queue, level .. ':' .. start)
 end
@@ -183,12 +183,13 @@ local function first_near(queue)
 end
 
 -- before timers due at `due` join a queue: tell its waiters (Store.wait) when they may become
--- its earliest here. A slot's timers are unordered, so a due time inside the first slot's
--- range counts as earlier (a spurious wake costs a waiter one look; a missed one, lateness).
+-- its earliest here. A slot's timers are unordered, so a due time inside the first minute
+-- slot's range counts as earlier, and day slots (which may hold only stale entries) are not
+-- looked at: a spurious wake costs a waiter one look; a missed one, lateness.
 local function wake(queue, d)
   local near = first_near(queue)
-  local level, start = first_slot(queue)
-  if (near == nil or d < near) and (start == nil or d < start + slot_width(level)) then
+  local start = tonumber(redis.call('ZRANGE', index_key(queue, 1), 0, 0, 'WITHSCORES')[2])
+  if (near == nil or d < near) and (start == nil or d < start + MINUTE_SLOT) then
     redis.call('PUBLISH', WAKE, queue)
   end
 end
@@ -256,8 +257,8 @@ end
 
 -- Move up to `budget` entries of a slot one level down (day → minute slots, minute → the
 -- near set); returns how many were read and whether the slot is gone. Each entry is checked
--- against its record (scheduled in this queue, due in the slot): a timer listed twice would
--- still land once, the near set's member being <seq><id>.
+-- against its record (scheduled in this queue, due in the slot): stale entries of a day slot
+-- are dropped, and a timer listed twice lands once.
 local function cascade(queue, level, member, now, budget)
   local key = slot_key(queue, level, member)
   local ids = redis.call('LRANGE', key, 0, budget - 1)
@@ -266,11 +267,13 @@ local function cascade(queue, level, member, now, budget)
     local low = tonumber(member)
     local high = low + slot_width(level)
     local p = placer(now, level - 1, false)
+    local seen = {}
     for i, id in ipairs(ids) do
       local raw = raws[i]
-      if raw then
+      if raw and not seen[id] then
+        seen[id] = true
         local due, seq, q = scheduled_fields(raw)
-        local d = due_of(due)
+        local d = due and due_of(due)
         if q == queue and d >= low and d < high then
           put(p, queue, id, due, seq)
         end
@@ -346,20 +349,17 @@ local function unlist_queue(queue)
   end
 end
 
--- take a scheduled timer out of its queue: from the near set, or else from the minute or day
--- slot of its due time (LREM reads the slot: cancelling is rarer than adding)
+-- take a scheduled timer out of its queue: out of the near set, or else out of the minute
+-- slot of its due time (LREM reads the slot, which holds a minute's timers). A day slot's
+-- entry is left stale: reading a day's timers per cancel would cost more than moving the
+-- stale entry once, when the day comes near (cascade() drops it).
 local function dequeue(id, r)
   if redis.call('ZREM', near_key(r.queue), r.seq .. id) == 0 then
     local d = due_of(r.due)
-    for level = 1, 2 do
-      local start = int(d - d % slot_width(level))
-      local key = slot_key(r.queue, level, start)
-      if redis.call('LREM', key, 1, id) == 1 then
-        if redis.call('EXISTS', key) == 0 then
-          redis.call('ZREM', index_key(r.queue, level), start)
-        end
-        break
-      end
+    local start = int(d - d % MINUTE_SLOT)
+    local key = slot_key(r.queue, 1, start)
+    if redis.call('LREM', key, 1, id) == 1 and redis.call('EXISTS', key) == 0 then
+      redis.call('ZREM', index_key(r.queue, 1), start)
     end
   end
   unlist_queue(r.queue)
