@@ -156,7 +156,8 @@ def check_shard(client: Any, tag: str, shard_keys: set[str]) -> None:
                 for timer_id in client.lrange(f"{tag}:q:{queue}:{level}:{start}", 0, -1):
                     due = int(timers[timer_id], 36) if timer_id in timers else None
                     if level == 1:  # minute slots hold exactly their scheduled timers
-                        assert due is not None and due - due % width == int(start), timer_id
+                        assert due is not None, timer_id
+                        assert due - due % width == int(start), timer_id
                         placed[timer_id].append("minute slot")
                     elif due is not None and due - due % width == int(start):
                         placed[timer_id].append("day slot")  # else a stale entry
