@@ -36,6 +36,7 @@ def plan(
     lines: dict[int, str] = {}
     specs: dict[tuple[int, int], str] = {}
     created = base36(now_ms)
+    seqs = SeqSource.formats(first_seq + offset, len(timers))
     for n, timer in enumerate(timers, offset):
         by_shard.setdefault(shard_of(timer.id, shards), []).append(n)
         if timer.payload is None:  # timers sharing a callback share its encoding
@@ -43,7 +44,7 @@ def plan(
             spec = specs.get(key) or specs.setdefault(key, encode_spec(timer))
         else:
             spec = encode_spec(timer)
-        record = pack_new(timer, created, SeqSource.format(first_seq + n), spec)
+        record = pack_new(timer, created, seqs[n - offset], spec)
         lines[n] = f"{timer.id}\n{record}\n"
     calls = []
     for shard, positions in by_shard.items():

@@ -126,3 +126,16 @@ class SeqSource:
         return (
             _DIGITS[high] + pairs[b // 3844] + pairs[b % 3844] + pairs[a // 3844] + pairs[a % 3844]
         )
+
+    @staticmethod
+    def formats(first: int, count: int) -> list[str]:
+        """`format` of `count` consecutive numbers from `first`: the last two digits vary."""
+        out: list[str] = []
+        n, end = first, first + count
+        while n < end:
+            low = n % 3844
+            stop = min(end, n - low + 3844)
+            prefix = SeqSource.format(n)[:-2]
+            out += [prefix + pair for pair in _PAIRS[low : low + stop - n]]
+            n = stop
+        return out

@@ -221,10 +221,10 @@ class RedisStore:
             return []
         # lease seqs number the claims in (due, seq) order across shards: the leases are
         # returned in that order, and come back in it should they expire
-        first = self._seq.take(len(chosen))
+        seqs = SeqSource.formats(self._seq.take(len(chosen)), len(chosen))
         lease_seqs: dict[int, list[str]] = {}
-        for n, (_, _, shard) in enumerate(chosen):
-            lease_seqs.setdefault(shard, []).append(SeqSource.format(first + n))
+        for seq, (_, _, shard) in zip(seqs, chosen, strict=True):
+            lease_seqs.setdefault(shard, []).append(seq)
         claim_calls = [
             self._call("claim", s, (queue, horizon_ms, now, lease_ms, "".join(seqs)))
             for s, seqs in lease_seqs.items()
