@@ -152,6 +152,7 @@ class _Handover:
         self._arrived: asyncio.Future[None] | None = None
 
     def put(self, leases: list[Lease]) -> None:
+        """Queue the leases due now and wake the consumer's loop if it waits."""
         self.leases.extend(leases)
         if self._arrived is not None and not self._arrived.done():
             self._arrived.set_result(None)

@@ -57,7 +57,9 @@ class Settler:
         self._store = store
         self._metrics = metrics
         self._throttled = throttled
-        self._acks: list[tuple[Lease, asyncio.Future[bool]]] = []
+        # queued acks and their futures, as two lists: no tuple per ack for the GC to follow
+        self._acks: list[Lease] = []
+        self._acked: list[asyncio.Future[bool]] = []
         self._flusher: asyncio.Task[None] | None = None
 
     def ack(self, lease: Lease) -> asyncio.Future[bool]:
@@ -66,7 +68,8 @@ class Settler:
         The future says whether the ack landed (False: the lease had passed on).
         """
         done = asyncio.get_running_loop().create_future()
-        self._acks.append((lease, done))
+        self._acks.append(lease)
+        self._acked.append(done)
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush_acks())
         return done
@@ -112,18 +115,19 @@ class Settler:
             await self._flusher
 
     async def _flush_acks(self) -> None:
+        metrics = self._metrics
         while self._acks:
-            batch, self._acks = self._acks, []
-            leases = [lease for lease, _ in batch]
+            leases, futures = self._acks, self._acked
+            self._acks, self._acked = [], []
             try:
                 results = await self._with_retries("ack", self._store.ack_many, leases)
             except _Lapsed:
-                results = [False] * len(batch)
-            for (lease, done), acked in zip(batch, results, strict=True):
+                results = [False] * len(leases)
+            for lease, done, acked in zip(leases, futures, results, strict=True):
                 if acked:
-                    self._metrics.acked[lease.timer.queue] += 1
+                    metrics.acked[lease.timer.queue] += 1
                 else:
-                    self._metrics.leases_lost += 1
+                    metrics.leases_lost += 1
                 if not done.done():
                     done.set_result(acked)
 
