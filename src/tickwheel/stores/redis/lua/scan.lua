@@ -5,11 +5,13 @@
 --         (where an earlier page stopped)  ARGV[3] limit  ARGV[4] state code ('0'..'3'), or
 --         '' for every state  ARGV[5] now_ms  ARGV[6] budget: HSCAN steps per call
 -- returns: {{id1, record1, ...}, cursor, skip, 1 when the shard has no more else 0}: at most
---          ARGV[3] timers; call again with cursor and skip to go on
--- read-only. Dead letters come in id order from their set; the rest in the records hash's
--- order, with HSCAN's guarantee: a timer present for the whole walk is returned, one added or
--- deleted during it may or may not be, and a walk across a rehash may see a timer twice.
--- Filtering a rare state reads ARGV[6] HSCAN steps per call.
+--          ARGV[3] timers; call again with cursor and skip to go on. Leased timers: all of the
+--          shard's, in no order (the store sorts them by id and pages through them)
+-- read-only. Dead letters come in id order from their set, leased timers from the lease
+-- batches (as many as are in flight); the rest in the records hash's order, with HSCAN's
+-- guarantee: a timer present for the whole walk is returned, one added or deleted during it
+-- may or may not be, and a walk across a rehash may see a timer twice. Filtering a rare state
+-- (done) reads ARGV[6] HSCAN steps per call.
 local cursor, skip, limit, state, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4],
   ARGV[5]
 local out = {}
@@ -26,6 +28,26 @@ if state == DEAD then
     return { out, cursor, 0, 1 }
   end
   return { out, '(' .. ids[#ids], 0, 0 }
+end
+if state == LEASED then
+  local seen = {}
+  for _, name in ipairs(redis.call('ZRANGE', LEASES, 0, -1)) do
+    local deadline, queue = string.match(name, '^([^|]*)|(.*)$')
+    local ids = redis.call('LRANGE', batch_key(queue, deadline), 0, -1)
+    local raws = #ids > 0 and records_of(ids) or {}
+    for n, id in ipairs(ids) do
+      local raw = raws[n]
+      if raw and not seen[id] and string.sub(raw, 1, 1) == LEASED then
+        local r = parse(raw)
+        if r.queue == queue and string.sub(r.seq, SEQ_DIGITS + 1) == deadline then
+          seen[id] = true
+          out[#out + 1] = id
+          out[#out + 1] = raw
+        end
+      end
+    end
+  end
+  return { out, cursor, 0, 1 }
 end
 for _ = 1, tonumber(ARGV[6]) do
   local reply = redis.call('HSCAN', RECORDS, cursor, 'COUNT', 100)
