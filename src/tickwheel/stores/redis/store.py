@@ -398,7 +398,9 @@ class RedisStore:
         begin = "-" if state is State.DEAD else "0"
         shard, skip, position = self._where(cursor, begin)
         timers: list[Timer] = []
-        asked = 1  # the cursor's shard alone first: on a large store it fills the page
+        # the cursor's shard alone while it has more (on a large store it fills the page, or
+        # a rare state takes it many calls); once it ends, every shard after it at once
+        asked = 1
         while shard < self.shards and len(timers) < limit:
             need = limit - len(timers)
             shards = range(shard, min(shard + asked, self.shards))
@@ -422,6 +424,7 @@ class RedisStore:
                 timers += [unpack(flat[i].decode(), flat[i + 1]) for i in range(0, len(flat), 2)]
                 if not done:
                     shard, skip, position = s, after_skip, after.decode()
+                    asked = 1
                     break
                 shard, skip, position = s + 1, 0, begin
         more = shard < self.shards
