@@ -711,3 +711,16 @@ async def test_cancelled_timers_in_a_day_slot_are_dropped_when_it_comes_near(
     assert [lease.timer.id for lease in leases] == [kept.id, moved.id]
     assert await store.claim("default", clock.now_ms, 10, 1000) == []
     assert_layout_consistent(server, store)
+
+
+async def test_leased_pages_cross_shards_at_any_limit(
+    store: RedisStore, clock: ManualClock
+) -> None:
+    """A page that one shard fills exactly goes on at the start of the next shard."""
+    ids = [f"l{n}" for n in range(12)]
+    for timer_id in ids:
+        await store.add(at(clock, 0, id=timer_id))
+    assert len({shard_of(i, store.shards) for i in ids}) > 2
+    await store.claim("default", clock.now_ms, 100, 60_000)
+    for limit in (1, 2, 3, 5):
+        assert await walk(store, State.LEASED, limit) == sorted(ids)

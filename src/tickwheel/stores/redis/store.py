@@ -448,7 +448,7 @@ class RedisStore:
             need = limit - len(timers)
             timers += [unpack(timer_id, raw) for timer_id, raw in held[:need]]
             if len(held) > need:
-                return Page(timers, f"{s}:0:({timers[-1].id}")
+                return Page(timers, f"{s}:0:({held[need - 1][0]}" if need else f"{s}:0:-")
         return Page(timers, None)
 
     def _where(self, cursor: str | None, begin: str) -> tuple[int, int, str]:
