@@ -30,7 +30,7 @@ for i, id in ipairs(ids) do
   local raw = raws[i]
   local attempt, due_created, seq, q, first, tail = string.match(raw or '',
     '^0,(%d+),([^,]*,[^,]*),[^,]*,(%w+),([^,|]*),(%d*),(.*)$')
-  if attempt and seq .. id == members[i] then
+  if attempt and string.find(members[i], seq, 1, true) == 1 then -- member = <seq><id>
     taken = taken + 1
     local lease_seq = string.sub(seqs, (taken - 1) * SEQ_DIGITS + 1, taken * SEQ_DIGITS)
     if first == '' then

@@ -5,8 +5,12 @@
 -- The done list is in ack order: a mark @<expiry ms>, then the ids acked with that expiry;
 -- it stops at the first mark still in the future. An id whose timer changed since (re-added,
 -- acked again) is dropped. When it stops inside a group, the group's mark goes back in front.
-local entries = redis.call('LRANGE', DONE_LIST, 0, tonumber(ARGV[2]) - 1)
 local now = tonumber(ARGV[1])
+local head = redis.call('LINDEX', DONE_LIST, 0)
+if not head or tonumber(string.sub(head, 2)) > now then
+  return 0 -- nothing is due (the list starts with a mark)
+end
+local entries = redis.call('LRANGE', DONE_LIST, 0, tonumber(ARGV[2]) - 1)
 local read, expiry, ids, expiries = 0, nil, {}, {}
 for _, entry in ipairs(entries) do
   if string.sub(entry, 1, 1) == '@' then
