@@ -13,25 +13,15 @@ local queue, now, seqs = ARGV[1], ARGV[3], ARGV[5]
 local horizon = ready(queue, ARGV[2], now)
 local deadline = int(tonumber(now) + tonumber(ARGV[4]))
 local near = near_key(queue)
--- the first timers by rank, in one command; those beyond the horizon (more than the store saw
--- due when it peeked) go back
-local popped = redis.call('ZPOPMIN', near, #seqs / SEQ_DIGITS)
-local members, ids, back = {}, {}, {}
-local last = tonumber(horizon)
-for i = 1, #popped, 2 do
-  if tonumber(popped[i + 1]) <= last then
-    members[#members + 1] = popped[i]
-    ids[#ids + 1] = string.sub(popped[i], SEQ_DIGITS + 1)
-  else
-    back[#back + 1] = popped[i + 1]
-    back[#back + 1] = popped[i]
-  end
-end
-if #back > 0 then
-  bulk('ZADD', near, back)
-end
+local members = redis.call('ZRANGEBYSCORE', near, '-inf', horizon, 'LIMIT', 0,
+  #seqs / SEQ_DIGITS)
 if #members == 0 then
   return {}
+end
+redis.call('ZREMRANGEBYRANK', near, 0, #members - 1)
+local ids = {}
+for i, member in ipairs(members) do
+  ids[i] = string.sub(member, SEQ_DIGITS + 1)
 end
 local raws = records_of(ids)
 local out, taken = {}, 0
