@@ -50,7 +50,6 @@ Added: TypeAlias = list[Timer | TimerExists]
 Replies: TypeAlias = list[Any]
 Calls: TypeAlias = list[ScriptCall]
 Members: TypeAlias = list[bytes]
-Ids: TypeAlias = list[str]
 Heads: TypeAlias = list[tuple[float, bytes, int]]
 
 ADD_CHUNK = 2_000  # timers per add_many pipeline (an add.lua call per shard)
