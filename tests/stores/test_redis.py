@@ -77,10 +77,10 @@ def assert_layout_consistent(server: Any, store: RedisStore) -> None:
 def check_layout(client: Any, store: RedisStore) -> None:
     """Check every shard's structures against its records (see keys.py for the layout).
 
-    Each scheduled timer is in exactly one place: its queue's near set (under <seq><id>, with
-    its due time) or the minute or day slot of its due time; slot indexes list exactly the
-    non-empty slots; lease batches, counts, dead letters and the done list agree with the
-    records' states.
+    Each scheduled timer is in exactly one place: its queue's near set (under
+    <due length><due><seq><id>, with its due time) or the minute or day slot of its due time;
+    slot indexes list exactly the non-empty slots; lease batches, counts, dead letters and the
+    done list agree with the records' states.
     """
     keys = set(client.scan_iter(match=f"{{{store.prefix}:*", count=1000))
     for shard in range(store.shards):
@@ -144,8 +144,10 @@ def check_shard(client: Any, tag: str, shard_keys: set[str]) -> None:
         near = dict(client.zrange(f"{tag}:q:{queue}:n", 0, -1, withscores=True))
         placed: dict[str, list[str]] = defaultdict(list)
         for member, due in near.items():
-            timer_id = member[9:]
-            assert records[timer_id][5] + timer_id == member
+            key = int(member[0], 36) + 1  # <length of the due><due, base 36><seq><id>
+            timer_id = member[key + 9 :]
+            assert records[timer_id][2] == member[1:key]
+            assert records[timer_id][5] + timer_id == member[key:]
             assert int(records[timer_id][2], 36) == due
             placed[timer_id].append("near")
         for level, width in ((1, 60_000), (2, 86_400_000)):

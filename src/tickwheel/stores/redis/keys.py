@@ -12,9 +12,9 @@ slot and every script runs on one node::
                                    leases that batch still holds
     {p:s}:dead              zset   id, score 0: the dead letters, in id order
     {p:s}:queues            set    queues with scheduled timers in this shard
-    {p:s}:q:<queue>:n       zset   <seq><id> → due ms: the queue's near set, its timers due
-                                   before the end of the current minute or in a slot a claim
-                                   has reached
+    {p:s}:q:<queue>:n       zset   <L><due><seq><id> → due ms: the queue's near set, its
+                                   timers due before the end of the current minute or in a
+                                   slot a claim has reached (<due> is base 36, L digits)
     {p:s}:q:<queue>:i1      zset   start → start: the queue's non-empty minute slots
     {p:s}:q:<queue>:1:<ms>  list   ids of the queue's timers due in the minute from <ms>
     {p:s}:q:<queue>:i2      zset   start → start: the queue's non-empty day slots

@@ -31,6 +31,9 @@ from tickwheel.model import State, Timer, restore_timer
 from tickwheel.stores.codec import decode_spec, state_code
 
 SEQ_DIGITS = 9  # 62**9 > 2**53: every seq SeqSource hands out fits
+# where the id starts in a near-set member, <length of the due><due, base 36><seq><id>, by its
+# first byte (lib.lua near_member: the due has 8 to 11 digits below 2**53)
+NEAR_ID_AT = {ord(length): int(length, 36) + 1 + SEQ_DIGITS for length in "89ab"}
 DEFAULT_QUEUE = "default"  # stored as an empty field
 _DIGITS = string.digits + string.ascii_uppercase + string.ascii_lowercase  # ascending bytes
 _PAIRS = [a + b for a in _DIGITS for b in _DIGITS]

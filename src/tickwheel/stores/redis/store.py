@@ -41,7 +41,13 @@ from tickwheel.stores.redis.keys import (
     shard_of,
 )
 from tickwheel.stores.redis.listen import Listener
-from tickwheel.stores.redis.record import SEQ_DIGITS, SeqSource, base36, seq_of, unpack
+from tickwheel.stores.redis.record import (
+    NEAR_ID_AT,
+    SeqSource,
+    base36,
+    seq_of,
+    unpack,
+)
 from tickwheel.stores.redis.scripts import Arg, Client, ScriptCall, Scripts, unavailable
 from tickwheel.stores.wake import until
 
@@ -50,7 +56,7 @@ Added: TypeAlias = list[Timer | TimerExists]
 Replies: TypeAlias = list[Any]
 Calls: TypeAlias = list[ScriptCall]
 Members: TypeAlias = list[bytes]
-Heads: TypeAlias = list[tuple[float, bytes, int]]
+Heads: TypeAlias = list[tuple[bytes, int]]  # (near-set member, shard)
 
 ADD_CHUNK = 2_000  # timers per add_many pipeline (an add.lua call per shard)
 ADD_IN_FLIGHT = 3  # add_many pipelines sent at once
@@ -222,7 +228,7 @@ class RedisStore:
         # returned in that order, and come back in it should they expire
         seqs = SeqSource.formats(self._seq.take(len(chosen)), len(chosen))
         lease_seqs: dict[int, list[str]] = {}
-        for seq, (_, _, shard) in zip(seqs, chosen, strict=True):
+        for seq, (_, shard) in zip(seqs, chosen, strict=True):
             lease_seqs.setdefault(shard, []).append(seq)
         claim_calls = [
             self._call("claim", s, (queue, horizon_ms, now, lease_ms, "".join(seqs)))
@@ -233,7 +239,7 @@ class RedisStore:
             for flat in await self._scripts.run_many(claim_calls)
             for i in range(0, len(flat), 2)
         ]
-        place = {member[SEQ_DIGITS:]: n for n, (_, member, _) in enumerate(chosen)}
+        place = {member[NEAR_ID_AT[member[0]] :]: n for n, (member, _) in enumerate(chosen)}
         if all(raw_id in place for raw_id, _ in claimed):
             claimed.sort(key=lambda pair: place[pair[0]])
         else:  # a shard leased other timers than it showed (they changed in between)
@@ -246,7 +252,7 @@ class RedisStore:
         return leases
 
     async def _choose(self, queue: str, horizon_ms: int, limit: int, now: int) -> Heads:
-        """Return (due, member, shard) of the `limit` earliest due timers over all shards.
+        """Return (member, shard) of the `limit` earliest due timers over all shards.
 
         Expired leases return to their queues first. Each shard shows its share and a margin;
         a shard all of whose shown timers made the cut shows `limit` in a second round. A shard
@@ -282,18 +288,18 @@ class RedisStore:
                 wanted = moving
                 continue
             shown.update((s, due) for s, (_, due, _) in zip(wanted, peeks, strict=True))
+            # members begin with their due time: they sort as (due, seq) by their bytes
             chosen = heapq.nsmallest(
                 limit,
                 itertools.chain.from_iterable(
-                    zip(map(float, due[1::2]), due[0::2], itertools.repeat(shard))
-                    for shard, due in shown.items()
+                    zip(due, itertools.repeat(shard)) for shard, due in shown.items()
                 ),
             )
-            taken = Counter(shard for _, _, shard in chosen)
+            taken = Counter(shard for _, shard in chosen)
             wanted = [
                 s
                 for s, due in shown.items()
-                if taken[s] == len(due) // 2 == asked[s] < limit  # it may hold more
+                if taken[s] == len(due) == asked[s] < limit  # it may hold more
             ]
             asked.update(dict.fromkeys(wanted, limit))
         return chosen

@@ -1,4 +1,4 @@
--- lib.lua: helpers every tickwheel script starts with (the store prepends this file to each).
+-- lib.lua: helpers of every tickwheel script (the store prepends to each the parts it uses).
 -- Every script receives its shard's fixed keys as KEYS[1..6]:
 --   KEYS[1] records hash (id → record)   KEYS[2] lease batches (<deadline>|<queue> → deadline)
 --   KEYS[3] done list (@<expiry ms>, then the ids acked with it)   KEYS[4] counts hash (code →
@@ -61,9 +61,18 @@ local function queue_key(queue, suffix)
   return TAG .. ':q:' .. queue .. ':' .. suffix
 end
 
--- a queue's scheduled timers that are due soon (or were cascaded): <seq><id> → due ms, exact
+-- a queue's scheduled timers that are due soon (or were cascaded): <due key><seq><id> → due
+-- ms, exact
 local function near_key(queue)
   return queue_key(queue, 'n')
+end
+
+-- A near-set member starts with its due time, so that members alone sort as (due, seq) and a
+-- claim reads them without scores (Redis 7.0 formats each score with sprintf('%.17g')): the
+-- record's base-36 due (8 digits, more from 2059 on) after one base-36 digit giving its length
+local DUE_LENGTH = { [8] = '8', [9] = '9', [10] = 'a', [11] = 'b' }
+local function near_member(due, seq, id)
+  return DUE_LENGTH[#due] .. due .. seq .. id
 end
 
 -- the index of a queue's slots of one level: start ms → start ms
@@ -214,7 +223,7 @@ local function put(p, queue, id, due, seq)
     local entries = p.near[queue] or {}
     p.near[queue] = entries
     entries[#entries + 1] = int(d)
-    entries[#entries + 1] = seq .. id
+    entries[#entries + 1] = near_member(due, seq, id)
     return
   end
   local level = 1
@@ -256,7 +265,7 @@ local function enqueue(id, r, now)
 end
 
 -- Move up to `budget` entries of a slot one level down (day → minute slots, minute → the
--- near set); returns how many were read and whether the slot is gone. Each entry is checked
+-- near set); returns how many were read. Each entry is checked
 -- against its record (scheduled in this queue, due in the slot): stale entries of a day slot
 -- are dropped, and a timer listed twice lands once.
 local function cascade(queue, level, member, now, budget)
@@ -284,10 +293,10 @@ local function cascade(queue, level, member, now, budget)
   if #ids < budget then
     redis.call('DEL', key)
     redis.call('ZREM', index_key(queue, level), member)
-    return #ids, true
+  else
+    redis.call('LTRIM', key, budget, -1)
   end
-  redis.call('LTRIM', key, budget, -1)
-  return #ids, false
+  return #ids
 end
 
 -- Make the near set hold every timer of the queue due by `horizon`: day slots starting
@@ -297,27 +306,27 @@ end
 local function ready(queue, horizon, now)
   local budget = CASCADE_BUDGET
   local h = tonumber(horizon)
+  local left = nil -- the earliest slot start by the horizon that could not move
   for _, level in ipairs({ 2, 1 }) do
     local by = h
     if level == 2 then
       by = math.max(h, tonumber(now) + MINUTE_RANGE)
     end
-    while budget > 0 do
-      local first = redis.call('ZRANGEBYSCORE', index_key(queue, level), '-inf', int(by),
-        'LIMIT', 0, 1)[1]
-      if first == nil then
+    while true do
+      local first = redis.call('ZRANGE', index_key(queue, level), 0, 0, 'WITHSCORES')
+      local start = tonumber(first[2])
+      if start == nil or start > by or budget <= 0 then
+        if start ~= nil and start <= h and (left == nil or start < left) then
+          left = start
+        end
         break
       end
-      local read, gone = cascade(queue, level, first, now, budget)
+      local read = cascade(queue, level, first[1], now, budget)
       budget = budget - math.max(read, 1)
-      if not gone then
-        break
-      end
     end
   end
-  local _, start = first_slot(queue)
-  if start ~= nil and start <= h then
-    return int(start - 1)
+  if left ~= nil then
+    return int(left - 1)
   end
   return horizon
 end
@@ -354,7 +363,7 @@ end
 -- entry is left stale: reading a day's timers per cancel would cost more than moving the
 -- stale entry once, when the day comes near (cascade() drops it).
 local function dequeue(id, r)
-  if redis.call('ZREM', near_key(r.queue), r.seq .. id) == 0 then
+  if redis.call('ZREM', near_key(r.queue), near_member(r.due, r.seq, id)) == 0 then
     local d = due_of(r.due)
     local start = int(d - d % MINUTE_SLOT)
     local key = slot_key(r.queue, 1, start)

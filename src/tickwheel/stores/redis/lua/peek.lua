@@ -4,7 +4,8 @@
 -- returns: { {batch1, deadline1, {member, ...}, batch2, ...}: the expired lease batches,
 --            whole, until they list ARGV[5] or more leases in all, each with <lease seq><id>
 --            of the timers that still hold its lease,
---            {member1, due1, member2, due2, ...} at most ARGV[3], in (due, seq) order,
+--            {member1, member2, ...} of the near set (they begin with the due time), at most
+--            ARGV[3], in (due, seq) order,
 --            1 when slots the horizon reaches are only partly moved (call again), else 0 }
 -- moves the slots the horizon reaches into the near set, as claim.lua does, at most
 -- CASCADE_BUDGET entries a call
@@ -37,6 +38,5 @@ for i = 1, #names, 2 do
   end
 end
 local by = ready(queue, horizon, now)
-local due = redis.call('ZRANGEBYSCORE', near_key(queue), '-inf', by, 'WITHSCORES', 'LIMIT', 0,
-  limit)
+local due = redis.call('ZRANGEBYSCORE', near_key(queue), '-inf', by, 'LIMIT', 0, limit)
 return { expired, due, by == horizon and 0 or 1 }
