@@ -17,8 +17,9 @@ local raws = records_of(ids)
 local results, acked = {}, {}
 local records, done, gone = {}, {}, {}
 for n, id in ipairs(ids) do
-  local attempt, due_created, deadline, q, rest = string.match(raws[n] or '',
-    '^1,(%d+),([^,]*,[^,]*),[^,]*,%w%w%w%w%w%w%w%w%w(%d+),([^,|]*),(.*)$')
+  local raw = raws[n] or ''
+  local attempt, due_created, deadline, q, rest_at = string.match(raw,
+    '^1,(%d+),(%w+,%w+),%d*,%w%w%w%w%w%w%w%w%w(%d+),([^,|]*),()')
   if attempt == nil or attempt ~= tokens[n] or acked[id] then
     results[n] = 0
   else
@@ -29,7 +30,7 @@ for n, id in ipairs(ids) do
     if keep then
       records[#records + 1] = id
       records[#records + 1] = '2,' .. attempt .. ',' .. due_created .. ',' .. now .. ',' ..
-        expiry .. ',' .. q .. ',' .. rest
+        expiry .. ',' .. q .. ',' .. string.sub(raw, rest_at)
       done[#done + 1] = id
     else
       gone[#gone + 1] = id

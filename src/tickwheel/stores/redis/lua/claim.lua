@@ -32,8 +32,8 @@ local out, taken = {}, 0
 local b = batch_of(queue, deadline)
 for i, id in ipairs(ids) do
   local raw = raws[i]
-  local attempt, due_created, seq, q, first, tail = string.match(raw or '',
-    '^0,(%d+),([^,]*,[^,]*),[^,]*,(%w+),([^,|]*),(%d*),(.*)$')
+  local attempt, due_created, seq, q, first, tail_at = string.match(raw or '',
+    '^0,(%d+),(%w+,%w+),%d*,(%w+),([^,|]*),(%d*),()')
   local at = #members[i] - #id - SEQ_DIGITS + 1
   if attempt and string.find(members[i], seq, at, true) == at then
     taken = taken + 1
@@ -43,7 +43,8 @@ for i, id in ipairs(ids) do
     end
     out[#out + 1] = id
     out[#out + 1] = '1,' .. (NEXT_ATTEMPT[attempt] or int(attempt + 1)) .. ',' .. due_created ..
-      ',' .. now .. ',' .. lease_seq .. deadline .. ',' .. q .. ',' .. first .. ',' .. tail
+      ',' .. now .. ',' .. lease_seq .. deadline .. ',' .. q .. ',' .. first .. ',' ..
+      string.sub(raw, tail_at)
     b.entries[taken] = id
   end
 end
