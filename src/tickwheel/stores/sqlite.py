@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from tickwheel.errors import Closed, LeaseLost, StoreUnavailable, TimerExists
 from tickwheel.model import State, Timer, as_scheduled, restore, truncate_error
-from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
+from tickwheel.stores.base import Lease, Page, Stats, StoreSettings, new_lease
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
@@ -302,7 +302,7 @@ class SqliteStore:
             rows = conn.execute(_CLAIM, params).fetchall()
             conn.execute(_PURGE_DONE, {"now": now, "batch": PURGE_BATCH})
             rows.sort(key=lambda row: row[0])  # RETURNING order is unspecified
-            return [Lease(t, t.attempt, deadline) for t in (_timer(row[1:]) for row in rows)]
+            return [new_lease(t, t.attempt, deadline) for t in (_timer(row[1:]) for row in rows)]
 
         return await self._run("BEGIN IMMEDIATE", work)
 

@@ -22,7 +22,7 @@ from redis.backoff import NoBackoff
 
 from tickwheel.errors import Closed, InvalidArgument, LeaseLost, TimerExists
 from tickwheel.model import State, Timer, as_scheduled, truncate_error
-from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
+from tickwheel.stores.base import Lease, Page, Stats, StoreSettings, new_lease
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
@@ -248,7 +248,7 @@ class RedisStore:
         leases = []
         for raw_id, raw in claimed:
             timer = unpack(raw_id.decode(), raw)
-            leases.append(Lease(timer, timer.attempt, deadline))
+            leases.append(new_lease(timer, timer.attempt, deadline))
         return leases
 
     async def _choose(self, queue: str, horizon_ms: int, limit: int, now: int) -> Heads:
