@@ -28,6 +28,7 @@ from tickwheel.stores.codec import encode_spec
 from tickwheel.stores.redis import RedisStore, shard_of
 from tickwheel.stores.redis import clock as server_clock
 from tickwheel.stores.redis import store as redis_store
+from tickwheel.stores.redis.scripts import with_lib
 
 from .conftest import ManualClock
 from .test_model_compare import StoreComparison
@@ -726,3 +727,22 @@ async def test_leased_pages_cross_shards_at_any_limit(
     await store.claim("default", clock.now_ms, 100, 60_000)
     for limit in (1, 2, 3, 5):
         assert await walk(store, State.LEASED, limit) == sorted(ids)
+
+
+def test_a_script_carries_the_lib_definitions_it_uses_and_those_they_use() -> None:
+    lib = (
+        "-- header\n\n"
+        "local A, B = KEYS[1], KEYS[2]\n"
+        "-- says a\n"
+        "local function a()\n  return A\nend\n"
+        "local function unused()\n  return B\nend\n"
+        "local function b()\n  return a()\nend\n"
+    )
+    script = with_lib(lib, "return b()\n")
+    assert script == (
+        "local A, B = KEYS[1], KEYS[2]\n"
+        "-- says a\n"
+        "local function a()\n  return A\nend\n"
+        "local function b()\n  return a()\nend\n"
+        "return b()\n"
+    )
