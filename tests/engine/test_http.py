@@ -10,14 +10,9 @@ from email.utils import formatdate
 
 import aiohttp
 import pytest
-from aiohttp.abc import AbstractResolver, ResolveResult
 
-from tickwheel.engine.http import (
-    HttpTarget,
-    PrivateAddressRefused,
-    PublicOnlyResolver,
-    retry_after_s,
-)
+from tickwheel.engine.http import HttpTarget, PrivateAddressRefused, retry_after_s
+from tickwheel.engine.httpclient import AddressInfo, keep_public
 from tickwheel.engine.outcome import ACKED, Outcome, Verdict
 from tickwheel.engine.signing import sign, verify_signature
 from tickwheel.errors import Closed, InvalidArgument
@@ -289,7 +284,7 @@ async def raw_server(reply: bytes) -> asyncio.Server:
     ("reply", "error"),
     [
         (b"", "connection closed by 127.0.0.1 before a response"),
-        (b"NOT HTTP AT ALL\r\n\r\n", "ClientResponseError: 127.0.0.1"),
+        (b"NOT HTTP AT ALL\r\n\r\n", "invalid HTTP response from 127.0.0.1"),
     ],
 )
 async def test_broken_server_retries(target: HttpTarget, reply: bytes, error: str) -> None:
@@ -360,31 +355,22 @@ async def test_private_targets_work_when_allowed(receiver: Receiver, target: Htt
     assert receiver.count == 2
 
 
-class StubResolver(AbstractResolver):
-    def __init__(self, *addresses: str) -> None:
-        self.addresses = addresses
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        return [
-            ResolveResult(hostname=host, host=a, port=port, family=family, proto=0, flags=0)
-            for a in self.addresses
-        ]
-
-    async def close(self) -> None:
-        pass
+def infos(*addresses: str) -> list[AddressInfo]:
+    """getaddrinfo's answer for `addresses`, port 80."""
+    return [
+        (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, 80))
+        for a in addresses
+    ]
 
 
-async def test_resolver_keeps_only_public_addresses() -> None:
-    resolver = PublicOnlyResolver(StubResolver("10.0.0.5", "93.184.215.14", "169.254.169.254"))
-    assert [r["host"] for r in await resolver.resolve("mixed.example", 80)] == ["93.184.215.14"]
+def test_resolution_keeps_only_public_addresses() -> None:
+    found = infos("10.0.0.5", "93.184.215.14", "169.254.169.254", "::ffff:10.0.0.1")
+    assert [info[4][0] for info in keep_public("mixed.example", found)] == ["93.184.215.14"]
 
 
-async def test_resolver_refuses_a_name_with_only_private_addresses() -> None:
-    resolver = PublicOnlyResolver(StubResolver("169.254.169.254", "10.0.0.5"))
+def test_resolution_refuses_a_name_with_only_private_addresses() -> None:
     with pytest.raises(PrivateAddressRefused, match=r"metadata\.example resolves to private"):
-        await resolver.resolve("metadata.example", 80)
+        keep_public("metadata.example", infos("169.254.169.254", "10.0.0.5"))
 
 
 async def test_secrets_stay_out_of_errors(make_receiver: MakeReceiver) -> None:
