@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -189,6 +190,39 @@ class _Connection(asyncio.Protocol):
         self.client.forget(self)
 
 
+class _Slots:
+    """A counting semaphore that hands a freed slot straight to its first waiter.
+
+    `asyncio.Semaphore` wakes waiters to compete for the count again; direct hand-over costs a
+    future per wait and nothing when a slot is free.
+    """
+
+    def __init__(self, count: int) -> None:
+        self.free = count
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def take(self) -> None:
+        """Wait for a slot; the caller owns it once this returns (free was 0: see `request`)."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if not waiter.cancelled():
+                self.give()  # handed over just as we were cancelled: pass it on
+            raise
+
+    def give(self) -> None:
+        """Free a slot: the first waiter still waiting gets it."""
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.free += 1
+
+
 class _Pool:
     """One origin's connections and slots; dropped when nothing uses or holds any."""
 
@@ -198,7 +232,7 @@ class _Pool:
         self.live: set[_Connection] = set()
         self.connecting = 0
         self.users = 0
-        self.slots = asyncio.Semaphore(max_per_host)
+        self.slots = _Slots(max_per_host)
 
     def take_idle(self) -> _Connection | None:
         idle = self.idle
@@ -224,7 +258,7 @@ class HttpClient:
         self._max_connections = max_connections
         self._max_per_host = max_per_host
         self._pools: dict[Origin, _Pool] = {}
-        self._slots = asyncio.Semaphore(max_connections)
+        self._slots = _Slots(max_connections)
         self._open = 0  # live and connecting, over all pools
         self._tls: ssl.SSLContext | None = None
         self._sweep: asyncio.TimerHandle | None = None
@@ -247,21 +281,37 @@ class HttpClient:
             pool = self._pools[origin] = _Pool(origin, self._max_per_host)
         pool.users += 1
         try:
-            async with pool.slots, self._slots:
-                deadline = asyncio.get_running_loop().time() + timeout_s
-                connection = pool.take_idle()
-                if connection is not None:
-                    try:
-                        return await self._exchange(connection, request, deadline)
-                    except Disconnected as error:
-                        if error.started:
-                            raise
-                async with asyncio.timeout_at(deadline):
-                    connection = await self._connect(pool)
-                return await self._exchange(connection, request, deadline)
+            if pool.slots.free:  # a free slot is taken here, without a coroutine per slot
+                pool.slots.free -= 1
+            else:
+                await pool.slots.take()
+            try:
+                if self._slots.free:
+                    self._slots.free -= 1
+                else:
+                    await self._slots.take()
+                try:
+                    return await self._send(pool, request, timeout_s)
+                finally:
+                    self._slots.give()
+            finally:
+                pool.slots.give()
         finally:
             pool.users -= 1
             self._drop_if_unused(pool)
+
+    async def _send(self, pool: _Pool, request: bytes, timeout_s: float) -> Response:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        connection = pool.take_idle()
+        if connection is not None:
+            try:
+                return await self._exchange(connection, request, deadline)
+            except Disconnected as error:
+                if error.started:
+                    raise
+        async with asyncio.timeout_at(deadline):
+            connection = await self._connect(pool)
+        return await self._exchange(connection, request, deadline)
 
     async def _exchange(self, connection: _Connection, request: bytes, deadline: float) -> Response:
         try:
