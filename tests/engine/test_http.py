@@ -6,10 +6,14 @@ import asyncio
 import contextlib
 import itertools
 import re
+import shutil
 import socket
+import ssl
+import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
 from email.utils import formatdate
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -717,3 +721,54 @@ async def test_open_connections_stay_within_both_bounds() -> None:
         await target.close()
     assert (one.requests, two.requests) == (120, 60)
     assert (one.most_open, two.most_open, both.most) == (2, 2, 3)
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, made with the openssl command."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    command = "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1"
+    subprocess.run(
+        [*command.split(), "-keyout", key, "-out", cert, "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+async def test_tls_is_verified_against_the_trusted_roots(
+    certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = certificate
+    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_side.load_cert_chain(cert, key)
+    server = await asyncio.start_server(serve_ok_once, "127.0.0.1", 0, ssl=server_side)
+    port = server.sockets[0].getsockname()[1]
+    untrusted, trusted = (
+        HttpTarget(allow_private_targets=True),
+        HttpTarget(allow_private_targets=True),
+    )
+    try:
+        refused = await untrusted.fire(timer_for(f"https://127.0.0.1:{port}/?token=t"), 1)
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # read when the context is made
+        accepted = await trusted.fire(timer_for(f"https://127.0.0.1:{port}/?token=t"), 1)
+        wrong_name = await trusted.fire(timer_for(f"https://localhost:{port}/"), 1)
+    finally:
+        await untrusted.close()
+        await trusted.close()
+        server.close()
+        await server.wait_closed()
+    assert refused == Outcome(Verdict.RETRY, f"TLS certificate error: 127.0.0.1:{port}")
+    assert accepted == ACKED
+    assert wrong_name == Outcome(Verdict.RETRY, f"TLS certificate error: localhost:{port}")
+
+
+async def serve_ok_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Answer one request with 200 and hang up."""
+    with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(ok(b"ok", b"Connection: close"))
+        await writer.drain()
+    writer.close()
