@@ -358,6 +358,17 @@ async def test_name_resolving_to_loopback_is_refused(receiver: Receiver) -> None
     assert receiver.count == 0
 
 
+@pytest.mark.parametrize("host", ["127.1", "2130706433", "0x7f.0.0.1"])
+async def test_legacy_ipv4_spellings_are_judged_by_the_address_they_resolve_to(host: str) -> None:
+    target = HttpTarget()
+    try:
+        outcome = await target.fire(timer_for(f"http://{host}/x"), 1)
+    finally:
+        await target.close()
+    refused = f"refused: {host} resolves to private address 127.0.0.1"
+    assert outcome == Outcome(Verdict.KILL, refused)
+
+
 async def test_private_targets_work_when_allowed(receiver: Receiver, target: HttpTarget) -> None:
     assert await target.fire(timer_for(receiver.url), 1) == ACKED
     assert await target.fire(timer_for(receiver.url.replace("127.0.0.1", "localhost")), 1) == ACKED
