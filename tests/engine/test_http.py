@@ -369,6 +369,12 @@ async def test_legacy_ipv4_spellings_are_judged_by_the_address_they_resolve_to(h
     assert outcome == Outcome(Verdict.KILL, refused)
 
 
+async def test_a_url_the_client_cannot_encode_kills_without_quoting_it(target: HttpTarget) -> None:
+    host = "é" * 70 + ".example"  # one IDNA label over 63 characters
+    outcome = await target.fire(timer_for(f"http://{host}/?token=s3cret"), 1)
+    assert outcome == Outcome(Verdict.KILL, f"invalid URL: host {host}")
+
+
 async def test_private_targets_work_when_allowed(receiver: Receiver, target: HttpTarget) -> None:
     assert await target.fire(timer_for(receiver.url), 1) == ACKED
     assert await target.fire(timer_for(receiver.url.replace("127.0.0.1", "localhost")), 1) == ACKED

@@ -8,6 +8,7 @@ and a bounded body parsed back by httptools' C parser (docs/decisions.md #15).
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import ssl
 from collections import deque
@@ -230,7 +231,6 @@ class _Pool:
         self.origin = origin
         self.idle: list[_Connection] = []  # most recently used last
         self.live: set[_Connection] = set()
-        self.connecting = 0
         self.users = 0
         self.slots = _Slots(max_per_host)
 
@@ -351,13 +351,11 @@ class HttpClient:
     async def _connect(self, pool: _Pool) -> _Connection:
         if self._open >= self._max_connections:
             self._evict_oldest_idle()
-        self._open += 1
-        pool.connecting += 1
+        self._open += 1  # counted while connecting; from then on as one of pool.live
         try:
             return await self._open_connection(pool)
         finally:
             self._open -= 1
-            pool.connecting -= 1
 
     def _evict_oldest_idle(self) -> None:
         # every open connection not idle has a global slot, and so does the caller
@@ -398,9 +396,11 @@ class HttpClient:
                 raise
             else:
                 connection.connection_made(transport)
-                if not connection.lost:
-                    pool.live.add(connection)
-                    self._open += 1
+                if connection.lost:  # closed by the peer before we could count it
+                    failure = ConnectionResetError(errno.ECONNRESET, "closed while connecting")
+                    continue
+                pool.live.add(connection)
+                self._open += 1
                 return connection
         raise ConnectFailed(failure)
 
