@@ -1,8 +1,9 @@
-"""HTTP client benchmark: callbacks/s of aiohttp vs httpx (pooled) against the tickwheel receiver.
+"""HTTP client benchmark: callbacks/s of aiohttp, httpx and tickwheel's own client, pooled.
 
-Run ``python bench/http_clients.py`` (``--requests``, ``--concurrency``, ``--runs``, ``--uvloop``,
-``--markdown PATH``). It starts ``tickwheel.service.receiver`` (aiohttp, on uvloop when installed)
-in its own process on a free loopback port, then, for each client and pool size, POSTs
+Run ``python bench/http_clients.py`` (``--requests``, ``--concurrency``, ``--pools``, ``--runs``,
+``--clients``, ``--uvloop``, ``--markdown PATH``). It starts ``tickwheel.service.receiver`` (aiohttp, on uvloop when installed)
+in its own process on a free loopback port, then, for each client and pool size (aiohttp, httpx,
+tickwheel's `HttpClient` on its own and `HttpTarget` on top of it), POSTs
 ``--requests`` callbacks with ``--concurrency`` in flight, carrying the headers a real callback
 carries (timer id, attempt, due, idempotency key, HMAC signature, user agent, JSON body). Clients
 alternate over ``--runs`` runs; the table gives the best and the spread, and the CPU each side
@@ -22,12 +23,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
+from urllib.parse import urlsplit
 
 import aiohttp
 import httpx
 from inproc import Table, cpu_ticks, emit, fmt, machine_table, render_markdown, sample_other_load
 
 from tickwheel.engine.http import HttpTarget
+from tickwheel.engine.httpclient import HttpClient
 from tickwheel.engine.outcome import Verdict
 from tickwheel.engine.signing import sign
 from tickwheel.model import Callback, RetryPolicy, Timer
@@ -88,7 +91,7 @@ class Client:
 
 
 async def open_aiohttp(url: str, pool: int) -> tuple[Post, Callable[[], Awaitable[None]]]:
-    """A pooled aiohttp session, as HttpTarget uses it."""
+    """A pooled aiohttp session, as HttpTarget used it until it moved to HttpClient."""
     connector = aiohttp.TCPConnector(limit=pool, limit_per_host=pool)
     session = aiohttp.ClientSession(
         connector=connector, timeout=aiohttp.ClientTimeout(total=10), auto_decompress=False
@@ -129,8 +132,28 @@ async def open_httpx(url: str, pool: int) -> tuple[Post, Callable[[], Awaitable[
     return post, client.aclose
 
 
+async def open_httpclient(url: str, pool: int) -> tuple[Post, Callable[[], Awaitable[None]]]:
+    """tickwheel's HttpClient alone: the same headers written into request bytes per call."""
+    client = HttpClient(allow_private=True, max_connections=pool, max_per_host=pool)
+    parts = urlsplit(url)
+    host, port = parts.hostname or "", parts.port or 80
+    start = f"POST {parts.path or '/'} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+    end = f"Content-Length: {len(BODY)}\r\n\r\n".encode() + BODY
+
+    async def post(i: int) -> None:
+        lines = "".join(f"{name}: {value}\r\n" for name, value in callback_headers(i).items())
+        reply = await client.request(("http", host, port), (start + lines).encode() + end, 10.0)
+        if reply.status != 200:
+            raise RuntimeError(f"HTTP {reply.status}")
+
+    async def close() -> None:
+        client.close()
+
+    return post, close
+
+
 async def open_target(url: str, pool: int) -> tuple[Post, Callable[[], Awaitable[None]]]:
-    """tickwheel's HttpTarget (aiohttp), private targets allowed, one Timer fired repeatedly."""
+    """tickwheel's HttpTarget (on HttpClient), private targets allowed, one Timer fired repeatedly."""
     target = HttpTarget(
         signing_secret=SECRET, allow_private_targets=True, max_connections=pool, max_per_host=pool
     )
@@ -153,6 +176,7 @@ async def open_target(url: str, pool: int) -> tuple[Post, Callable[[], Awaitable
 CLIENTS = [
     Client("aiohttp", open_aiohttp),
     Client("httpx", open_httpx),
+    Client("HttpClient", open_httpclient),
     Client("HttpTarget", open_target),
 ]
 
@@ -217,6 +241,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--pools", type=int, nargs="+", default=[256, 64])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--clients",
+        nargs="+",
+        choices=[c.name for c in CLIENTS],
+        default=[c.name for c in CLIENTS],
+        help="which clients to measure (default all)",
+    )
     parser.add_argument("--uvloop", action="store_true", help="run the clients on uvloop")
     parser.add_argument("--markdown", help="also write the tables as Markdown to this path")
     return parser.parse_args(argv)
@@ -224,16 +255,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 async def run(args: argparse.Namespace) -> Table:
     """Measure every client at every pool size, alternating, and tabulate."""
-    results = {(c.name, pool): Result() for c in CLIENTS for pool in args.pools}
+    clients = [c for c in CLIENTS if c.name in args.clients]
+    results = {(c.name, pool): Result() for c in clients for pool in args.pools}
     spared = spare_httpx_the_failed_import()
     with receiver_process() as (url, pid):
         for run_no in range(args.runs):
-            order = CLIENTS if run_no % 2 == 0 else CLIENTS[::-1]
+            order = clients if run_no % 2 == 0 else clients[::-1]
             for pool in args.pools:
                 for client in order:
                     print(f"run {run_no + 1}: {client.name} pool {pool}", file=sys.stderr)
                     await measure(client, url, pid, pool, args, results[client.name, pool])
-    versions = {name: metadata.version(name) for name in ("aiohttp", "httpx", "httpcore")}
+    versions = {
+        name: metadata.version(name) for name in ("aiohttp", "httpx", "httpcore", "httptools")
+    }
     table = Table(
         f"HTTP clients: {args.requests:,} POSTs, {args.concurrency} in flight, "
         f"best of {args.runs} runs",
@@ -262,11 +296,14 @@ async def run(args: argparse.Namespace) -> Table:
     loop = "uvloop" if args.uvloop else "asyncio"
     table.notes = [
         f"aiohttp {versions['aiohttp']}, httpx {versions['httpx']} "
-        f"(httpcore {versions['httpcore']}); clients on the {loop} loop, one process; "
+        f"(httpcore {versions['httpcore']}), httptools {versions['httptools']}; "
+        f"clients on the {loop} loop, one process; "
         "receiver: tickwheel.service.receiver in its own process (uvloop)",
         "pool: aiohttp TCPConnector(limit=pool, limit_per_host=pool); "
         "httpx Limits(max_connections=pool, max_keepalive_connections=pool)",
-        "HttpTarget: the same aiohttp pool plus its slots, timeout, headers, signature and Outcome",
+        "HttpClient: tickwheel.engine.httpclient (asyncio.Protocol + httptools), "
+        "max_connections=pool, max_per_host=pool; request bytes built from the same headers",
+        "HttpTarget: HttpClient plus the URL route, request building, signature and Outcome",
         "other CPUs: the most that processes other than these two kept busy during a run (of 2)",
     ]
     if spared:

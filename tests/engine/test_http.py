@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
+import re
+import shutil
 import socket
+import ssl
+import subprocess
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from email.utils import formatdate
+from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp.abc import AbstractResolver, ResolveResult
 
-from tickwheel.engine.http import (
-    HttpTarget,
-    PrivateAddressRefused,
-    PublicOnlyResolver,
-    retry_after_s,
-)
+from tickwheel.engine import httpclient
+from tickwheel.engine.http import HttpTarget, PrivateAddressRefused, retry_after_s
+from tickwheel.engine.httpclient import READ_LIMIT_BYTES, AddressInfo, keep_public
 from tickwheel.engine.outcome import ACKED, Outcome, Verdict
 from tickwheel.engine.signing import sign, verify_signature
 from tickwheel.errors import Closed, InvalidArgument
@@ -25,6 +28,7 @@ from tickwheel.model import Callback, RetryPolicy, Timer
 from tickwheel.service.receiver import Received, Receiver, Reply, describe
 
 from .conftest import MakeReceiver
+from .support import until
 
 
 async def test_receiver_records_requests_with_tickwheel_headers(receiver: Receiver) -> None:
@@ -289,7 +293,7 @@ async def raw_server(reply: bytes) -> asyncio.Server:
     ("reply", "error"),
     [
         (b"", "connection closed by 127.0.0.1 before a response"),
-        (b"NOT HTTP AT ALL\r\n\r\n", "ClientResponseError: 127.0.0.1"),
+        (b"NOT HTTP AT ALL\r\n\r\n", "invalid HTTP response from 127.0.0.1"),
     ],
 )
 async def test_broken_server_retries(target: HttpTarget, reply: bytes, error: str) -> None:
@@ -354,37 +358,45 @@ async def test_name_resolving_to_loopback_is_refused(receiver: Receiver) -> None
     assert receiver.count == 0
 
 
+@pytest.mark.parametrize("host", ["127.1", "2130706433", "0x7f.0.0.1"])
+async def test_legacy_ipv4_spellings_are_judged_by_the_address_they_resolve_to(host: str) -> None:
+    target = HttpTarget()
+    try:
+        outcome = await target.fire(timer_for(f"http://{host}/x"), 1)
+    finally:
+        await target.close()
+    refused = f"refused: {host} resolves to private address 127.0.0.1"
+    assert outcome == Outcome(Verdict.KILL, refused)
+
+
+async def test_a_url_the_client_cannot_encode_kills_without_quoting_it(target: HttpTarget) -> None:
+    host = "é" * 70 + ".example"  # one IDNA label over 63 characters
+    outcome = await target.fire(timer_for(f"http://{host}/?token=s3cret"), 1)
+    assert outcome == Outcome(Verdict.KILL, f"invalid URL: host {host}")
+
+
 async def test_private_targets_work_when_allowed(receiver: Receiver, target: HttpTarget) -> None:
     assert await target.fire(timer_for(receiver.url), 1) == ACKED
     assert await target.fire(timer_for(receiver.url.replace("127.0.0.1", "localhost")), 1) == ACKED
     assert receiver.count == 2
 
 
-class StubResolver(AbstractResolver):
-    def __init__(self, *addresses: str) -> None:
-        self.addresses = addresses
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        return [
-            ResolveResult(hostname=host, host=a, port=port, family=family, proto=0, flags=0)
-            for a in self.addresses
-        ]
-
-    async def close(self) -> None:
-        pass
+def infos(*addresses: str) -> list[AddressInfo]:
+    """getaddrinfo's answer for `addresses`, port 80."""
+    return [
+        (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, 80))
+        for a in addresses
+    ]
 
 
-async def test_resolver_keeps_only_public_addresses() -> None:
-    resolver = PublicOnlyResolver(StubResolver("10.0.0.5", "93.184.215.14", "169.254.169.254"))
-    assert [r["host"] for r in await resolver.resolve("mixed.example", 80)] == ["93.184.215.14"]
+def test_resolution_keeps_only_public_addresses() -> None:
+    found = infos("10.0.0.5", "93.184.215.14", "169.254.169.254", "::ffff:10.0.0.1")
+    assert [info[4][0] for info in keep_public("mixed.example", found)] == ["93.184.215.14"]
 
 
-async def test_resolver_refuses_a_name_with_only_private_addresses() -> None:
-    resolver = PublicOnlyResolver(StubResolver("169.254.169.254", "10.0.0.5"))
+def test_resolution_refuses_a_name_with_only_private_addresses() -> None:
     with pytest.raises(PrivateAddressRefused, match=r"metadata\.example resolves to private"):
-        await resolver.resolve("metadata.example", 80)
+        keep_public("metadata.example", infos("169.254.169.254", "10.0.0.5"))
 
 
 async def test_secrets_stay_out_of_errors(make_receiver: MakeReceiver) -> None:
@@ -448,3 +460,332 @@ def closed_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
     return port
+
+
+# --- the client under odd servers (tickwheel.engine.httpclient) ---------------------------------
+
+Answer = Callable[[int, int], tuple[bytes | None, bool]]
+
+
+def ok(body: bytes = b"ok", *extra: bytes) -> bytes:
+    """A 200 response with `body` and `extra` header lines."""
+    head = b"".join(line + b"\r\n" for line in extra)
+    return b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
+
+
+def always(reply: bytes | None, hang_up: bool = False) -> Answer:
+    """Answer every request with `reply` (None: nothing), hanging up after it if told."""
+    return lambda _connection, _request: (reply, hang_up)
+
+
+class Tally:
+    """Connections open now and at most, over one server or several."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.most = 0
+
+    def enter(self) -> None:
+        self.open += 1
+        self.most = max(self.most, self.open)
+
+
+class RawServer:
+    """A hand-written HTTP/1.1 server on loopback that counts its connections.
+
+    `answer(connection_no, request_no)` (both from 1) gives the bytes to send for a request,
+    or None to send nothing, and whether to hang up afterwards; a connection that gets nothing
+    and stays open waits until the client closes it. Replies go out after `delay_s`.
+    """
+
+    def __init__(self, answer: Answer, *, delay_s: float = 0.0, shared: Tally | None = None):
+        self.answer = answer
+        self.delay_s = delay_s
+        self.tallies = [Tally()] if shared is None else [Tally(), shared]
+        self.connections = 0
+        self.requests = 0
+        self.closed_by_client = 0
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    @property
+    def open(self) -> int:
+        return self.tallies[0].open
+
+    @property
+    def most_open(self) -> int:
+        return self.tallies[0].most
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/hook?token=s3cret"
+
+    async def __aenter__(self) -> RawServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in self._writers:
+            writer.close()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        for tally in self.tallies:
+            tally.enter()
+        self._writers.append(writer)
+        try:
+            for request_no in itertools.count(1):
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+                await reader.readexactly(int(length[1]) if length else 0)
+                self.requests += 1
+                reply, hang_up = self.answer(number, request_no)
+                if reply is None and not hang_up:
+                    await reader.read()  # nothing to say: wait until the client gives up
+                    self.closed_by_client += 1
+                    break
+                await asyncio.sleep(self.delay_s)
+                if reply:
+                    writer.write(reply)
+                    await writer.drain()
+                if hang_up:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self.closed_by_client += 1
+        finally:
+            for tally in self.tallies:
+                tally.open -= 1
+            writer.close()
+
+
+async def test_keep_alive_reuses_one_connection(target: HttpTarget) -> None:
+    async with RawServer(always(ok())) as server:
+        for attempt in (1, 2, 3):
+            assert await target.fire(timer_for(server.url), attempt) == ACKED
+    assert (server.connections, server.requests) == (1, 3)
+
+
+async def test_a_pooled_connection_the_server_closed_is_not_reused(target: HttpTarget) -> None:
+    async with RawServer(always(ok(), hang_up=True)) as server:
+        assert await target.fire(timer_for(server.url), 1) == ACKED
+        await asyncio.sleep(0.05)  # the close reaches the idle connection
+        assert await target.fire(timer_for(server.url), 2) == ACKED
+    assert (server.connections, server.requests) == (2, 2)
+
+
+async def test_a_reused_connection_closed_before_any_reply_is_retried_once_fresh(
+    target: HttpTarget,
+) -> None:
+    # the server hangs up on each connection's second request, as a server closing an idle
+    # connection just as a request goes out: that request goes again on a new connection
+    def answer(_connection: int, request: int) -> tuple[bytes | None, bool]:
+        return (ok(), False) if request == 1 else (None, True)
+
+    async with RawServer(answer) as server:
+        assert await target.fire(timer_for(server.url), 1) == ACKED
+        assert await target.fire(timer_for(server.url), 2) == ACKED
+    assert (server.connections, server.requests) == (2, 3)
+
+
+async def test_a_fresh_connection_closed_before_any_reply_is_not_retried(
+    target: HttpTarget,
+) -> None:
+    async with RawServer(always(None, hang_up=True)) as server:
+        outcome = await target.fire(timer_for(server.url), 1)
+    assert outcome == Outcome(Verdict.RETRY, "connection closed by 127.0.0.1 before a response")
+    assert server.requests == 1
+
+
+async def test_a_reply_cut_short_retries_without_sending_again(target: HttpTarget) -> None:
+    cut = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nonly"
+    async with RawServer(always(cut, hang_up=True)) as server:
+        outcome = await target.fire(timer_for(server.url), 1)
+    assert outcome == Outcome(Verdict.RETRY, "connection closed by 127.0.0.1 during the response")
+    assert server.requests == 1
+
+
+async def test_chunked_reply_is_read_and_the_connection_kept(target: HttpTarget) -> None:
+    chunked = (
+        b"HTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\nRetry-After: 3\r\n\r\n"
+        b"5\r\nbusy,\r\nA\r\n try later\r\n0\r\n\r\n"
+    )
+    async with RawServer(always(chunked)) as server:
+        outcomes = [await target.fire(timer_for(server.url), attempt) for attempt in (1, 2)]
+    assert outcomes == [Outcome(Verdict.RETRY, "HTTP 503: busy, try later", 3.0)] * 2
+    assert server.connections == 1
+
+
+async def test_a_body_ended_by_the_close_is_read_to_the_close(target: HttpTarget) -> None:
+    until_close = b"HTTP/1.1 500 Oops\r\n\r\nthe body ends\r\nwith the connection"
+    async with RawServer(always(until_close, hang_up=True)) as server:
+        outcome = await target.fire(timer_for(server.url), 1)
+    assert outcome == Outcome(Verdict.RETRY, "HTTP 500: the body ends with the connection")
+
+
+async def test_an_interim_100_reply_is_skipped(target: HttpTarget) -> None:
+    async with RawServer(always(b"HTTP/1.1 100 Continue\r\n\r\n" + ok())) as server:
+        assert await target.fire(timer_for(server.url), 1) == ACKED
+        assert await target.fire(timer_for(server.url), 2) == ACKED
+    assert server.connections == 1
+
+
+async def test_connection_close_reply_is_not_reused(target: HttpTarget) -> None:
+    # the server leaves its side open: the client must close it and not send on it again
+    async with RawServer(always(ok(b"ok", b"Connection: close"))) as server:
+        for attempt in (1, 2):
+            assert await target.fire(timer_for(server.url), attempt) == ACKED
+        await until(lambda: server.open == 0, timeout_s=2)
+    assert (server.connections, server.requests, server.closed_by_client) == (2, 2, 2)
+
+
+async def test_a_body_over_the_read_limit_costs_its_connection(target: HttpTarget) -> None:
+    size = 4 * READ_LIMIT_BYTES
+    big = b"HTTP/1.1 500 Oops\r\nContent-Length: %d\r\n\r\n%s" % (size, b"z" * size)
+    async with RawServer(always(big)) as server:
+        for attempt in (1, 2):
+            outcome = await target.fire(timer_for(server.url), attempt)
+            assert outcome == Outcome(Verdict.RETRY, "HTTP 500: " + "z" * 200)
+        await until(lambda: server.open == 0, timeout_s=2)
+    assert (server.connections, server.requests) == (2, 2)
+
+
+async def test_a_server_that_never_answers_times_out_and_loses_the_connection(
+    target: HttpTarget,
+) -> None:
+    async with RawServer(always(None)) as server:
+        started = time.monotonic()
+        outcome = await target.fire(timer_for(server.url, timeout_s=0.2), 1)
+        assert time.monotonic() - started < 1
+        await until(lambda: server.open == 0, timeout_s=2)
+    assert outcome == Outcome(Verdict.RETRY, "timeout after 0.2 s")
+    assert server.closed_by_client == 1
+
+
+async def test_a_connect_that_never_completes_times_out(target: HttpTarget) -> None:
+    # a listener whose backlog is full and never accepted drops further SYNs (Linux)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = [socket.socket() for _ in range(3)]
+        try:
+            for filler in fillers:
+                filler.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    filler.connect(("127.0.0.1", port))
+            started = time.monotonic()
+            outcome = await target.fire(timer_for(f"http://127.0.0.1:{port}/", timeout_s=0.2), 1)
+            assert time.monotonic() - started < 1
+        finally:
+            for filler in fillers:
+                filler.close()
+    assert outcome == Outcome(Verdict.RETRY, "timeout after 0.2 s")
+
+
+async def test_a_cancelled_attempt_closes_its_connection(target: HttpTarget) -> None:
+    async with RawServer(always(None)) as server:
+        attempt = asyncio.create_task(target.fire(timer_for(server.url), 1))
+        await until(lambda: server.requests == 1, timeout_s=2)
+        attempt.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await attempt
+        await until(lambda: server.open == 0, timeout_s=2)
+        server.answer = always(ok())
+        assert await target.fire(timer_for(server.url), 2) == ACKED
+    assert server.connections == 2
+
+
+async def test_idle_connections_expire(monkeypatch: pytest.MonkeyPatch, target: HttpTarget) -> None:
+    monkeypatch.setattr(httpclient, "KEEPALIVE_S", 0.05)
+    async with RawServer(always(ok())) as server:
+        assert await target.fire(timer_for(server.url), 1) == ACKED
+        await until(lambda: server.open == 0, timeout_s=2)
+        assert await target.fire(timer_for(server.url), 2) == ACKED
+    assert (server.connections, server.closed_by_client) == (2, 1)
+
+
+async def test_close_closes_idle_connections(target: HttpTarget) -> None:
+    async with RawServer(always(ok())) as server:
+        assert await target.fire(timer_for(server.url), 1) == ACKED
+        await target.close()
+        await until(lambda: server.open == 0, timeout_s=2)
+
+
+async def test_open_connections_stay_within_both_bounds() -> None:
+    # idle connections count too: never more than 2 open to one origin, 3 over both
+    both = Tally()
+    target = HttpTarget(allow_private_targets=True, max_connections=3, max_per_host=2)
+    try:
+        async with (
+            RawServer(always(ok()), delay_s=0.005, shared=both) as one,
+            RawServer(always(ok()), delay_s=0.005, shared=both) as two,
+        ):
+
+            async def burst(server: RawServer, count: int) -> list[Outcome]:
+                timers = [timer_for(server.url, timer_id=f"t{i}") for i in range(count)]
+                return await asyncio.gather(*(target.fire(t, 1) for t in timers))
+
+            for _ in range(3):
+                assert await burst(one, 20) == [ACKED] * 20
+                outcomes = await asyncio.gather(burst(one, 20), burst(two, 20))
+                assert outcomes == [[ACKED] * 20] * 2
+    finally:
+        await target.close()
+    assert (one.requests, two.requests) == (120, 60)
+    assert (one.most_open, two.most_open, both.most) == (2, 2, 3)
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, made with the openssl command."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    command = "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1"
+    subprocess.run(
+        [*command.split(), "-keyout", key, "-out", cert, "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+async def test_tls_is_verified_against_the_trusted_roots(
+    certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = certificate
+    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_side.load_cert_chain(cert, key)
+    server = await asyncio.start_server(serve_ok_once, "127.0.0.1", 0, ssl=server_side)
+    port = server.sockets[0].getsockname()[1]
+    untrusted, trusted = (
+        HttpTarget(allow_private_targets=True),
+        HttpTarget(allow_private_targets=True),
+    )
+    try:
+        refused = await untrusted.fire(timer_for(f"https://127.0.0.1:{port}/?token=t"), 1)
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # read when the context is made
+        accepted = await trusted.fire(timer_for(f"https://127.0.0.1:{port}/?token=t"), 1)
+        wrong_name = await trusted.fire(timer_for(f"https://localhost:{port}/"), 1)
+    finally:
+        await untrusted.close()
+        await trusted.close()
+        server.close()
+        await server.wait_closed()
+    assert refused == Outcome(Verdict.RETRY, f"TLS certificate error: 127.0.0.1:{port}")
+    assert accepted == ACKED
+    assert wrong_name == Outcome(Verdict.RETRY, f"TLS certificate error: localhost:{port}")
+
+
+async def serve_ok_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Answer one request with 200 and hang up."""
+    with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(ok(b"ok", b"Connection: close"))
+        await writer.drain()
+    writer.close()

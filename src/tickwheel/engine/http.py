@@ -1,91 +1,84 @@
-"""The HTTP callback target: one pooled aiohttp session fires every timer's callback.
+"""The HTTP callback target: every timer's callback goes through one pooled `HttpClient`.
 
-aiohttp was chosen over httpx by measurement (bench/http_clients.py, docs/decisions.md #15).
-Each attempt waits for a connection slot (per host, then global) before its timeout starts, so a
-burst of due timers queues here instead of opening a connection each or timing out in the queue.
+The client is our own (engine/httpclient.py) rather than aiohttp or httpx, chosen by measurement
+(bench/http_clients.py, docs/decisions.md #15). Each attempt waits for a connection slot (per
+host, then global) before its timeout starts, so a burst of due timers queues here instead of
+opening a connection each or timing out in the queue.
 """
 
 from __future__ import annotations
 
-import asyncio
 import errno
-import socket
+import functools
+import ssl
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from importlib import metadata
+from urllib.parse import urlsplit
 
-import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
 from tickwheel.engine.guard import is_public_address
+from tickwheel.engine.httpclient import (
+    READ_LIMIT_BYTES,
+    BadResponse,
+    ConnectFailed,
+    Disconnected,
+    HttpClient,
+    Origin,
+    PrivateAddressRefused,
+    Response,
+)
 from tickwheel.engine.outcome import ACKED, Outcome, Verdict
 from tickwheel.engine.signing import SIGNATURE_HEADER, sign
 from tickwheel.errors import Closed, InvalidArgument
 from tickwheel.model import Callback, Timer, truncate_error
 
-READ_LIMIT_BYTES = 64 * 1024  # read no more of a response; a longer one costs its connection
+__all__ = [
+    "ERROR_BODY_CHARS",
+    "READ_LIMIT_BYTES",
+    "HttpTarget",
+    "PrivateAddressRefused",
+    "retry_after_s",
+]
+
 ERROR_BODY_CHARS = 200
 _RETRY_STATUSES = frozenset({408, 429})
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # send Content-Length: 0 without a body
 
 
-class PrivateAddressRefused(OSError):
-    """A callback host resolved only to addresses tickwheel may not call."""
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """Where a callback URL goes, parsed once per URL."""
 
-    def __init__(self, host: str, address: str) -> None:
-        super().__init__(f"refused: {host} resolves to private address {address}")
-
-
-class PublicOnlyResolver(AbstractResolver):
-    """Resolve names with aiohttp's resolver and keep only public addresses.
-
-    The connector connects only to what this returns, so the address checked is the address
-    connected to: a name that re-resolves to a private address between check and connect cannot
-    slip through (DNS rebinding).
-    """
-
-    def __init__(self, inner: AbstractResolver | None = None) -> None:
-        self._inner = inner if inner is not None else DefaultResolver()
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        """Return the public addresses of `host`; raise `PrivateAddressRefused` if none."""
-        found = await self._inner.resolve(host, port, family)
-        public = [result for result in found if is_public_address(result["host"])]
-        if not public and found:
-            raise PrivateAddressRefused(host, found[0]["host"])
-        return public
-
-    async def close(self) -> None:
-        """Close the wrapped resolver."""
-        await self._inner.close()
+    origin: Origin
+    target: str  # path and query, percent-encoded; no fragment
+    host_header: str
+    private_literal: bool  # the host is an IP literal that is not public
 
 
-class _HostSlots:
-    """One semaphore per host, dropped when no attempt holds or waits for it."""
+@functools.lru_cache(maxsize=1024)
+def _route(url: str) -> _Route:
+    """Parse `url` as aiohttp did (yarl: IDNA host, requoted path); raises ValueError if invalid."""
+    parsed = URL(url, encoded=False)
+    host = parsed.raw_host
+    if not host or parsed.port is None or parsed.scheme not in ("http", "https"):
+        raise ValueError("not an absolute http(s) URL")
+    try:
+        private_literal = not is_public_address(host)
+    except ValueError:
+        private_literal = False
+    origin = (parsed.scheme, host, parsed.port)
+    host_header = parsed.host_port_subcomponent or host
+    return _Route(origin, parsed.raw_path_qs, host_header, private_literal)
 
-    def __init__(self, per_host: int) -> None:
-        self._per_host = per_host
-        self._slots: dict[tuple[str, str, int], tuple[asyncio.Semaphore, list[int]]] = {}
 
-    @asynccontextmanager
-    async def hold(self, key: tuple[str, str, int]) -> AsyncIterator[None]:
-        entry = self._slots.get(key)
-        if entry is None:
-            entry = self._slots[key] = (asyncio.Semaphore(self._per_host), [0])
-        semaphore, users = entry
-        users[0] += 1
-        try:
-            async with semaphore:
-                yield
-        finally:
-            users[0] -= 1
-            if not users[0]:
-                del self._slots[key]
+def _host_of(url: str) -> str:
+    try:
+        return urlsplit(url).hostname or "?"
+    except ValueError:
+        return "?"
 
 
 def _version() -> str:
@@ -121,14 +114,12 @@ def _status_error(status: int, body: bytes) -> str:
     return f"HTTP {status}: {text}" if text else f"HTTP {status}"
 
 
-def _connection_error(error: aiohttp.ClientConnectorError) -> Outcome:
-    cause = error.os_error
-    if isinstance(cause, PrivateAddressRefused):
-        return Outcome(Verdict.KILL, str(cause))
-    where = f"{error.host}:{error.port}"
-    if isinstance(error, aiohttp.ClientConnectorDNSError):
+def _connection_error(error: ConnectFailed, origin: Origin) -> Outcome:
+    cause = error.cause
+    where = f"{origin[1]}:{origin[2]}"
+    if error.dns:
         return Outcome(Verdict.RETRY, truncate_error(f"DNS lookup failed: {where}: {cause}"))
-    if isinstance(error, aiohttp.ClientConnectorCertificateError):
+    if isinstance(cause, ssl.SSLCertVerificationError):
         return Outcome(Verdict.RETRY, truncate_error(f"TLS certificate error: {where}"))
     if cause.errno == errno.ECONNREFUSED:
         return Outcome(Verdict.RETRY, f"connection refused: {where}")
@@ -136,16 +127,18 @@ def _connection_error(error: aiohttp.ClientConnectorError) -> Outcome:
     return Outcome(Verdict.RETRY, truncate_error(f"connection failed: {where}: {reason}"))
 
 
-async def _read_some(reply: aiohttp.ClientResponse) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while size < READ_LIMIT_BYTES:
-        chunk = await reply.content.read(READ_LIMIT_BYTES - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
+def _judge(response: Response) -> Outcome:
+    status = response.status
+    if 200 <= status < 300:
+        return ACKED
+    if status in _RETRY_STATUSES or 500 <= status < 600:
+        wait_s = retry_after_s(response.retry_after)
+        return Outcome(Verdict.RETRY, _status_error(status, response.body), wait_s)
+    if 300 <= status < 400:
+        # a redirect could point anywhere, including behind the firewall
+        location = (response.location or "")[:ERROR_BODY_CHARS]
+        return Outcome(Verdict.KILL, f"HTTP {status}: redirect to {location!r} not followed")
+    return Outcome(Verdict.KILL, _status_error(status, response.body))
 
 
 class HttpTarget:
@@ -156,6 +149,7 @@ class HttpTarget:
         allow_private_targets: let callbacks reach loopback, private and link-local addresses.
         max_connections: connections open at once, over all hosts.
         max_per_host: connections open at once to one scheme, host and port.
+        user_agent: the ``User-Agent`` sent unless a timer sets its own.
     """
 
     def __init__(
@@ -170,60 +164,40 @@ class HttpTarget:
         for name, value in (("max_connections", max_connections), ("max_per_host", max_per_host)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgument(name, f"must be an integer >= 1, got {value!r}")
-        self._secret = signing_secret
+        agent = user_agent or f"tickwheel/{_version()}"
+        if any(char in agent for char in "\r\n\0"):
+            raise InvalidArgument("user_agent", "must not contain line breaks or NUL")
+        self._key = None if signing_secret is None else signing_secret.encode()
         self._allow_private = allow_private_targets
-        self._max_connections = max_connections
-        self._max_per_host = max_per_host
-        self._user_agent = user_agent or f"tickwheel/{_version()}"
-        self._session: aiohttp.ClientSession | None = None
-        self._slots: asyncio.Semaphore | None = None
-        self._host_slots = _HostSlots(max_per_host)
+        self._agent_line = f"User-Agent: {agent}\r\n"
+        self._client = HttpClient(
+            allow_private=allow_private_targets,
+            max_connections=max_connections,
+            max_per_host=max_per_host,
+        )
         self._closed = False
 
-    def _open(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
-        # built on first use: aiohttp wants a running loop
-        if self._closed:
-            raise Closed("HttpTarget is closed")
-        if self._session is None or self._slots is None:
-            connector = aiohttp.TCPConnector(
-                limit=self._max_connections,
-                limit_per_host=self._max_per_host,
-                resolver=None if self._allow_private else PublicOnlyResolver(),
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                # one deadline per attempt is set in fire(); responses are read raw and bounded,
-                # and no cookie one receiver sets is ever sent to another
-                timeout=aiohttp.ClientTimeout(total=None),
-                auto_decompress=False,
-                cookie_jar=aiohttp.DummyCookieJar(),
-                skip_auto_headers=("Content-Type",),
-            )
-            self._slots = asyncio.Semaphore(self._max_connections)
-        return self._session, self._slots
-
-    def _headers(
-        self, timer: Timer, callback: Callback, attempt: int, body: bytes
-    ) -> dict[str, str]:
-        headers = {"User-Agent": self._user_agent, "Accept-Encoding": "identity"}
-        headers.update(callback.headers)
-        headers["Tickwheel-Timer-Id"] = timer.id
-        headers["Tickwheel-Attempt"] = str(attempt)
-        headers["Tickwheel-Due"] = str(timer.due_ms)
-        headers["Idempotency-Key"] = timer.id
-        if self._secret is not None:
-            headers[SIGNATURE_HEADER] = sign(self._secret, body, int(time.time()))
-        return headers
-
-    def _refuse_literal(self, host: str) -> Outcome | None:
-        # the connector does not resolve IP literals, so the resolver never sees them
-        if self._allow_private:
-            return None
-        try:
-            public = is_public_address(host)
-        except ValueError:
-            return None
-        return None if public else Outcome(Verdict.KILL, f"refused: {host} is a private address")
+    def _request(self, timer: Timer, callback: Callback, route: _Route, attempt: int) -> bytes:
+        """Return the whole request: the timer's method, headers and body plus tickwheel's."""
+        body = b"" if callback.body is None else callback.body.encode()
+        lines = [f"{callback.method} {route.target} HTTP/1.1\r\nHost: {route.host_header}\r\n"]
+        own = callback.headers
+        names = {name.lower() for name in own} if own else ()
+        if "user-agent" not in names:
+            lines.append(self._agent_line)
+        if "accept-encoding" not in names:
+            lines.append("Accept-Encoding: identity\r\n")
+        lines.extend(f"{name}: {value}\r\n" for name, value in own.items())
+        lines.append(
+            f"Tickwheel-Timer-Id: {timer.id}\r\nTickwheel-Attempt: {attempt}\r\n"
+            f"Tickwheel-Due: {timer.due_ms}\r\nIdempotency-Key: {timer.id}\r\n"
+        )
+        if self._key is not None:
+            lines.append(f"{SIGNATURE_HEADER}: {sign(self._key, body, int(time.time()))}\r\n")
+        if callback.body is not None or callback.method in _BODY_METHODS:
+            lines.append(f"Content-Length: {len(body)}\r\n")
+        lines.append("\r\n")
+        return "".join(lines).encode() + body
 
     async def fire(self, timer: Timer, attempt: int) -> Outcome:
         """Make one attempt at `timer`'s callback and say how it went; never raises for it.
@@ -235,62 +209,37 @@ class HttpTarget:
         callback = timer.callback
         if callback is None:
             raise ValueError(f"timer {timer.id} has no HTTP callback")
-        session, slots = self._open()
-        url = URL(callback.url, encoded=False)
-        host = url.raw_host or ""
-        refused = self._refuse_literal(host)
-        if refused is not None:
-            return refused
-        body = b"" if callback.body is None else callback.body.encode()
-        timeout_s = timer.retry.timeout_s
-        key = (url.scheme, host, url.port or 0)
+        if self._closed:
+            raise Closed("HttpTarget is closed")
         try:
-            async with (
-                self._host_slots.hold(key),
-                slots,
-                asyncio.timeout(timeout_s),
-                session.request(
-                    callback.method,
-                    url,
-                    data=body if callback.body is not None else None,
-                    headers=self._headers(timer, callback, attempt, body),
-                    allow_redirects=False,
-                ) as reply,
-            ):
-                return self._judge(reply, await _read_some(reply))
+            route = _route(callback.url)
+        except ValueError:
+            # not the error's text: it may quote the URL, whose query may carry a token
+            return Outcome(Verdict.KILL, f"invalid URL: host {_host_of(callback.url)}")
+        origin = route.origin
+        host = origin[1]
+        if route.private_literal and not self._allow_private:
+            return Outcome(Verdict.KILL, f"refused: {host} is a private address")
+        request = self._request(timer, callback, route, attempt)
+        timeout_s = timer.retry.timeout_s
+        try:
+            response = await self._client.request(origin, request, timeout_s)
         except TimeoutError:
             return Outcome(Verdict.RETRY, f"timeout after {timeout_s} s")
-        except aiohttp.ClientConnectorError as error:
-            return _connection_error(error)
-        except aiohttp.InvalidURL as error:
-            # not str(error): it holds the whole URL, whose query may carry a token
-            reason = error.description or "rejected"
-            return Outcome(Verdict.KILL, truncate_error(f"invalid URL: host {host}: {reason}"))
-        except aiohttp.ServerDisconnectedError:
-            return Outcome(Verdict.RETRY, f"connection closed by {host} before a response")
-        except aiohttp.ClientError as error:
-            # the class names the failure; its text may quote the URL, which may carry a token
-            return Outcome(Verdict.RETRY, truncate_error(f"{type(error).__name__}: {host}"))
+        except PrivateAddressRefused as error:
+            return Outcome(Verdict.KILL, str(error))
+        except ConnectFailed as error:
+            return _connection_error(error, origin)
+        except Disconnected as error:
+            return Outcome(Verdict.RETRY, f"connection closed by {host} {error}")
+        except BadResponse:
+            return Outcome(Verdict.RETRY, f"invalid HTTP response from {host}")
         except OSError as error:
             reason = error.strerror or type(error).__name__
             return Outcome(Verdict.RETRY, truncate_error(f"connection failed: {host}: {reason}"))
-
-    def _judge(self, reply: aiohttp.ClientResponse, content: bytes) -> Outcome:
-        status = reply.status
-        if 200 <= status < 300:
-            return ACKED
-        if status in _RETRY_STATUSES or 500 <= status < 600:
-            wait_s = retry_after_s(reply.headers.get("Retry-After"))
-            return Outcome(Verdict.RETRY, _status_error(status, content), wait_s)
-        if 300 <= status < 400:
-            # a redirect could point anywhere, including behind the firewall
-            location = reply.headers.get("Location", "")[:ERROR_BODY_CHARS]
-            return Outcome(Verdict.KILL, f"HTTP {status}: redirect to {location!r} not followed")
-        return Outcome(Verdict.KILL, _status_error(status, content))
+        return _judge(response)
 
     async def close(self) -> None:
         """Close every connection; idempotent. Firing afterwards raises `Closed`."""
         self._closed = True
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        self._client.close()
