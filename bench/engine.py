@@ -1003,8 +1003,8 @@ def http_table(runs: list[Run], load: float) -> Table:
         "callbacks/s = callbacks that arrived ÷ (last arrival - first due instant), at least the "
         "span the timers were due over; a worker that keeps up shows the offered rate",
         "CPUs = CPU seconds ÷ wall seconds from the worker's start to its last ack: 'worker' is "
-        "this process (the Worker, its HttpTarget (its own HTTP/1.1 client) and the Redis client), 'receiver' "
-        "the child process (aiohttp server on uvloop), 'redis' our redis-server",
+        "this process (the Worker, HttpTarget on tickwheel's HTTP/1.1 client, the Redis "
+        "client), 'receiver' the child process (aiohttp server on uvloop), 'redis' our redis-server",
         f"HttpTarget defaults: max_connections 256, max_per_host 64; POST with a {len(BODY)} B "
         "body; no signing",
         *[note for note in map(store_note, runs) if note],
