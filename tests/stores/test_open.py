@@ -86,3 +86,20 @@ async def test_a_redis_url_may_name_a_key_prefix(redis_server: Any) -> None:
 def test_a_redis_url_names_its_prefix_once(redis_server: Any) -> None:
     with pytest.raises(InvalidArgument):
         open_store(f"{redis_server.url}/0?prefix=a&prefix=b")
+
+
+async def test_a_redis_url_may_set_the_shard_count(redis_server: Any) -> None:
+    store = open_store(f"{redis_server.url}/0?shards=3&prefix=three")
+    try:
+        for n in range(30):
+            await store.add(Timer(id=f"t{n}", due_ms=store.now_ms() + 60_000, payload=n))
+        records = {key.split("}")[0] for key in redis_server.client().keys("{three:*}:r")}
+        assert records == {"{three:0", "{three:1", "{three:2"}
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("query", ["shards=0", "shards=x", "shards=-1", "shards=2&shards=2"])
+def test_a_bad_shard_count_in_a_redis_url_is_refused(redis_server: Any, query: str) -> None:
+    with pytest.raises(InvalidArgument):
+        open_store(f"{redis_server.url}/0?{query}")

@@ -9,7 +9,8 @@
 =================================  ==========================================================
 
 A Redis URL may end in ``?prefix=NAME`` to keep its keys under NAME (default ``tickwheel``),
-so that several stores share one server.
+so that several stores share one server, and set ``shards=N`` (default 16): every process of one
+store must use the same count, as a timer's shard is a hash of its id modulo N.
 """
 
 from __future__ import annotations
@@ -63,21 +64,29 @@ def _sqlite(url: str, settings: StoreSettings | None) -> Store:
     return SqliteStore(path, settings)
 
 
+_STORE_PARAMS = ("prefix", "shards")  # the store's own; the rest of the query is redis-py's
+
+
 def _redis(url: str, settings: StoreSettings | None) -> Store:
     # imported here so that memory and SQLite users never import redis-py
     from tickwheel.stores.redis import RedisStore
-    from tickwheel.stores.redis.keys import DEFAULT_PREFIX
+    from tickwheel.stores.redis.keys import DEFAULT_PREFIX, DEFAULT_SHARDS
 
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    prefixes = [value for name, value in query if name == "prefix"]
-    if len(prefixes) > 1:
-        raise InvalidArgument("url", "give ?prefix= at most once")
-    rest = urlencode([(name, value) for name, value in query if name != "prefix"])
+    ours = {name: [value for key, value in query if key == name] for name in _STORE_PARAMS}
+    for name, values in ours.items():
+        if len(values) > 1:
+            raise InvalidArgument("url", f"give ?{name}= at most once")
+    shards = ours["shards"][0] if ours["shards"] else str(DEFAULT_SHARDS)
+    if not shards.isascii() or not shards.isdigit():
+        raise InvalidArgument("shards", f"must be an integer, got {shards!r}")
+    rest = urlencode([(name, value) for name, value in query if name not in _STORE_PARAMS])
     return RedisStore.from_url(
         urlunsplit(parts._replace(query=rest)),
         settings,
-        prefix=prefixes[0] if prefixes else DEFAULT_PREFIX,
+        prefix=ours["prefix"][0] if ours["prefix"] else DEFAULT_PREFIX,
+        shards=int(shards),
     )
 
 
