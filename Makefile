@@ -13,10 +13,10 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
-# The store tests start their own redis-server and the README session test runs curl;
-# install them when missing and we may.
+# The store tests start their own redis-server, the README session test runs curl and the TLS
+# callback test makes its certificate with openssl; install them when missing and we may.
 tools:
-	@for tool in redis-server curl; do \
+	@for tool in redis-server curl openssl; do \
 	  command -v $$tool >/dev/null 2>&1 && continue; \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$tool >/dev/null || exit 1; \
