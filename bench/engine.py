@@ -13,7 +13,8 @@ a. burst: N timers due at one instant, added beforehand, consumed by ``consume()
    floor (pipelined ZADD, a Lua claim loop, pipelined ZREM acks) from the due instant on;
 b. spread: N timers spread evenly over a span, fired by a `Worker` through a recording
    in-process Target, and through ``consume()``: lateness by the store clock, early firings;
-c. HTTP: a `Worker` with `HttpTarget` calling a receiver in a separate process (uvloop), which
+c. HTTP: a `Worker` with `HttpTarget` calling a lean httptools receiver in a separate process
+   (uvloop; tickwheel's own aiohttp Receiver for one info row), which
    measures lateness (arrival minus ``Tickwheel-Due``) and reports it back over a pipe.
 
 The event loop is uvloop's, as in ``tickwheel serve`` and ``tickwheel worker``.
@@ -25,6 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import gc
 import json
 import math
 import os
@@ -35,7 +37,14 @@ import sys
 import tempfile
 import time
 from array import array
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterator,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -60,6 +69,7 @@ from tickwheel.engine import ACKED, Delivery, Metrics, Outcome, Worker, WorkerSe
 from tickwheel.engine.http import HttpTarget
 from tickwheel.errors import LeaseLost
 from tickwheel.model import Callback, State, Timer
+from tickwheel.runtime import steady_gc
 from tickwheel.stores import Lease
 from tickwheel.stores.redis import RedisStore
 
@@ -80,43 +90,102 @@ TARGET_HTTP_P99_MS = 50.0
 
 RAW_LEASES = "raw:leases"
 
-# the far end of part (c): tickwheel's Receiver on uvloop, in its own process. It prints its URL,
-# then answers "report" lines on stdin with one JSON line of what arrived since the last report.
-RECEIVER_SOURCE = r"""
+# the far ends of part (c), each in its own process on uvloop: it prints its URL, then answers
+# "report" lines on stdin with one JSON line of what arrived since the last report
+RECEIVER_COMMON = r"""
 import asyncio, json, os, sys, time
 import uvloop
-from tickwheel.service.receiver import Receiver, Reply
+
+late, ids = [], set()
+seen = {"first": None, "last": None, "dups": 0}
+
+def record(at_ms, timer_id, due_ms):
+    if due_ms is not None:
+        late.append(at_ms - due_ms)
+    if timer_id in ids:
+        seen["dups"] += 1
+    ids.add(timer_id)
+    if seen["first"] is None:
+        seen["first"] = at_ms
+    seen["last"] = at_ms
+
+async def report_until_eof(url):
+    global late, ids
+    print(url, flush=True)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while (line := await reader.readline()).strip() == b"report":
+        times = os.times()
+        print(json.dumps({"late": late, "unique": len(ids), **seen,
+                          "cpu_s": times.user + times.system}), flush=True)
+        late, ids = [], set()
+        seen.update(first=None, last=None, dups=0)
+"""
+
+# the default far end: a minimal keep-alive HTTP/1.1 server on httptools, so that it takes
+# little of the 2 cores the worker and Redis share (a real endpoint runs on its own machine)
+LEAN_RECEIVER_SOURCE = (
+    RECEIVER_COMMON
+    + r"""
+import httptools
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+
+class Callbacks(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport = transport
+        self.parser = httptools.HttpRequestParser(self)
+        self.timer_id = self.due_ms = None
+
+    def data_received(self, data):
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self.transport.close()
+
+    def on_header(self, name, value):
+        name = name.lower()
+        if name == b"tickwheel-timer-id":
+            self.timer_id = value
+        elif name == b"tickwheel-due":
+            self.due_ms = int(value)
+
+    def on_message_complete(self):
+        record(time.time_ns() / 1e6, self.timer_id, self.due_ms)
+        self.timer_id = self.due_ms = None
+        self.transport.write(OK)
+        if not self.parser.should_keep_alive():
+            self.transport.close()
 
 async def main():
-    late, ids = [], set()
-    seen = {"first": None, "last": None, "dups": 0}
-    ok = Reply()
-
-    def respond(received):
-        if received.due_ms is not None:
-            late.append(received.at_ms - received.due_ms)
-        if received.timer_id in ids:
-            seen["dups"] += 1
-        ids.add(received.timer_id)
-        if seen["first"] is None:
-            seen["first"] = received.at_ms
-        seen["last"] = received.at_ms
-        return ok
-
-    async with Receiver(keep=False, respond=respond) as receiver:
-        print(receiver.url, flush=True)
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader()
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-        while (line := await reader.readline()).strip() == b"report":
-            times = os.times()
-            print(json.dumps({"late": late, "unique": len(ids), **seen,
-                              "cpu_s": times.user + times.system}), flush=True)
-            late, ids = [], set()
-            seen.update(first=None, last=None, dups=0)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(Callbacks, "127.0.0.1", 0, backlog=1024)
+    await report_until_eof(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
 
 uvloop.run(main())
 """
+)
+
+# tickwheel's own Receiver (aiohttp), for one info row: it verifies and records what a test needs
+TICKWHEEL_RECEIVER_SOURCE = (
+    RECEIVER_COMMON
+    + r"""
+from tickwheel.service.receiver import Receiver, Reply
+
+OK = Reply()
+
+def respond(received):
+    record(received.at_ms, received.timer_id, received.due_ms)
+    return OK
+
+async def main():
+    async with Receiver(keep=False, respond=respond) as receiver:
+        await report_until_eof(receiver.url)
+
+uvloop.run(main())
+"""
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,6 +483,7 @@ class Bench:
         for start in range(0, len(timers), 10_000):
             await store.add_many(timers[start : start + 10_000])
         progress(f"  {what}: added {len(timers):,} in {time.perf_counter() - t0:.2f} s")
+        gc.freeze()  # the producer's side: a worker process does not hold these timers
 
     async def done_count(self, store: RedisStore) -> int:
         return (await store.stats()).counts[State.DONE]
@@ -733,11 +803,11 @@ class Recorder:
 
 
 class ReceiverProcess:
-    """tickwheel's Receiver in a child process (uvloop), stopped by its pid."""
+    """A receiver (`source`, one of the *_RECEIVER_SOURCE) in a child process, stopped by pid."""
 
-    def __init__(self) -> None:
+    def __init__(self, source: str) -> None:
         self.child = subprocess.Popen(
-            [sys.executable, "-c", RECEIVER_SOURCE],
+            [sys.executable, "-c", source],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -945,7 +1015,7 @@ def settings_text(_: object) -> str:
 
 def http_table(runs: list[Run], load: float) -> Table:
     table = Table(
-        "(c) HTTP callbacks: Worker + HttpTarget → tickwheel Receiver in another process",
+        "(c) HTTP callbacks: Worker + HttpTarget → a receiver in another process",
         [
             "load",
             "timers",
@@ -1004,7 +1074,12 @@ def http_table(runs: list[Run], load: float) -> Table:
         "span the timers were due over; a worker that keeps up shows the offered rate",
         "CPUs = CPU seconds ÷ wall seconds from the worker's start to its last ack: 'worker' is "
         "this process (the Worker, HttpTarget on tickwheel's HTTP/1.1 client, the Redis "
-        "client), 'receiver' the child process (aiohttp server on uvloop), 'redis' our redis-server",
+        "client), 'receiver' the child process, 'redis' our redis-server",
+        "receiver: a minimal keep-alive HTTP/1.1 server on httptools + uvloop (this script), "
+        "so that the far end takes little of the 2 cores; the last row calls tickwheel's own "
+        "Receiver (aiohttp, `tickwheel receiver`) instead",
+        "this process runs steady_gc() as `tickwheel worker` does (decisions 25); the "
+        "producer's input timers are gc.freeze()d once added",
         f"HttpTarget defaults: max_connections 256, max_per_host 64; POST with a {len(BODY)} B "
         "body; no signing",
         *[note for note in map(store_note, runs) if note],
@@ -1146,40 +1221,17 @@ async def run(
             spread.append(await bench.consume_spread())
             emit(spread_table(spread, sizes, meter.other()), tables)
         if "c" in args.parts:
-            receiver = ReceiverProcess()
-            whole.track(receiver.pid)
-            try:
-                meter = OtherLoad(server.pid, receiver.pid)
-                own = receiver.pid
-                progress(f"(c) HTTP: {sizes.http:,} due over {sizes.http_s:g} s, receiver {own}")
-                label = f"{sizes.http:,} over {sizes.http_s:g} s"
-                http_runs.append(await bench.http(receiver, sizes.http, sizes.http_s, label))
-                slower = sizes.http * 5 // 6  # the target rate exactly (5,000/s in a full run)
-                rate = slower / sizes.http_s
-                progress(f"(c) HTTP: {slower:,} due over {sizes.http_s:g} s ({rate:,.0f}/s, info)")
-                http_runs.append(
-                    await bench.http(
-                        receiver, slower, sizes.http_s, f"{slower:,} over {sizes.http_s:g} s"
-                    )
-                )
-                progress(f"(c) HTTP: {sizes.http:,} due at once (capacity, info)")
-                http_runs.append(
-                    await bench.http(receiver, sizes.http, 0.0, f"{sizes.http:,} at once")
-                )
-                load = meter.other()
-                emit(http_table(http_runs, load), tables)
-                if args.profile:
-                    progress("(c) HTTP, profiled")
-                    profiler = cProfile.Profile()
+            meter = OtherLoad(server.pid)
+            http_runs = await http_part(bench, sizes, meter, whole)
+            emit(http_table(http_runs, meter.other()), tables)
+            if args.profile:
+                progress("(c) HTTP, profiled")
+                profiler = cProfile.Profile()
+                with receiving(LEAN_RECEIVER_SOURCE, meter, whole) as receiver:
                     await bench.http(
                         receiver, sizes.http, sizes.http_s, "profiled", profiler=profiler
                     )
-                    profiles.append(
-                        profile_table("Profile: HTTP, Worker + HttpTarget", profiler, 18)
-                    )
-            finally:
-                whole.untrack(receiver.pid)
-                receiver.stop()
+                profiles.append(profile_table("Profile: HTTP, Worker + HttpTarget", profiler, 18))
         for table in profiles:
             emit(table, tables)
         if burst_main is not None and spread and http_runs:
@@ -1192,6 +1244,40 @@ async def run(
             emit(targets, tables)
     finally:
         await bench.close()
+
+
+@contextlib.contextmanager
+def receiving(source: str, meter: OtherLoad, whole: OtherLoad) -> Iterator[ReceiverProcess]:
+    """A receiver process whose CPU the load meters leave out while it runs."""
+    receiver = ReceiverProcess(source)
+    meter.track(receiver.pid)
+    whole.track(receiver.pid)
+    try:
+        yield receiver
+    finally:
+        meter.untrack(receiver.pid)
+        whole.untrack(receiver.pid)
+        receiver.stop()
+
+
+async def http_part(bench: Bench, sizes: Sizes, meter: OtherLoad, whole: OtherLoad) -> list[Run]:
+    """Part (c): the target rate and the issue's rate on the lean receiver, everything due at
+    once (capacity), then the target rate again on tickwheel's own Receiver (info)."""
+    n, span = sizes.http, sizes.http_s
+    slower = n * 5 // 6  # the issue's rate exactly (5,000/s in a full run)
+    runs = []
+    with receiving(LEAN_RECEIVER_SOURCE, meter, whole) as receiver:
+        progress(f"(c) HTTP: {n:,} due over {span:g} s, receiver {receiver.pid}")
+        runs.append(await bench.http(receiver, n, span, f"{n:,} over {span:g} s"))
+        progress(f"(c) HTTP: {slower:,} due over {span:g} s ({slower / span:,.0f}/s, info)")
+        runs.append(await bench.http(receiver, slower, span, f"{slower:,} over {span:g} s"))
+        progress(f"(c) HTTP: {n:,} due at once (capacity, info)")
+        runs.append(await bench.http(receiver, n, 0.0, f"{n:,} at once"))
+    with receiving(TICKWHEEL_RECEIVER_SOURCE, meter, whole) as receiver:
+        label = f"{n:,} over {span:g} s → tickwheel Receiver"
+        progress(f"(c) HTTP: {label} (aiohttp, info)")
+        runs.append(await bench.http(receiver, n, span, label))
+    return runs
 
 
 def run_loop(main: Coroutine[Any, Any, None], loop: str) -> None:
@@ -1219,6 +1305,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         server.start()
         progress(f"redis-server pid {server.pid} on port {server.port}, dir {directory}")
         whole = OtherLoad(server.pid)
+        steady_gc()  # as `tickwheel serve` and `tickwheel worker` do
         machine = machine_table(sample_other_load())
         machine.rows += versions_rows(server, args.loop)
         emit(machine, tables)

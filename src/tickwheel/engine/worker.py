@@ -17,6 +17,9 @@ logger = logging.getLogger("tickwheel.engine")
 
 # a callback must end this long before its lease does, or the lease is extended first
 LEASE_MARGIN_MS = 1_000
+# a fired timer's ack waits up to this long to share a store call with others; nothing awaits
+# it but the timer's own task, and a crash meanwhile only fires the timer again (at least once)
+ACK_EVERY_S = 0.005
 NO_CALLBACK = Outcome(Verdict.KILL, "timer has no callback: consume its queue from Python instead")
 
 
@@ -40,7 +43,7 @@ class Worker:
         self._store = store
         self._target = target
         self._throttled = Throttled()
-        self._settler = Settler(store, self.metrics, self._throttled)
+        self._settler = Settler(store, self.metrics, self._throttled, ack_every_s=ACK_EVERY_S)
         self._firing: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
         self._dispatcher = Dispatcher(

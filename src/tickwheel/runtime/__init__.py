@@ -3,6 +3,7 @@
 from tickwheel.runtime.async_scheduler import AsyncScheduler
 from tickwheel.runtime.clock import Clock, FakeClock, SystemClock
 from tickwheel.runtime.delay_queue import AsyncDelayQueue, DelayQueue
+from tickwheel.runtime.pauses import steady_gc
 from tickwheel.runtime.scheduler import Scheduler
 from tickwheel.runtime.timers import TimerHandle
 
@@ -15,4 +16,5 @@ __all__ = [
     "Scheduler",
     "SystemClock",
     "TimerHandle",
+    "steady_gc",
 ]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine, Generator, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tickwheel.engine.settings import WorkerSettings
+from tickwheel.runtime.pauses import steady_gc
 from tickwheel.service.errors import MAX_HEADER_BYTES
 from tickwheel.service.settings import ServiceSettings
 
@@ -194,7 +195,8 @@ async def _unexport(exporter: WSGIServer) -> None:
 
 
 def run(main: Coroutine[Any, Any, None]) -> None:
-    """Run `main` on a new event loop: uvloop's when installed (``uvicorn[standard]`` brings it)."""
+    """Run `main` on a new event loop: uvloop's when installed (``uvicorn[standard]`` brings it),
+    with the collector set for short pauses (`steady_gc`)."""
     factory: Callable[[], asyncio.AbstractEventLoop] | None
     try:
         import uvloop
@@ -202,6 +204,7 @@ def run(main: Coroutine[Any, Any, None]) -> None:
         factory = uvloop.new_event_loop
     except ImportError:  # pragma: no cover - uvloop is a dependency via uvicorn[standard]
         factory = None
+    steady_gc()
     with asyncio.Runner(loop_factory=factory) as runner:
         runner.run(main)
 
