@@ -36,6 +36,23 @@ def encode_spec(timer: Timer) -> str:
     )
 
 
+class SpecCache:
+    """`encode_spec` over one batch: timers with no payload that share their callback and
+    retry objects share one encoding (the batch holds the objects, so their ids stay theirs)."""
+
+    def __init__(self) -> None:
+        self._specs: dict[tuple[int, int], str] = {}
+
+    def encode(self, timer: Timer) -> str:
+        if timer.payload is not None:
+            return encode_spec(timer)
+        key = (id(timer.callback), id(timer.retry))
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = self._specs[key] = encode_spec(timer)
+        return spec
+
+
 def decode_spec(spec: str | bytes) -> tuple[Callback | None, Any, RetryPolicy]:
     """Decode a spec, reusing the decoded callback and retry policy of specs seen before.
 

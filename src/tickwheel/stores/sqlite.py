@@ -33,7 +33,7 @@ from tickwheel.stores.checks import (
     check_list,
     check_timeout,
 )
-from tickwheel.stores.codec import decode_spec, encode_spec, state_code, state_of
+from tickwheel.stores.codec import SpecCache, decode_spec, encode_spec, state_code, state_of
 from tickwheel.stores.wake import Wakeups
 
 R = TypeVar("R")
@@ -231,6 +231,7 @@ class SqliteStore:
         """
         stored: list[Timer] = []
         conflicts: list[TimerExists] = []
+        specs = SpecCache()
 
         def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Timer]) -> list[Timer]:
             for timer in chunk:
@@ -239,7 +240,12 @@ class SqliteStore:
             for timer in chunk:
                 if not replace:
                     timer_added, written = self._insert(
-                        conn, now, timer, "INSERT", "ON CONFLICT (id) DO NOTHING"
+                        conn,
+                        now,
+                        timer,
+                        "INSERT",
+                        "ON CONFLICT (id) DO NOTHING",
+                        spec=specs.encode(timer),
                     )
                     if written:
                         added.append(timer_added)
@@ -509,8 +515,12 @@ class SqliteStore:
         verb: str,
         conflict: str,
         attempt: int = 0,
+        spec: str | None = None,
     ) -> tuple[Timer, bool]:
-        """Write `timer` as newly scheduled; return it as stored and whether a row was written."""
+        """Write `timer` as newly scheduled; return it as stored and whether a row was written.
+
+        `spec` is `encode_spec(timer)` when the caller has it already.
+        """
         stored = as_scheduled(timer, now, attempt)
         sql = f"""{verb} INTO timers ({_COLUMNS}, seq)
                   VALUES (:id, :queue, {_SCHEDULED}, :due, :attempt, :now, :now, NULL, NULL, :spec,
@@ -522,7 +532,8 @@ class SqliteStore:
             "now": now,
             "attempt": attempt,
         }
-        written = conn.execute(sql, params | {"spec": encode_spec(stored)}).rowcount > 0
+        params["spec"] = encode_spec(stored) if spec is None else spec
+        written = conn.execute(sql, params).rowcount > 0
         return stored, written
 
     async def _run(self, begin: str | None, work: Work[R]) -> R:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tickwheel.model import Timer
-from tickwheel.stores.codec import encode_spec
+from tickwheel.stores.codec import SpecCache
 from tickwheel.stores.redis.keys import shard_of
 from tickwheel.stores.redis.record import SeqSource, base36, pack_new
 
@@ -34,17 +34,12 @@ def plan(
     add.lua calls, in order within each shard, distinct ids per call."""
     by_shard: dict[int, list[int]] = {}
     lines: dict[int, str] = {}
-    specs: dict[tuple[int, int], str] = {}
+    specs = SpecCache()
     created = base36(now_ms)
     seqs = SeqSource.formats(first_seq + offset, len(timers))
     for n, timer in enumerate(timers, offset):
         by_shard.setdefault(shard_of(timer.id, shards), []).append(n)
-        if timer.payload is None:  # timers sharing a callback share its encoding
-            key = (id(timer.callback), id(timer.retry))
-            spec = specs.get(key) or specs.setdefault(key, encode_spec(timer))
-        else:
-            spec = encode_spec(timer)
-        record = pack_new(timer, created, seqs[n - offset], spec)
+        record = pack_new(timer, created, seqs[n - offset], specs.encode(timer))
         lines[n] = f"{timer.id}\n{record}\n"
     calls = []
     for shard, positions in by_shard.items():
