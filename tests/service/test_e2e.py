@@ -236,6 +236,7 @@ async def test_second_signal_stops_without_waiting_for_callbacks(
         assert await server.stop(signal.SIGTERM) == 0, server.stderr()
         assert asyncio.get_running_loop().time() - started < 5
         assert "stopping at once" in server.stderr()
+        assert "Traceback" not in server.stderr(), server.stderr()
 
 
 async def test_a_worker_stops_within_its_grace_and_hands_back_a_hung_callback(

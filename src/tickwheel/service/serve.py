@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("tickwheel.service")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+API_HURRIED_S = 1.0  # after a second signal, how long the API may still take to shut down
 
 
 def redact(url: str) -> str:
@@ -114,9 +115,9 @@ async def serve(
             # held timers are handed back before the API goes away
             await tasks.finish(working, hurry)
         server.should_exit = True
-        if hurry.is_set():
-            server.force_exit = True
-        await tasks.finish(serving, hurry)
+        # even when hurried, uvicorn gets a moment to end its app's lifespan: cancelled, it logs
+        # the lifespan's CancelledError as an error with a traceback
+        await tasks.finish(serving, hurry, grace_s=API_HURRIED_S)
 
 
 async def work(
@@ -313,13 +314,18 @@ class _Tasks:
             if task.done():
                 task.result()  # raises the task's error, if it failed
 
-    async def finish(self, task: asyncio.Task[None], hurry: asyncio.Event) -> None:
-        """Wait for `task` to end, or cancel it once `hurry` is set; its error is raised here."""
+    async def finish(
+        self, task: asyncio.Task[None], hurry: asyncio.Event, *, grace_s: float = 0.0
+    ) -> None:
+        """Wait for `task` to end; once `hurry` is set, give it `grace_s` more, then cancel it.
+        Its error is raised here."""
         hurrying = asyncio.create_task(hurry.wait())
         try:
             await asyncio.wait([task, hurrying], return_when=asyncio.FIRST_COMPLETED)
         finally:
             hurrying.cancel()
+        if not task.done() and grace_s > 0:
+            await asyncio.wait([task], timeout=grace_s)
         if not task.done():
             task.cancel()
             await asyncio.wait([task])
