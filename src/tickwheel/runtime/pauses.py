@@ -14,7 +14,7 @@ def steady_gc() -> None:
 
     A worker holds thousands of claimed timers; under CPython's default thresholds they reach
     the old generation, whose full collections paused firing for 30 to 160 ms at a time.
-    `tickwheel serve` and `tickwheel worker` call this before their loop starts.
+    `tickwheel serve` and `tickwheel worker` call this once they have started.
     """
     gc.collect()
     gc.freeze()

@@ -109,6 +109,7 @@ async def serve(
                 f"tickwheel serving {_url(sock)} · store {redact(settings.store_url)}"
                 f" · worker {'off' if worker is None else 'on'}",
             )
+        steady_gc()  # what startup made (FastAPI's app and models among it) is kept for good
         await tasks.wait(stop)  # or until a task ends by itself, say uvicorn failing
         if worker is not None and working is not None:
             worker.stop()
@@ -170,6 +171,7 @@ async def work(
             f"queues {', '.join(worker_settings.queues)} · "
             f"concurrency {worker_settings.concurrency}{shown}",
         )
+        steady_gc()
         await tasks.wait(stop)
         worker.stop()
         await tasks.finish(working, hurry)
@@ -196,8 +198,7 @@ async def _unexport(exporter: WSGIServer) -> None:
 
 
 def run(main: Coroutine[Any, Any, None]) -> None:
-    """Run `main` on a new event loop: uvloop's when installed (``uvicorn[standard]`` brings it),
-    with the collector set for short pauses (`steady_gc`)."""
+    """Run `main` on a new event loop: uvloop's when installed (``uvicorn[standard]`` brings it)."""
     factory: Callable[[], asyncio.AbstractEventLoop] | None
     try:
         import uvloop
@@ -205,7 +206,6 @@ def run(main: Coroutine[Any, Any, None]) -> None:
         factory = uvloop.new_event_loop
     except ImportError:  # pragma: no cover - uvloop is a dependency via uvicorn[standard]
         factory = None
-    steady_gc()
     with asyncio.Runner(loop_factory=factory) as runner:
         runner.run(main)
 
