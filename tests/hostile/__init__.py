@@ -1,0 +1,1 @@
+"""Hostile input and hostile peers: each test keeps one hardening promise true."""
