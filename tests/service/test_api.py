@@ -446,7 +446,9 @@ async def test_list_filters_by_state(client: httpx.AsyncClient, store: Store) ->
         ({"limit": 1001}, "limit"),
         ({"limit": "ten"}, "limit"),
         ({"limit": "9" * 50}, "limit"),
-        ({"cursor": "a/b"}, "cursor"),
+        ({"cursor": "a b"}, "cursor"),
+        ({"cursor": "x" * 513}, "cursor"),
+        ({"cursor": "caf\u00e9"}, "cursor"),
     ],
 )
 async def test_list_query_errors(

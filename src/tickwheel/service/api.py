@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
+from fastapi.dependencies.models import Dependant
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -19,12 +20,13 @@ from prometheus_client import (
     generate_latest,
 )
 from pydantic import ValidationError
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tickwheel.engine.guard import check_target_url
 from tickwheel.errors import InvalidArgument, StoreUnavailable, TimerExists
 from tickwheel.model import State, Timer
-from tickwheel.service.dashboard import dashboard_routes
+from tickwheel.service.dashboard import static_routes
 from tickwheel.service.errors import ApiError, Gate, describe, install_error_handlers
 from tickwheel.service.schemas import (
     ID_PATTERN,
@@ -50,11 +52,15 @@ DELAY_MATCH_MS = 1000
 LOOKUPS_AT_ONCE = 32
 """Concurrent `get`s of one batch; each may hold a store connection."""
 HEALTH_TIMEOUT_S = 2.0
+MAX_PARAM_CHARS = 64
+"""How much of an unknown query parameter's name an error echoes."""
+MAX_CURSOR_CHARS = 512
 DESCRIPTION = """Durable timers over HTTP: tickwheel calls a timer's callback (or hands its payload
 to a queue consumer) at the due millisecond, at least once.
 
 Every error is `{"error": {"code", "message", "field"}}`. When the service has a token, every
-path but `/healthz`, `/docs` and `/openapi.json` needs `Authorization: Bearer <token>`.
+path but `/healthz`, `/openapi.json` and the static pages (`/docs`, `/dashboard`) needs
+`Authorization: Bearer <token>`. A query parameter a route does not declare is refused (400).
 Callback header values are stored as sent but shown as `***`: they often hold credentials."""
 _HEALTH_PROBE_ID = "tickwheel.healthz"
 _VALID_ID = re.compile(ID_PATTERN)
@@ -85,7 +91,11 @@ StoreDep = Annotated[Store, Depends(_store)]
 ContextDep = Annotated[Context, Depends(_context)]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIST, description="timers per page")]
 Cursor = Annotated[
-    str | None, Query(pattern=ID_PATTERN, description="the `cursor` of the previous page")
+    str | None,
+    Query(
+        pattern=rf"^[\x21-\x7e]{{1,{MAX_CURSOR_CHARS}}}$",
+        description="the `cursor` of the previous page, as it was returned",
+    ),
 ]
 
 
@@ -219,9 +229,34 @@ async def _add_one(store: Store, timer: Timer, item: TimerIn) -> BatchItemOut:
         return _item_error(item.rename(error))
 
 
+def _declared(dependant: Dependant) -> set[str]:
+    """The query parameters a route's handler reads, its dependencies' included."""
+    names = {param.alias for param in dependant.query_params}
+    return names.union(*(_declared(sub) for sub in dependant.dependencies))
+
+
+async def _declared_query_only(request: Request) -> None:
+    """Refuse a query parameter the route does not read, or one given twice (400).
+
+    Ignoring one would let a client believe a filter applied that never did; reading one no
+    handler declared is how a parameter meant to stay internal becomes an input.
+    """
+    if not request.url.query:
+        return
+    known = _declared(request.scope["route"].dependant)  # a few attributes: not worth a cache
+    seen: set[str] = set()
+    for name, _ in request.query_params.multi_items():
+        if name not in known:
+            shown = name[:MAX_PARAM_CHARS]
+            raise ApiError(400, f"unknown query parameter {shown!r}", field=shown)
+        if name in seen:
+            raise ApiError(400, f"query parameter {name!r} is given more than once", field=name)
+        seen.add(name)
+
+
 def _routes() -> APIRouter:
     """Build the routes; each finds the store and settings through the request's app."""
-    router = APIRouter()
+    router = APIRouter(dependencies=[Depends(_declared_query_only)])
 
     @router.post(
         "/v1/timers",
@@ -338,8 +373,17 @@ def _routes() -> APIRouter:
     return router
 
 
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+UNMATCHED = "unmatched"
+
+
 class _RequestMetrics:
-    """Count requests and time them, by method, route template and status."""
+    """Count requests and time them, by method, route template and status.
+
+    Every label comes from a fixed set, so no request can grow the series: a method we do not
+    know counts as ``OTHER``, a path no route matches as ``unmatched``. Requests refused for a
+    missing or wrong token are not counted at all: before the token, a caller earns nothing.
+    """
 
     def __init__(self, app: ASGIApp, *, requests: Counter, seconds: Histogram) -> None:
         self.app = app
@@ -362,9 +406,12 @@ class _RequestMetrics:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            route = getattr(scope.get("route"), "path", "unmatched")
-            self.requests.labels(scope["method"], route, str(status)).inc()
-            self.seconds.labels(scope["method"], route).observe(time.perf_counter() - start)
+            if status != 401:
+                method = scope["method"] if scope["method"] in KNOWN_METHODS else "OTHER"
+                route = scope.get("route")
+                template = route.path if isinstance(route, Route) else UNMATCHED
+                self.requests.labels(method, template, str(status)).inc()
+                self.seconds.labels(method, template).observe(time.perf_counter() - start)
 
 
 class _App(FastAPI):
@@ -424,10 +471,12 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         bearer=settings.token is not None,
+        docs_url=None,  # served with the static pages, Swagger UI pinned by its hashes
+        redoc_url=None,
     )
     app.state.tickwheel = context
     app.include_router(_routes())
-    app.include_router(dashboard_routes())
+    app.router.routes.extend(static_routes())
     install_error_handlers(app)
     app.add_middleware(Gate, settings=settings)
     app.add_middleware(

@@ -1,43 +1,52 @@
-"""The dashboard: one static page that reads the JSON API, so it holds no data and no secret.
+"""The static pages: the dashboard and the API docs, each reading the JSON API from the browser.
 
-The page and its script are public (the API calls they make carry the token the user types);
-a strict Content-Security-Policy keeps any other script off the page.
+The pages and their scripts are public and hold no data and no secret (the API calls they make
+carry the token the user types). They are served from a fixed table, read once when the app is
+built, by handlers that read nothing of the request. A strict Content-Security-Policy keeps
+any other script off them; the docs page loads Swagger UI from a CDN, pinned to one release by
+its integrity hashes, so a changed file there is refused by the browser.
 """
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Awaitable, Callable
 from importlib import resources
 
-from fastapi import APIRouter
-from fastapi.responses import Response
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
-PAGES = {
-    "/dashboard": ("dashboard.html", "text/html"),
-    "/dashboard.js": ("dashboard.js", "text/javascript"),
-}
-_POLICY = (
+_LOCKED = "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+_DASHBOARD_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    + _LOCKED
 )
+_CDN = "https://cdn.jsdelivr.net"
+_DOCS_POLICY = (
+    f"default-src 'none'; script-src 'self' {_CDN}; style-src {_CDN} 'unsafe-inline'; "
+    f"img-src 'self' data:; connect-src 'self'; {_LOCKED}"
+)
+_HTML = "text/html; charset=utf-8"
+_JS = "text/javascript; charset=utf-8"
+PAGES = {
+    "/dashboard": ("dashboard.html", _HTML, _DASHBOARD_POLICY),
+    "/dashboard.js": ("dashboard.js", _JS, _DASHBOARD_POLICY),
+    "/docs": ("docs.html", _HTML, _DOCS_POLICY),
+    "/docs.js": ("docs.js", _JS, _DOCS_POLICY),
+}
+"""Path -> packaged file, media type and policy: the only files these routes can answer."""
 
 
-@cache
-def _read(name: str) -> bytes:
-    return resources.files("tickwheel.service").joinpath("static", name).read_bytes()
+def _endpoint(name: str, media_type: str, policy: str) -> Callable[[Request], Awaitable[Response]]:
+    content = resources.files("tickwheel.service").joinpath("static", name).read_bytes()
+    headers = {"Content-Security-Policy": policy, "X-Content-Type-Options": "nosniff"}
+
+    async def page(request: Request) -> Response:
+        return Response(content, media_type=media_type, headers=headers)
+
+    return page
 
 
-def dashboard_routes() -> APIRouter:
-    """Serve the page and its script, outside the OpenAPI document."""
-    router = APIRouter(include_in_schema=False)
-    for path, (name, media_type) in PAGES.items():
-
-        async def page(name: str = name, media_type: str = media_type) -> Response:
-            return Response(
-                _read(name),
-                media_type=f"{media_type}; charset=utf-8",
-                headers={"Content-Security-Policy": _POLICY, "X-Content-Type-Options": "nosniff"},
-            )
-
-        router.add_api_route(path, page, methods=["GET"])
-    return router
+def static_routes() -> list[Route]:
+    """The pages as plain routes: outside the OpenAPI document and without parameters."""
+    return [Route(path, _endpoint(*PAGES[path]), methods=["GET"]) for path in PAGES]

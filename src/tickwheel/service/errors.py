@@ -164,7 +164,7 @@ class Gate:
         {
             "/healthz",
             "/docs",
-            "/docs/oauth2-redirect",
+            "/docs.js",
             "/openapi.json",
             "/dashboard",
             "/dashboard.js",
