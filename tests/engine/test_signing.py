@@ -1,4 +1,5 @@
-"""Callback signatures: a signed body verifies; tampered, wrong-secret, stale, malformed fail."""
+"""Callback signatures: v1 (body) and v2 (request and body) verify; tampered, wrong-secret, stale,
+malformed and replayed-elsewhere requests fail."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tickwheel.engine.signing import sign, verify_signature
 
 NOW = 1_700_000_000
 BODY = b'{"order": 42}'
+REQUEST = {"method": "POST", "target": "/hooks/a?b=1", "timer_id": "timer-1", "attempt": 3}
 
 
 def _headers(value: str, name: str = "Tickwheel-Signature") -> dict[str, str]:
@@ -97,6 +99,7 @@ def test_unknown_schemes_are_ignored() -> None:
         f"t={NOW}.5,v1=ab",
         f"t={NOW},t={NOW},v1=ab",
         f"t={NOW},v1",
+        f"t={NOW},,v1=ab",
         "t=١٢٣,v1=ab",
         f"t={NOW},v1=zz\u00e9",
     ],
@@ -107,3 +110,166 @@ def test_malformed_header_fails(value: str) -> None:
 
 def test_missing_header_fails() -> None:
     assert not verify_signature("secret", {}, BODY, now_s=NOW)
+
+
+# --- v2: the request and the body -------------------------------------------------------------
+
+
+def _v2_headers(value: str, timer_id: str = "timer-1", attempt: str = "3") -> dict[str, str]:
+    return {
+        "Tickwheel-Signature": value,
+        "Tickwheel-Timer-Id": timer_id,
+        "Tickwheel-Attempt": attempt,
+    }
+
+
+def _verify_v2(headers: dict[str, str], body: bytes = BODY, **request: object) -> bool:
+    where = {"method": "POST", "target": "/hooks/a?b=1", **request}
+    return verify_signature(
+        "secret",
+        headers,
+        body,
+        method=str(where["method"]),
+        target=str(where["target"]),
+        accept_v1=False,
+        now_s=NOW,
+    )
+
+
+def test_v2_header_carries_v1_then_v2_of_the_canonical_string() -> None:
+    signed = f"tickwheel-v2\n{NOW}\nPOST\n/hooks/a?b=1\ntimer-1\n3\n".encode() + BODY
+    v1 = hmac.new(b"secret", f"{NOW}.".encode() + BODY, hashlib.sha256).hexdigest()
+    v2 = hmac.new(b"secret", signed, hashlib.sha256).hexdigest()
+    assert sign("secret", BODY, NOW, **REQUEST) == f"t={NOW},v1={v1},v2={v2}"
+
+
+def test_a_signed_request_verifies_with_v2_alone() -> None:
+    assert _verify_v2(_v2_headers(sign("secret", BODY, NOW, **REQUEST)))
+
+
+def test_timer_and_attempt_headers_are_found_case_insensitively() -> None:
+    value = sign("secret", BODY, NOW, **REQUEST)
+    headers = {
+        "tickwheel-signature": value,
+        "TICKWHEEL-TIMER-ID": "timer-1",
+        "tickwheel-attempt": "3",
+    }
+    assert _verify_v2(headers)
+
+
+@pytest.mark.parametrize(
+    ("request_change", "timer_id", "attempt", "body"),
+    [
+        ({"method": "PUT"}, "timer-1", "3", BODY),
+        ({"target": "/hooks/b?b=1"}, "timer-1", "3", BODY),
+        ({"target": "/hooks/a?b=2"}, "timer-1", "3", BODY),
+        ({"target": "/hooks/a"}, "timer-1", "3", BODY),
+        ({}, "timer-2", "3", BODY),
+        ({}, "timer-1", "4", BODY),
+        ({}, "timer-1", "03", BODY),
+        ({}, "timer-1", "3", BODY + b" "),
+    ],
+)
+def test_v2_refuses_any_other_request(
+    request_change: dict[str, str], timer_id: str, attempt: str, body: bytes
+) -> None:
+    headers = _v2_headers(sign("secret", BODY, NOW, **REQUEST), timer_id, attempt)
+    assert not _verify_v2(headers, body, **request_change)
+
+
+def test_v2_refuses_a_changed_timestamp_and_a_wrong_secret() -> None:
+    value = sign("secret", BODY, NOW, **REQUEST)
+    assert not _verify_v2(_v2_headers(value.replace(f"t={NOW}", f"t={NOW + 1}")))
+    assert not _verify_v2(_v2_headers(sign("other", BODY, NOW, **REQUEST)))
+
+
+@pytest.mark.parametrize("missing", ["Tickwheel-Timer-Id", "Tickwheel-Attempt"])
+def test_v2_refuses_a_request_without_timer_or_attempt_header(missing: str) -> None:
+    headers = _v2_headers(sign("secret", BODY, NOW, **REQUEST))
+    del headers[missing]
+    assert not _verify_v2(headers)
+
+
+def test_any_of_several_v2_values_matches_for_rotation() -> None:
+    old = sign("old", BODY, NOW, **REQUEST).split(",v2=")[1]
+    new = sign("new", BODY, NOW, **REQUEST).split(",v2=")[1]
+    headers = _v2_headers(f"t={NOW},v2={old},v2={new}")
+    for secret in ("old", "new"):
+        assert verify_signature(
+            secret, headers, BODY, method="POST", target="/hooks/a?b=1", now_s=NOW
+        )
+    assert not _verify_v2(headers)
+
+
+def test_a_header_with_v2_is_judged_by_v2_alone_even_while_v1_is_accepted() -> None:
+    headers = _v2_headers(sign("secret", BODY, NOW, **REQUEST))
+    # the v1 value beside it is still valid for this body, on any path
+    assert verify_signature("secret", headers, BODY, now_s=NOW)
+    assert not verify_signature(
+        "secret", headers, BODY, method="POST", target="/elsewhere", now_s=NOW
+    )
+
+
+def test_a_v1_only_header_verifies_only_while_v1_is_accepted() -> None:
+    headers = _v2_headers(sign("secret", BODY, NOW))
+    for accept_v1 in (True, False):
+        valid = verify_signature(
+            "secret",
+            headers,
+            BODY,
+            method="POST",
+            target="/hooks/a?b=1",
+            accept_v1=accept_v1,
+            now_s=NOW,
+        )
+        assert valid is accept_v1
+
+
+def test_without_method_and_target_only_v1_can_verify() -> None:
+    value = sign("secret", BODY, NOW, **REQUEST)
+    v2_only = _v2_headers(f"t={NOW},v2={value.split(',v2=')[1]}")
+    assert not verify_signature("secret", v2_only, BODY, now_s=NOW)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [{"method": "POST"}, {"method": "POST", "target": "/", "timer_id": "t"}, {"attempt": 1}],
+)
+def test_sign_wants_all_four_request_fields_or_none(given: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="all or none"):
+        sign("secret", BODY, NOW, **given)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"target": "/a\nPOST"},
+        {"target": "/a b"},
+        {"target": ""},
+        {"target": "/é"},
+        {"timer_id": "t\r1"},
+        {"method": ""},
+    ],
+)
+def test_sign_refuses_a_field_that_could_hold_a_line_break(change: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="visible ASCII"):
+        sign("secret", BODY, NOW, **{**REQUEST, **change})
+
+
+@pytest.mark.parametrize("timestamp_s", [-1, 10**12])
+def test_sign_refuses_a_timestamp_a_verifier_would_not_parse(timestamp_s: int) -> None:
+    with pytest.raises(ValueError, match="12 digits"):
+        sign("secret", BODY, timestamp_s)
+
+
+def test_verify_wants_method_and_target_together() -> None:
+    headers = _v2_headers(sign("secret", BODY, NOW, **REQUEST))
+    with pytest.raises(ValueError, match="give both"):
+        verify_signature("secret", headers, BODY, method="POST", now_s=NOW)
+    with pytest.raises(ValueError, match="give both"):
+        verify_signature("secret", headers, BODY, target="/", now_s=NOW)
+
+
+def test_refusing_v1_without_a_request_to_check_v2_is_a_mistake() -> None:
+    with pytest.raises(ValueError, match="accept_v1=False needs"):
+        verify_signature("secret", {}, BODY, accept_v1=False)

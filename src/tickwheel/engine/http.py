@@ -193,7 +193,16 @@ class HttpTarget:
             f"Tickwheel-Due: {timer.due_ms}\r\nIdempotency-Key: {timer.id}\r\n"
         )
         if self._key is not None:
-            lines.append(f"{SIGNATURE_HEADER}: {sign(self._key, body, int(time.time()))}\r\n")
+            signature = sign(
+                self._key,
+                body,
+                int(time.time()),
+                method=callback.method,
+                target=route.target,
+                timer_id=timer.id,
+                attempt=attempt,
+            )
+            lines.append(f"{SIGNATURE_HEADER}: {signature}\r\n")
         if callback.body is not None or callback.method in _BODY_METHODS:
             lines.append(f"Content-Length: {len(body)}\r\n")
         lines.append("\r\n")

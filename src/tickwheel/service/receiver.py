@@ -60,7 +60,9 @@ class Receiver:
     """An HTTP server on `host`:`port` (0: any free port) that records what it receives.
 
     Args:
-        signing_secret: verify ``Tickwheel-Signature`` with it (`Received.signature_ok`).
+        signing_secret: verify ``Tickwheel-Signature`` with it (`Received.signature_ok`): v2
+            against the method and the path and query as they came on the request line; v1
+            only when the header carries no v2, while `verify_signature` accepts v1 by default.
         respond: called with each request, returns (or awaits to) the `Reply`; default 200.
         keep: append each request to `received`; a long-running receiver turns it off and
             counts only (`count`).
@@ -156,7 +158,9 @@ class Receiver:
             due_ms=_int_or_none(headers.get("tickwheel-due")),
             signature_ok=None
             if self._secret is None
-            else verify_signature(self._secret, headers, body),
+            else verify_signature(
+                self._secret, headers, body, method=request.method, target=request.raw_path
+            ),
         )
         if self._keep:
             self.received.append(received)
