@@ -5,7 +5,33 @@ from __future__ import annotations
 import pytest
 
 from tickwheel import Callback, InvalidTimer, RetryPolicy, State, Timer
-from tickwheel.model import MAX_BODY_BYTES, MAX_PAYLOAD_BYTES, new_id, restore
+from tickwheel.model import (
+    MAX_BACKOFF_S,
+    MAX_BODY_BYTES,
+    MAX_DUE_MS,
+    MAX_JSON_DEPTH,
+    MAX_PAYLOAD_BYTES,
+    MAX_RETRY_S,
+    MAX_TIMEOUT_S,
+    new_id,
+    restore,
+)
+
+DAY_S = 86_400
+
+
+def _nested(depth: int) -> list[object]:
+    """Return `depth` lists, each inside the next."""
+    nested: list[object] = []
+    for _ in range(depth - 1):
+        nested = [nested]
+    return nested
+
+
+def _cycle() -> list[object]:
+    cycle: list[object] = []
+    cycle.append(cycle)
+    return cycle
 
 
 def test_generated_ids_are_unique_and_sort_by_creation() -> None:
@@ -28,6 +54,14 @@ def test_generated_ids_are_unique_and_sort_by_creation() -> None:
         ({"payload": object()}, "payload"),
         ({"payload": float("nan")}, "payload"),
         ({"payload": "x" * (MAX_PAYLOAD_BYTES + 1)}, "payload"),
+        ({"payload": "\ud800"}, "payload"),
+        ({"payload": {"\udc00": 1}}, "payload"),
+        ({"payload": _nested(129)}, "payload"),
+        ({"payload": _nested(100_000)}, "payload"),
+        ({"payload": _cycle()}, "payload"),
+        ({"due_ms": MAX_DUE_MS + 1}, "due_ms"),
+        ({"due_ms": 10**400}, "due_ms"),
+        ({"id": 10**400}, "id"),
     ],
 )
 def test_bad_timer_fields_are_named(fields: dict[str, object], argument: str) -> None:
@@ -52,6 +86,23 @@ def test_bad_timer_fields_are_named(fields: dict[str, object], argument: str) ->
         ({"headers": {"Tickwheel-Attempt": "9"}}, "callback.headers"),
         ({"headers": {"Host": "evil"}}, "callback.headers"),
         ({"body": "x" * (MAX_BODY_BYTES + 1)}, "callback.body"),
+        ({"body": "\ud800"}, "callback.body"),
+        ({"body": b"bytes"}, "callback.body"),
+        ({"url": "https://example.com/\udc00"}, "callback.url"),
+        ({"url": "https://a..b/"}, "callback.url"),
+        ({"url": "https://.x/"}, "callback.url"),
+        ({"url": "https://x../"}, "callback.url"),
+        ({"url": "https://" + "a" * 64 + ".com/"}, "callback.url"),
+        ({"url": "https://" + "a." * 127 + "com/"}, "callback.url"),
+        ({"url": "https://" + "ü" * 60 + ".com/"}, "callback.url"),
+        ({"method": ["POST"]}, "callback.method"),
+        ({"headers": [("X", "1")]}, "callback.headers"),
+        ({"headers": {"X": "a\x01b"}}, "callback.headers"),
+        ({"headers": {"X": "a\x7f"}}, "callback.headers"),
+        ({"headers": {"X": "a\x9bb"}}, "callback.headers"),
+        ({"headers": {"X": "a\u2029b"}}, "callback.headers"),
+        ({"headers": {"X": "\ud800"}}, "callback.headers"),
+        ({"headers": {"X-A": "1", "x-a": "2"}}, "callback.headers"),
     ],
 )
 def test_bad_callbacks_are_named(fields: dict[str, object], argument: str) -> None:
@@ -69,12 +120,72 @@ def test_bad_callbacks_are_named(fields: dict[str, object], argument: str) -> No
         ({"timeout_s": 0}, "retry.timeout_s"),
         ({"max_backoff_s": float("inf")}, "retry.max_backoff_s"),
         ({"min_backoff_s": 10, "max_backoff_s": 1}, "retry.min_backoff_s"),
+        ({"max_attempts": True}, "retry.max_attempts"),
+        ({"max_attempts": 1001}, "retry.max_attempts"),
+        ({"max_attempts": 10**400}, "retry.max_attempts"),
+        ({"timeout_s": 1801}, "retry.timeout_s"),
+        ({"timeout_s": 10**400}, "retry.timeout_s"),
+        ({"timeout_s": float("nan")}, "retry.timeout_s"),
+        ({"min_backoff_s": 2.5e11, "max_backoff_s": 2.5e11}, "retry.min_backoff_s"),
+        ({"max_backoff_s": 7 * DAY_S + 1}, "retry.max_backoff_s"),
+        ({"max_backoff_s": -(10**400)}, "retry.max_backoff_s"),
+        ({"max_retry_s": 365 * DAY_S + 1}, "retry.max_retry_s"),
+        ({"max_retry_s": float("nan")}, "retry.max_retry_s"),
+        ({"max_retry_s": True}, "retry.max_retry_s"),
     ],
 )
 def test_bad_retry_policies_are_named(fields: dict[str, float], argument: str) -> None:
     with pytest.raises(InvalidTimer) as caught:
         RetryPolicy(**fields)  # type: ignore[arg-type]
     assert caught.value.argument == argument
+
+
+def test_bounds_are_inclusive_and_named_in_the_message() -> None:
+    assert (MAX_TIMEOUT_S, MAX_BACKOFF_S, MAX_RETRY_S) == (1800, 7 * DAY_S, 365 * DAY_S)
+    policy = RetryPolicy(
+        min_backoff_s=MAX_BACKOFF_S,
+        max_backoff_s=MAX_BACKOFF_S,
+        timeout_s=MAX_TIMEOUT_S,
+        max_retry_s=MAX_RETRY_S,
+    )
+    assert policy.timeout_s == 1800
+    with pytest.raises(InvalidTimer, match="at most 1800 s"):
+        RetryPolicy(timeout_s=MAX_TIMEOUT_S + 0.5)
+    assert Timer(due_ms=MAX_DUE_MS).due_ms == 253_402_300_799_999
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://" + "a" * 63 + ".example.com/",
+        "https://example.com./",
+        "https://a_b.example.com/",
+        "https://bücher.example/",
+        "http://1.2.3.4:8080/",
+        "http://[2001:db8::1]/",
+        "http://[fe80::1%25eth0]/",
+    ],
+)
+def test_hosts_that_fire_are_accepted(url: str) -> None:
+    assert Callback(url=url).url == url
+
+
+def test_header_values_may_hold_tabs_and_non_ascii() -> None:
+    headers = {"X-A": "a\tb c ~", "X-B": "José 日本 \U0001f4a5"}
+    assert Callback(url="https://example.com/", headers=headers).headers == headers
+
+
+def test_messages_stay_short_for_huge_input() -> None:
+    with pytest.raises(InvalidTimer) as caught:
+        RetryPolicy(timeout_s=10**5000)
+    assert len(str(caught.value)) < 200
+    with pytest.raises(InvalidTimer) as caught:
+        Callback(url="https://example.com/", headers={"x " * 4000: "1"})
+    assert len(str(caught.value)) < 200
+
+
+def test_payload_may_nest_up_to_the_bound() -> None:
+    assert Timer(due_ms=1, payload=_nested(MAX_JSON_DEPTH)).payload == _nested(MAX_JSON_DEPTH)
 
 
 def test_payload_is_kept_as_json_returns_it() -> None:

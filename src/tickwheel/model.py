@@ -10,16 +10,19 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
-import math
 import os
 import re
+import reprlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
+
+import idna
 
 from tickwheel.errors import InvalidTimer
 
@@ -33,6 +36,21 @@ MAX_HEADER_BYTES = 8 * 1024
 MAX_BODY_BYTES = 64 * 1024
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_ERROR_CHARS = 1024
+MAX_JSON_DEPTH = 128
+"""How deeply lists and objects may nest in a payload: each level is a stack frame to encode
+and decode, and a stored record too deep to decode would fail every claim of its queue."""
+MAX_HOST_CHARS = 253
+"""A host name's length as DNS spells it (ASCII, punycode for other scripts, no final dot)."""
+MAX_LABEL_CHARS = 63
+MAX_DUE_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z, the last instant RFC 3339 can write; a store's horizon is nearer."""
+MAX_ATTEMPTS = 1000
+MAX_TIMEOUT_S = 1800.0
+"""One attempt's deadline: 30 minutes, the cap Cloud Tasks puts on an HTTP task's dispatch."""
+MAX_BACKOFF_S = 7 * 86_400.0
+"""A week between two attempts; a receiver down for longer is a case for the dead letters."""
+MAX_RETRY_S = 365 * 86_400.0
+"""A year of attempts from the first; both bounds are far inside a store's 10-year horizon."""
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 
 _ID = re.compile(r"[A-Za-z0-9._:-]+")
@@ -41,60 +59,171 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _RESERVED_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "idempotency-key"}
 )
+# what a header value must not hold: C0 controls but tab, DEL, C1 controls, line and paragraph
+# separators, and lone surrogates (UTF-8 cannot encode them)
+_NOT_IN_HEADER_VALUE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlong = 40
+
+
+def _shown(value: object) -> str:
+    """Return a short repr of `value` for a message: input may be megabytes, or an int too
+    long for `repr` (over 4,300 digits)."""
+    try:
+        return _SHORT.repr(value)
+    except ValueError:
+        return f"a {type(value).__name__} too large to show"
+
+
+def json_depth(value: object, limit: int = MAX_JSON_DEPTH) -> int:
+    """Return how deeply lists, tuples and dicts nest in `value` (0 for a scalar), counting
+    no further than `limit` + 1, so a deep or cyclic value costs no more than a shallow one."""
+    depth = 0
+    level = [value]
+    while depth <= limit:
+        containers = [item for item in level if isinstance(item, list | tuple | dict)]
+        if not containers:
+            break
+        depth += 1
+        level = [
+            child
+            for item in containers
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+    return depth
+
+
+def _is_unicode(text: str) -> bool:
+    """Whether `text` is free of lone surrogates, which no UTF-8 request or store can hold."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_name(argument: str, value: object, max_chars: int) -> None:
     if not isinstance(value, str) or not _ID.fullmatch(value) or len(value) > max_chars:
         raise InvalidTimer(
-            argument, f"must be 1-{max_chars} characters of A-Z a-z 0-9 . _ : -, got {value!r}"
+            argument,
+            f"must be 1-{max_chars} characters of A-Z a-z 0-9 . _ : -, got {_shown(value)}",
+        )
+
+
+def _dns_name(host: str) -> str:
+    """Return `host` as the resolver is given it when the timer fires: ASCII, other scripts in
+    punycode; yarl encodes with the `idna` package (UTS 46) or else the standard library's
+    IDNA 2003 codec, and the socket module encodes that with the latter again.
+
+    Raises:
+        UnicodeError: no encoder can spell `host`: an empty label, one over 63 characters.
+    """
+    if not host.isascii():
+        try:
+            host = idna.encode(host, uts46=True).decode("ascii")
+        except UnicodeError:
+            host = host.encode("idna").decode("ascii")
+    host.encode("idna")
+    return host
+
+
+def _check_host(host: str) -> None:
+    """Refuse a host that would fail only when the timer fires: the resolver's IDNA codec
+    raises on an empty label or one over 63 characters, and DNS has no names over 253."""
+    # only a name that ends in a digit or holds a colon may be an address (the parse is slow)
+    if host[-1].isdigit() or ":" in host:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            pass
+        else:
+            return
+    try:
+        name = _dns_name(host).removesuffix(".")
+    except UnicodeError as error:
+        raise InvalidTimer(
+            "callback.url",
+            f"host {_shown(host)} is not a valid domain name ({error}): each dot-separated "
+            f"label must be 1-{MAX_LABEL_CHARS} characters, as punycode for other scripts",
+        ) from None
+    if len(name) > MAX_HOST_CHARS:
+        raise InvalidTimer(
+            "callback.url", f"host is over {MAX_HOST_CHARS} characters as DNS spells it"
         )
 
 
 def _check_url(url: object) -> None:
     if not isinstance(url, str) or len(url) > MAX_URL_CHARS:
         raise InvalidTimer("callback.url", f"must be a string of at most {MAX_URL_CHARS} chars")
+    if not _is_unicode(url):
+        raise InvalidTimer("callback.url", "must be valid Unicode: it holds a lone surrogate")
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as error:
         raise InvalidTimer("callback.url", f"is not a valid URL: {error}") from None
     if parts.scheme not in {"http", "https"}:
-        raise InvalidTimer("callback.url", f"scheme must be http or https, got {url!r}")
+        raise InvalidTimer("callback.url", f"scheme must be http or https, got {_shown(url)}")
     if not parts.hostname:
-        raise InvalidTimer("callback.url", f"has no host: {url!r}")
+        raise InvalidTimer("callback.url", f"has no host: {_shown(url)}")
     if parts.username is not None or parts.password is not None:
         raise InvalidTimer("callback.url", "must not carry credentials; send them in headers")
     if port == 0:
         raise InvalidTimer("callback.url", "port must not be 0")
     if any(ord(char) <= 32 or ord(char) == 127 for char in url):
         raise InvalidTimer("callback.url", "must not contain spaces or control characters")
+    _check_host(parts.hostname)
 
 
 def _check_headers(headers: object) -> None:
+    """Refuse headers that would corrupt the request, or that a receiver's parser refuses.
+
+    A value holds visible characters, spaces and tabs (RFC 9110 field-content). Non-ASCII
+    characters are allowed: the request goes out as UTF-8, bytes HTTP carries as opaque
+    ``obs-text``, and a receiver that decodes UTF-8 gets the value as given (one that decodes
+    Latin-1 sees mojibake, but no parser refuses them). Names are compared ignoring case, as
+    HTTP does, so ``X-A`` and ``x-a`` are one header given twice.
+    """
     if not isinstance(headers, dict):
         raise InvalidTimer("callback.headers", "must be a mapping of names to values")
     if len(headers) > MAX_HEADERS:
         raise InvalidTimer("callback.headers", f"at most {MAX_HEADERS} headers")
     total = 0
+    seen: set[str] = set()
     for name, value in headers.items():
         if not isinstance(name, str) or not _TOKEN.fullmatch(name):
-            raise InvalidTimer("callback.headers", f"invalid header name {name!r}")
+            raise InvalidTimer("callback.headers", f"invalid header name {_shown(name)}")
         lowered = name.lower()
         if lowered in _RESERVED_HEADERS or lowered.startswith("tickwheel-"):
-            raise InvalidTimer("callback.headers", f"{name} is set by tickwheel")
-        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
-            raise InvalidTimer("callback.headers", f"invalid value for header {name}")
+            raise InvalidTimer("callback.headers", f"{_shown(name)} is set by tickwheel")
+        if lowered in seen:
+            raise InvalidTimer(
+                "callback.headers", f"{_shown(name)} is given twice (names ignore case)"
+            )
+        seen.add(lowered)
+        if not isinstance(value, str) or _NOT_IN_HEADER_VALUE.search(value):
+            raise InvalidTimer(
+                "callback.headers",
+                f"the value of {_shown(name)} must be text: visible characters, spaces and "
+                "tabs, no control characters",
+            )
         total += len(name) + len(value.encode())
     if total > MAX_HEADER_BYTES:
         raise InvalidTimer("callback.headers", f"are over {MAX_HEADER_BYTES} bytes in all")
 
 
-def _check_seconds(argument: str, value: object, *, allow_zero: bool) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidTimer(argument, f"must be a finite number of seconds, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise InvalidTimer(argument, f"must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+def _check_seconds(argument: str, value: object, max_s: float, *, allow_zero: bool) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidTimer(argument, f"must be a number of seconds, got {_shown(value)}")
+    # comparisons, not float(): a huge int would overflow; NaN fails both
+    above_zero = value >= 0 if allow_zero else value > 0
+    if not (above_zero and value <= max_s):
+        low = ">= 0" if allow_zero else "> 0"
+        raise InvalidTimer(
+            argument, f"must be {low} and at most {max_s:.0f} s, got {_shown(value)}"
+        )
 
 
 class State(StrEnum):
@@ -117,19 +246,28 @@ class Callback:
 
     def __post_init__(self) -> None:
         _check_url(self.url)
-        if self.method not in METHODS:
+        if not isinstance(self.method, str) or self.method not in METHODS:
             raise InvalidTimer("callback.method", f"must be one of {sorted(METHODS)}")
         _check_headers(self.headers)
         if self.body is not None:
             if not isinstance(self.body, str):
                 raise InvalidTimer("callback.body", "must be a string")
+            if not _is_unicode(self.body):
+                raise InvalidTimer(
+                    "callback.body", "must be valid Unicode: it holds a lone surrogate"
+                )
             if len(self.body.encode()) > MAX_BODY_BYTES:
-                raise InvalidTimer("callback.body", f"is over {MAX_BODY_BYTES} bytes")
+                raise InvalidTimer("callback.body", f"is over {MAX_BODY_BYTES} bytes as UTF-8")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
-    """How often and how far apart a failing timer is tried again."""
+    """How often and how far apart a failing timer is tried again.
+
+    Every field is bounded: at most `MAX_ATTEMPTS` attempts, each given at most
+    `MAX_TIMEOUT_S`, at most `MAX_BACKOFF_S` apart, for at most `MAX_RETRY_S` in all (when
+    `max_retry_s` is set), so no retry lands past a store's horizon.
+    """
 
     max_attempts: int = 10
     min_backoff_s: float = 1.0
@@ -138,14 +276,18 @@ class RetryPolicy:
     max_retry_s: float | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_attempts, int) or not 1 <= self.max_attempts <= 1000:
-            raise InvalidTimer("retry.max_attempts", "must be an integer from 1 to 1000")
-        for name in ("min_backoff_s", "max_backoff_s", "timeout_s"):
-            _check_seconds(f"retry.{name}", getattr(self, name), allow_zero=name != "timeout_s")
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int):
+            raise InvalidTimer("retry.max_attempts", f"must be an integer, got {_shown(attempts)}")
+        if not 1 <= attempts <= MAX_ATTEMPTS:
+            raise InvalidTimer("retry.max_attempts", f"must be from 1 to {MAX_ATTEMPTS}")
+        _check_seconds("retry.min_backoff_s", self.min_backoff_s, MAX_BACKOFF_S, allow_zero=True)
+        _check_seconds("retry.max_backoff_s", self.max_backoff_s, MAX_BACKOFF_S, allow_zero=True)
+        _check_seconds("retry.timeout_s", self.timeout_s, MAX_TIMEOUT_S, allow_zero=False)
         if self.min_backoff_s > self.max_backoff_s:
             raise InvalidTimer("retry.min_backoff_s", "must not exceed retry.max_backoff_s")
         if self.max_retry_s is not None:
-            _check_seconds("retry.max_retry_s", self.max_retry_s, allow_zero=True)
+            _check_seconds("retry.max_retry_s", self.max_retry_s, MAX_RETRY_S, allow_zero=True)
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -182,15 +324,29 @@ class Timer:
             object.__setattr__(self, "id", new_id())
         _check_name("id", self.id, MAX_ID_CHARS)
         _check_name("queue", self.queue, MAX_QUEUE_CHARS)
-        if isinstance(self.due_ms, bool) or not isinstance(self.due_ms, int):
-            raise InvalidTimer("due_ms", f"must be integer epoch milliseconds, got {self.due_ms!r}")
-        if self.due_ms < 0:
-            raise InvalidTimer("due_ms", f"must not be before 1970, got {self.due_ms!r}")
+        due_ms = self.due_ms
+        if isinstance(due_ms, bool) or not isinstance(due_ms, int):
+            raise InvalidTimer(
+                "due_ms", f"must be integer epoch milliseconds, got {_shown(due_ms)}"
+            )
+        if not 0 <= due_ms <= MAX_DUE_MS:
+            raise InvalidTimer(
+                "due_ms", f"must be from 1970 to 9999 (0 to {MAX_DUE_MS}), got {_shown(due_ms)}"
+            )
         if self.payload is not None:
+            if json_depth(self.payload) > MAX_JSON_DEPTH:
+                raise InvalidTimer(
+                    "payload", f"nests more than {MAX_JSON_DEPTH} levels of lists and objects"
+                )
             try:
-                encoded = json.dumps(self.payload, separators=(",", ":"), allow_nan=False)
+                encoded = json.dumps(
+                    self.payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+                )
             except (TypeError, ValueError) as error:
                 raise InvalidTimer("payload", f"must be JSON-serialisable: {error}") from None
+            # measured as the stores write it, in UTF-8, which holds no lone surrogate
+            if not _is_unicode(encoded):
+                raise InvalidTimer("payload", "must be valid Unicode: it holds a lone surrogate")
             if len(encoded.encode()) > MAX_PAYLOAD_BYTES:
                 raise InvalidTimer("payload", f"is over {MAX_PAYLOAD_BYTES} bytes as JSON")
             if isinstance(self.payload, list | dict | tuple):

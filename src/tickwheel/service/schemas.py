@@ -13,16 +13,24 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, W
 from tickwheel.errors import InvalidArgument, InvalidTimer
 from tickwheel.model import (
     DEFAULT_RETRY,
+    MAX_ATTEMPTS,
+    MAX_BACKOFF_S,
+    MAX_BODY_BYTES,
+    MAX_DUE_MS,
     MAX_ID_CHARS,
+    MAX_JSON_DEPTH,
     MAX_QUEUE_CHARS,
+    MAX_RETRY_S,
+    MAX_TIMEOUT_S,
     MAX_URL_CHARS,
     Callback,
     RetryPolicy,
     State,
     Timer,
+    json_depth,
 )
 
-MAX_EPOCH_S = 253_402_300_799
+MAX_EPOCH_S = MAX_DUE_MS // 1000
 """9999-12-31T23:59:59Z, the last instant RFC 3339 can write; the store's horizon is nearer."""
 MAX_BATCH = 1000
 REDACTED = "***"
@@ -80,15 +88,21 @@ DelayMs = Annotated[
         {"type": "number", "minimum": 0, "maximum": MAX_EPOCH_S, "description": "seconds from now"}
     ),
 ]
-Seconds = Annotated[float, Field(strict=True, ge=0, le=MAX_EPOCH_S, allow_inf_nan=False)]
+Backoff = Annotated[float, Field(strict=True, ge=0, le=MAX_BACKOFF_S, allow_inf_nan=False)]
 
 
-def _check_unicode(field: str, value: object) -> None:
-    """Refuse lone surrogates (``"\\ud800"`` in JSON): no response or request can encode them."""
-    try:
-        json.dumps(value, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        raise InvalidTimer(field, "must be valid Unicode: it holds a lone surrogate") from None
+def _shallow(value: object) -> object:
+    # before pydantic walks the value: its own limit (255 levels) reports the error deep inside
+    # the value (``payload.list.0``) rather than naming the field
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"nests more than {MAX_JSON_DEPTH} levels of lists and objects")
+    return value
+
+
+Json = Annotated[JsonValue, BeforeValidator(_shallow)]
+BODY_DESCRIPTION = f"""The request body. A string is sent as it is; any other JSON value is
+sent as compact JSON, with `Content-Type: application/json` unless `headers` set a content type.
+At most {MAX_BODY_BYTES} bytes as sent (UTF-8); null sends no body."""
 
 
 def format_ms(ms: int) -> str:
@@ -106,17 +120,51 @@ class CallbackIn(_Input):
     url: Annotated[str, Field(strict=True, min_length=1, max_length=MAX_URL_CHARS)]
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     headers: dict[str, Annotated[str, Field(strict=True)]] = Field(default_factory=dict)
-    body: Annotated[str | None, Field(strict=True)] = None
+    body: Annotated[
+        str | JsonValue, BeforeValidator(_shallow), Field(description=BODY_DESCRIPTION)
+    ] = None
+
+    def to_callback(self) -> Callback:
+        """Build the model's callback, whose body is text: a JSON value is encoded here.
+
+        The encoding is deterministic (compact, keys in the order given), so a repeated
+        request with the same body builds an equal callback and is recognised as a repeat.
+
+        Raises:
+            InvalidTimer: a field is invalid, named as in the request.
+        """
+        headers, body = self.headers, self.body
+        if body is not None and not isinstance(body, str):
+            try:
+                body = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            except ValueError as error:  # NaN or Infinity, which Python's JSON parser reads
+                raise InvalidTimer("callback.body", f"must be JSON-serialisable: {error}") from None
+            if not any(name.lower() == "content-type" for name in headers):
+                headers = {**headers, "Content-Type": "application/json"}
+        return Callback(url=self.url, method=self.method, headers=headers, body=body)
 
 
 class RetryIn(_Input):
     """How often and how far apart a failing timer is tried again; times in seconds."""
 
-    max_attempts: Annotated[int, Field(strict=True, ge=1, le=1000)] = DEFAULT_RETRY.max_attempts
-    min_backoff: Seconds = DEFAULT_RETRY.min_backoff_s
-    max_backoff: Seconds = DEFAULT_RETRY.max_backoff_s
-    timeout: Annotated[Seconds, Field(gt=0)] = DEFAULT_RETRY.timeout_s
-    max_retry: Seconds | None = DEFAULT_RETRY.max_retry_s
+    max_attempts: Annotated[int, Field(strict=True, ge=1, le=MAX_ATTEMPTS)] = (
+        DEFAULT_RETRY.max_attempts
+    )
+    min_backoff: Annotated[
+        Backoff, Field(description="the least wait after a failed attempt; at most 7 days")
+    ] = DEFAULT_RETRY.min_backoff_s
+    max_backoff: Annotated[
+        Backoff, Field(description="the longest wait after a failed attempt; at most 7 days")
+    ] = DEFAULT_RETRY.max_backoff_s
+    timeout: Annotated[
+        float,
+        Field(strict=True, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False),
+        Field(description=f"how long one attempt may take; at most {MAX_TIMEOUT_S:g} (30 min)"),
+    ] = DEFAULT_RETRY.timeout_s
+    max_retry: Annotated[
+        Annotated[float, Field(strict=True, ge=0, le=MAX_RETRY_S, allow_inf_nan=False)] | None,
+        Field(description="stop retrying this long after the first attempt; at most 365 days"),
+    ] = DEFAULT_RETRY.max_retry_s
 
     def policy(self) -> RetryPolicy:
         return RetryPolicy(
@@ -161,7 +209,7 @@ class TimerIn(When):
     id: Annotated[str | None, Field(strict=True, pattern=ID_PATTERN)] = None
     queue: Annotated[str, Field(strict=True, pattern=QUEUE_PATTERN)] = "default"
     callback: CallbackIn | None = None
-    payload: JsonValue = None
+    payload: Json = None
     retry: RetryIn | None = None
 
     def to_timer(self, now_ms: int, timer_id: str | None = None) -> Timer:
@@ -174,16 +222,12 @@ class TimerIn(When):
             raise InvalidTimer(
                 "callback", "an HTTP timer needs a callback; a queue consumer's timer a payload"
             )
-        _check_unicode("payload", self.payload)
-        if self.callback is not None:
-            for name in ("url", "headers", "body"):
-                _check_unicode(f"callback.{name}", getattr(self.callback, name))
         try:
             return Timer(
                 id=self.id or timer_id or "",
                 due_ms=self.due_ms_at(now_ms),
                 queue=self.queue,
-                callback=None if self.callback is None else Callback(**self.callback.model_dump()),
+                callback=None if self.callback is None else self.callback.to_callback(),
                 payload=self.payload,
                 retry=DEFAULT_RETRY if self.retry is None else self.retry.policy(),
             )
