@@ -1,4 +1,5 @@
-"""`Settler` acks: spaced store calls gather the acks queued meanwhile; none is dropped."""
+"""`Settler`: spaced ack calls gather the acks queued meanwhile; no settle is dropped or hangs,
+whatever the store raises."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import time
 from collections.abc import Sequence
 from typing import cast
 
+import pytest
+
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.settle import Settler, Throttled
-from tickwheel.model import Timer
-from tickwheel.stores import Lease, Store
+from tickwheel.errors import InvalidTimer
+from tickwheel.model import RetryPolicy, State, Timer
+from tickwheel.stores import Lease, MemoryStore, Store
 
 
 class AckRecorder:
@@ -53,3 +57,80 @@ async def test_without_an_interval_acks_go_out_as_soon_as_the_last_call_returns(
     for n in range(3):
         assert await settler.ack(lease(n))
     assert [size for size, _ in store.calls] == [1, 1, 1]
+
+
+class AckFailsOnce(AckRecorder):
+    """The first ack_many call raises something other than `StoreUnavailable`."""
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        if not self.calls:
+            self.calls.append((len(leases), time.monotonic()))
+            raise RuntimeError("a bug in the store")
+        return await super().ack_many(leases)
+
+
+async def test_a_failed_ack_batch_tells_its_waiters_and_the_next_acks_still_land() -> None:
+    store = AckFailsOnce()
+    metrics = Metrics()
+    settler = Settler(cast(Store, store), metrics, Throttled())
+    failed = [settler.ack(lease(n)) for n in range(3)]
+    async with asyncio.timeout(2):
+        assert await asyncio.gather(*failed) == [False] * 3
+        assert await settler.ack(lease(3))
+    assert [size for size, _ in store.calls] == [3, 1]
+    assert metrics.store_errors["ack"] == 1
+
+
+class Refuses(MemoryStore):
+    """A memory store whose retry (and, if told, kill) raises `error`."""
+
+    def __init__(self, error: Exception, *, kill_too: bool = False) -> None:
+        super().__init__()
+        self.error = error
+        self.kill_too = kill_too
+
+    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+        raise self.error
+
+    async def kill(self, lease: Lease, error: str) -> None:
+        if self.kill_too:
+            raise self.error
+        await super().kill(lease, error)
+
+
+async def claimed(store: Store) -> Lease:
+    policy = RetryPolicy(min_backoff_s=1, max_backoff_s=1)
+    await store.add(Timer(due_ms=store.now_ms(), retry=policy))
+    [taken] = await store.claim("default", store.now_ms(), 1, 10_000)
+    return taken
+
+
+@pytest.mark.parametrize(
+    "error", [InvalidTimer("due_ms", "past the horizon"), RuntimeError("disk on fire")]
+)
+async def test_a_retry_the_store_refuses_dead_letters_the_timer_with_both_errors(
+    error: Exception,
+) -> None:
+    store = Refuses(error)
+    settler = Settler(store, Metrics(), Throttled())
+    taken = await claimed(store)
+    await settler.fail(taken, "HTTP 500: oops")
+    stored = await store.get(taken.timer.id)
+    assert stored is not None
+    assert stored.state is State.DEAD
+    assert stored.last_error is not None
+    assert type(error).__name__ in stored.last_error
+    assert stored.last_error.endswith("HTTP 500: oops")
+
+
+async def test_a_kill_the_store_refuses_is_logged_and_the_lease_left_to_lapse(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = Refuses(RuntimeError("disk on fire"), kill_too=True)
+    settler = Settler(store, Metrics(), Throttled())
+    taken = await claimed(store)
+    await settler.fail(taken, "HTTP 500: oops")
+    stored = await store.get(taken.timer.id)
+    assert stored is not None
+    assert stored.state is State.LEASED
+    assert "could not be dead-lettered" in caplog.text

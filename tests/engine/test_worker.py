@@ -8,17 +8,21 @@ test_failures.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import uuid
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engine.support import running, until
 from tickwheel.engine import ACKED, Metrics, Outcome, Verdict, Worker, WorkerSettings
-from tickwheel.errors import InvalidArgument
+from tickwheel.errors import InvalidArgument, StoreUnavailable
 from tickwheel.model import Callback, RetryPolicy, State, Timer
-from tickwheel.stores import Store
+from tickwheel.stores import Lease, MemoryStore, Store, StoreSettings
+from tickwheel.stores.redis import RedisStore
+from tickwheel.stores.sqlite import SqliteStore
 
 CALLBACK = Callback(url="https://hooks.example.com/t")
 FAST_RETRY = RetryPolicy(max_attempts=5, min_backoff_s=0.01, max_backoff_s=0.02, timeout_s=1.0)
@@ -274,7 +278,7 @@ async def test_a_long_callback_keeps_its_lease_past_lease_ms(store: Store) -> No
     async with running(Worker(store, target, settings)):
         await target.wait_for(1)
         await asyncio.sleep(0.8)  # past the first lease
-        # a second claimer finds nothing: the lease was extended for the callback's timeout
+        # a second claimer finds nothing: the lease is renewed while the callback runs
         assert await store.claim("default", store.now_ms(), 10, 1000) == []
         await asyncio.sleep(1.0)
     stored = await store.get(timer.id)
@@ -346,3 +350,146 @@ async def test_metrics_count_what_the_worker_did(store: Store) -> None:
 
 async def state_count(store: Store, state: State, count: int) -> bool:
     return (await store.stats()).counts.get(state, 0) >= count
+
+
+@pytest.mark.parametrize(
+    "error", [UnicodeError("label empty or too long"), RuntimeError("a bug in the target")]
+)
+async def test_an_exception_from_the_target_is_a_failed_attempt_that_ends_dead(
+    store: Store, error: Exception
+) -> None:
+    def answer(timer: Timer, attempt: int) -> Outcome:
+        raise error
+
+    target = Recorder(store, answer)
+    policy = RetryPolicy(max_attempts=2, min_backoff_s=0.01, max_backoff_s=0.02, timeout_s=1)
+    timer = await store.add(Timer(due_ms=store.now_ms(), callback=CALLBACK, retry=policy))
+    async with running(Worker(store, target, QUICK)):
+        await until(lambda: state_of(store, timer.id, State.DEAD), timeout_s=5)
+    assert [f.attempt for f in target.fired] == [1, 2]
+    stored = await store.get(timer.id)
+    assert stored is not None
+    assert stored.last_error == f"gave up after attempt 2: {type(error).__name__}: {error}"
+
+
+HORIZON_MS = 60_000
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+async def near_horizon_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Store]:
+    """A store on each backend that accepts due times at most a minute ahead."""
+    settings = StoreSettings(max_horizon_ms=HORIZON_MS)
+    opened: Store
+    if request.param == "memory":
+        opened = MemoryStore(settings)
+    elif request.param == "sqlite":
+        opened = SqliteStore(tmp_path / "timers.db", settings)
+    else:
+        url = request.getfixturevalue("redis_server").url
+        opened = RedisStore.from_url(url, settings, prefix=f"h{uuid.uuid4().hex[:10]}")
+    yield opened
+    await opened.close()
+
+
+async def test_a_backoff_past_the_store_s_horizon_retries_at_the_horizon(
+    near_horizon_store: Store,
+) -> None:
+    store = near_horizon_store
+    target = Recorder(store, lambda t, a: Outcome(Verdict.RETRY, "HTTP 503: down"))
+    policy = RetryPolicy(max_attempts=5, min_backoff_s=3600, max_backoff_s=3600, timeout_s=1)
+    timer = await store.add(Timer(due_ms=store.now_ms(), callback=CALLBACK, retry=policy))
+    async with running(Worker(store, target, WorkerSettings(lookahead_ms=100, lease_ms=500))):
+        await target.wait_for(1)
+        failed_ms = store.now_ms()
+        await until(lambda: state_of(store, timer.id, State.SCHEDULED), timeout_s=3)
+        await asyncio.sleep(1.2)  # over two leases: an unsettled timer would fire again
+    assert len(target.fired) == 1
+    stored = await store.get(timer.id)
+    assert stored is not None
+    assert stored.last_error == "HTTP 503: down"
+    assert failed_ms + HORIZON_MS - 1000 <= stored.due_ms <= store.now_ms() + HORIZON_MS
+
+
+class Hostile(MemoryStore):
+    """A memory store that can hand out short leases and fail extends, by timer payload."""
+
+    def __init__(self, *, claim_lease_ms: int | None = None) -> None:
+        super().__init__()
+        self.claim_lease_ms = claim_lease_ms
+        self.extend_errors: dict[Any, Exception] = {}
+        self.extended: list[tuple[Any, int]] = []  # (payload, at_ms)
+
+    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+        return await super().claim(queue, horizon_ms, limit, self.claim_lease_ms or lease_ms)
+
+    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
+        error = self.extend_errors.get(lease.timer.payload)
+        if error is not None:
+            raise error
+        self.extended.append((lease.timer.payload, self.now_ms()))
+        return await super().extend(lease, lease_ms)
+
+
+async def test_a_failed_renewal_does_not_stop_the_renewal_of_other_leases() -> None:
+    store = Hostile()
+    store.extend_errors["breaks"] = RuntimeError("a bug in the store")
+    target = Recorder(store)
+    target.hold_s = 2.5  # five leases
+    now = store.now_ms()
+    await store.add(Timer(due_ms=now, callback=CALLBACK, payload="breaks", retry=FAST_RETRY))
+    kept = await store.add(
+        Timer(due_ms=now + 1, callback=CALLBACK, payload="kept", retry=FAST_RETRY)
+    )
+    async with running(Worker(store, target, WorkerSettings(lookahead_ms=100, lease_ms=500))):
+        await until(lambda: state_of(store, kept.id, State.DONE), timeout_s=6)
+    assert [f.attempt for f in target.fired if f.timer_id == kept.id] == [1]
+
+
+async def test_a_timer_whose_lease_is_about_to_lapse_is_renewed_before_it_fires() -> None:
+    store = Hostile(claim_lease_ms=300)  # as if the claim's reply took most of the lease
+    store.extend_errors["stuck"] = StoreUnavailable("extend: connection refused")
+    target = Recorder(store)
+    now = store.now_ms()
+    for payload in ("renewed", "stuck"):
+        await store.add(Timer(due_ms=now + 50, callback=CALLBACK, payload=payload))
+    async with running(Worker(store, target, WorkerSettings(lookahead_ms=200, lease_ms=10_000))):
+        await target.wait_for(1)
+        await asyncio.sleep(1.0)  # the stuck timer's lease lapses, is claimed again, ...
+    [fired] = target.fired
+    stored = await store.get(fired.timer_id)
+    assert stored is not None
+    assert stored.payload == "renewed"
+    renewed_at_ms = [at_ms for payload, at_ms in store.extended if payload == "renewed"]
+    assert renewed_at_ms
+    assert renewed_at_ms[0] <= fired.at_ms
+
+
+class SyncsLate(MemoryStore):
+    """A store with a server clock whose first two reads meet an outage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.syncs = 0
+        self.claims_before_sync = 0
+
+    async def sync_clock(self) -> None:
+        self.syncs += 1
+        if self.syncs < 3:
+            raise StoreUnavailable("TIME: connection refused")
+
+    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+        if self.syncs < 3:
+            self.claims_before_sync += 1
+        return await super().claim(queue, horizon_ms, limit, lease_ms)
+
+
+async def test_a_store_s_server_clock_is_read_before_anything_is_claimed() -> None:
+    store = SyncsLate()
+    target = Recorder(store)
+    await store.add(Timer(due_ms=store.now_ms(), callback=CALLBACK))
+    async with running(Worker(store, target, QUICK)):
+        await target.wait_for(1)
+    assert store.syncs == 3
+    assert store.claims_before_sync == 0

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol, runtime_checkable
 
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.settings import WorkerSettings
@@ -23,6 +24,7 @@ from tickwheel.stores import Lease, Store
 logger = logging.getLogger("tickwheel.engine")
 
 HAND_BACK_CONCURRENCY = 64
+RENEW_CONCURRENCY = 64
 
 
 class StoreClock:
@@ -41,6 +43,15 @@ class StoreClock:
 
 def _nothing() -> None:
     """Nothing to undo."""
+
+
+@runtime_checkable
+class SyncsClock(Protocol):
+    """A store whose clock follows a server's and must be measured before it is trusted."""
+
+    async def sync_clock(self) -> None:
+        """Measure the server clock now; raises `StoreUnavailable` if the server is down."""
+        ...
 
 
 class Dispatcher:
@@ -103,10 +114,13 @@ class Dispatcher:
 
     async def run(self) -> None:
         """Claim and deliver until `stop` (or cancellation), then hand everything back."""
-        self._scheduler = AsyncScheduler(clock=StoreClock(self._store))
-        loops = [asyncio.create_task(self._claim_loop(queue)) for queue in self._settings.queues]
-        loops.append(asyncio.create_task(self._renew_loop()))
+        loops: list[asyncio.Task[None]] = []
         try:
+            await self._sync_clock()
+            # the wheel starts at the store's time: read it only once it is the server's
+            self._scheduler = AsyncScheduler(clock=StoreClock(self._store))
+            loops += [asyncio.create_task(self._claim_loop(q)) for q in self._settings.queues]
+            loops.append(asyncio.create_task(self._renew_loop()))
             await self._stopping.wait()
         finally:
             # loops are asked to stop, not cancelled: a claim cancelled mid-call may still
@@ -115,9 +129,30 @@ class Dispatcher:
             await asyncio.gather(*loops, return_exceptions=True)
             await self._wind_down()
 
+    async def _sync_clock(self) -> None:
+        """Measure the store's clock before the first claim, if it follows a server's.
+
+        Until then such a store can only guess the time from this host's clock, and a host
+        running ahead would fire timers early by its lead.
+        """
+        if not isinstance(self._store, SyncsClock):
+            return
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                await self._store.sync_clock()
+                return
+            except StoreUnavailable as error:
+                failures += 1
+                self._metrics.store_errors["clock"] += 1
+                self._throttled.warning(
+                    "clock", "store unavailable, reading its clock again soon: %s", error
+                )
+                await self._unless_stopping(jittered_pause(failures))
+
     async def _wind_down(self) -> None:
-        assert self._scheduler is not None
-        self._scheduler.close()
+        if self._scheduler is not None:
+            self._scheduler.close()
         unfired = [self._held[key] for key in self._unfired if key in self._held]
         self._waiting.clear()
         self._unfired.clear()
@@ -255,29 +290,56 @@ class Dispatcher:
         if ready:
             self._deliver(ready)
 
+    async def renew(self, lease: Lease) -> Lease:
+        """Push a held lease's deadline `lease_ms` from now and hold the renewed lease.
+
+        Raises:
+            LeaseLost: the lease lapsed and the timer went to another claim.
+            StoreUnavailable: the store did not answer; the lease stands as it was.
+        """
+        renewed = await self._store.extend(lease, self._settings.lease_ms)
+        if self._held.get(lease.timer.id) is lease:
+            self._held[lease.timer.id] = renewed
+        return renewed
+
     async def _renew_loop(self) -> None:
-        """Extend leases that would lapse while their timers wait or run."""
+        """Renew leases that run short, waiting or running, by `lease_ms` each time.
+
+        A lease is checked every quarter `lease_ms` and renewed once under half is left, so
+        it holds for as long as its callback runs and this process lives, and lapses within
+        one `lease_ms` of a crash, however long the callback's timeout.
+        """
         lease_ms = self._settings.lease_ms
         while not self._stopping.is_set():
             await self._unless_stopping(asyncio.sleep(lease_ms / 4000))
             if self._stopping.is_set():
                 return
             now = self._store.now_ms()
-            for timer_id, lease in list(self._held.items()):
-                if lease.deadline_ms - now >= lease_ms // 2:
-                    continue
-                try:
-                    renewed = await self._store.extend(lease, lease_ms)
-                except LeaseLost:
-                    self._metrics.leases_lost += 1
-                    self._unfired.pop(timer_id, None)
-                    self.settled(timer_id)
-                    continue
-                except StoreUnavailable as error:
-                    self._metrics.store_errors["extend"] += 1
-                    self._throttled.warning(
-                        "extend", "store unavailable, leases not renewed: %s", error
-                    )
-                    break
-                if self._held.get(timer_id) is lease:
-                    self._held[timer_id] = renewed
+            short = [
+                lease for lease in self._held.values() if lease.deadline_ms - now < lease_ms // 2
+            ]
+            if short:
+                limit = asyncio.Semaphore(RENEW_CONCURRENCY)
+                await asyncio.gather(*(self._renew_one(lease, limit) for lease in short))
+
+    async def _renew_one(self, lease: Lease, limit: asyncio.Semaphore) -> None:
+        """Renew one lease; a failure is logged and touches no other lease."""
+        timer_id = lease.timer.id
+        try:
+            async with limit:
+                if self._held.get(timer_id) is lease:  # not settled or renewed meanwhile
+                    await self.renew(lease)
+        except LeaseLost:
+            self._metrics.leases_lost += 1
+            if self._held.get(timer_id) is lease:
+                self._unfired.pop(timer_id, None)
+                self.settled(timer_id)
+        except StoreUnavailable as error:
+            self._metrics.store_errors["extend"] += 1
+            self._throttled.warning("extend", "store unavailable, lease not renewed: %s", error)
+        except Exception:
+            # policy: a surprise from the store must not end the renewing of other leases
+            self._metrics.store_errors["extend"] += 1
+            logger.exception(
+                "renewing the lease on timer=%s failed", timer_id, extra={"timer_id": timer_id}
+            )

@@ -16,7 +16,7 @@ from tickwheel.engine.backoff import retry_due_ms
 from tickwheel.engine.metrics import Metrics
 from tickwheel.errors import LeaseLost, StoreUnavailable
 from tickwheel.model import truncate_error
-from tickwheel.stores import Lease, Store
+from tickwheel.stores import Lease, Store, StoreSettings
 
 logger = logging.getLogger("tickwheel.engine")
 
@@ -50,13 +50,27 @@ async def jittered_pause(failures: int) -> None:
     await asyncio.sleep(random.uniform(STORE_RETRY_MIN_S, cap))
 
 
+def _max_ahead_ms(store: Store) -> int:
+    """How far ahead of its clock `store` accepts a due time (its horizon)."""
+    settings = getattr(store, "settings", None)
+    if isinstance(settings, StoreSettings):
+        return settings.max_horizon_ms
+    return StoreSettings().max_horizon_ms
+
+
 class Settler:
-    """Acks, retries and kills leases for a worker or consumer, never losing one to an outage."""
+    """Acks, retries and kills leases for a worker or consumer, never losing one to an outage.
+
+    Nor to a surprise: a retry the store refuses becomes a dead letter, and an ack batch the
+    store fails is logged and reported as not landed; the timers come back once their leases
+    lapse. None of its methods raises but for cancellation.
+    """
 
     def __init__(
         self, store: Store, metrics: Metrics, throttled: Throttled, *, ack_every_s: float = 0.0
     ) -> None:
         self._store = store
+        self._max_ahead_ms = _max_ahead_ms(store)
         self._metrics = metrics
         self._throttled = throttled
         # acks go out at most this often: on this kind of host each round trip costs ~100 µs
@@ -71,7 +85,8 @@ class Settler:
     def ack(self, lease: Lease) -> asyncio.Future[bool]:
         """Queue an ack; acks queued while one batch is in flight go out together next.
 
-        The future says whether the ack landed (False: the lease had passed on).
+        The future says whether the ack landed (False: the lease had passed on, or the store
+        failed; either way the timer comes back once the lease lapses).
         """
         done = asyncio.get_running_loop().create_future()
         self._acks.append(lease)
@@ -84,7 +99,14 @@ class Settler:
         """Retry the timer after a backoff, or dead-letter it once its policy gives up."""
         timer = lease.timer
         now = self._store.now_ms()
-        due = retry_due_ms(timer.retry, lease.token, now, timer.first_claimed_ms, retry_after_s)
+        due = retry_due_ms(
+            timer.retry,
+            lease.token,
+            now,
+            timer.first_claimed_ms,
+            retry_after_s,
+            max_ahead_ms=self._max_ahead_ms,
+        )
         if due is None:
             await self.kill(lease, f"gave up after attempt {lease.token}: {error}")
         else:
@@ -93,7 +115,17 @@ class Settler:
     async def kill(self, lease: Lease, error: str) -> None:
         """Move the timer to the dead letters now."""
         error = truncate_error(error)
-        if await self._settle("kill", lambda: self._store.kill(lease, error), lease):
+        try:
+            killed = await self._settle("kill", lambda: self._store.kill(lease, error), lease)
+        except Exception:
+            # nothing is left to fall back to: the timer fires again once the lease lapses
+            logger.exception(
+                "timer=%s could not be dead-lettered; it comes back when its lease lapses",
+                lease.timer.id,
+                extra={"timer_id": lease.timer.id},
+            )
+            return
+        if killed:
             self._metrics.dead[lease.timer.queue] += 1
             logger.info(
                 "timer=%s queue=%s attempt=%d dead-lettered: %s",
@@ -105,14 +137,33 @@ class Settler:
             )
 
     async def retry_in(self, lease: Lease, delay_s: float, error: str) -> None:
-        """Schedule the timer again `delay_s` from now, whatever its policy says."""
-        due_ms = self._store.now_ms() + round(delay_s * 1000)
-        await self.retry_at(lease, due_ms, error)
+        """Schedule the timer again `delay_s` from now (at most the store's horizon ahead),
+        whatever its policy says."""
+        delay_ms = min(round(delay_s * 1000), self._max_ahead_ms)
+        await self.retry_at(lease, self._store.now_ms() + delay_ms, error)
 
     async def retry_at(self, lease: Lease, due_ms: int, error: str) -> None:
-        """Schedule the timer again at `due_ms`; used for hand-backs, with no backoff."""
+        """Schedule the timer again at `due_ms`; used for hand-backs, with no backoff.
+
+        A retry the store refuses (other than for an outage or a lost lease) dead-letters
+        the timer with both errors: a timer that can be neither retried nor dropped would
+        otherwise fire again each time its lease lapses.
+        """
         error = truncate_error(error)
-        if await self._settle("retry", lambda: self._store.retry(lease, due_ms, error), lease):
+        try:
+            retried = await self._settle(
+                "retry", lambda: self._store.retry(lease, due_ms, error), lease
+            )
+        except Exception as refused:
+            logger.exception(
+                "timer=%s could not be retried at %d; dead-lettering it",
+                lease.timer.id,
+                due_ms,
+                extra={"timer_id": lease.timer.id},
+            )
+            await self.kill(lease, f"retry refused ({type(refused).__name__}: {refused}): {error}")
+            return
+        if retried:
             self._metrics.retried[lease.timer.queue] += 1
 
     async def drain(self) -> None:
@@ -134,6 +185,17 @@ class Settler:
                 results = await self._with_retries("ack", self._store.ack_many, leases)
             except _Lapsed:
                 results = [False] * len(leases)
+            except Exception:
+                # policy: waiters hear that their acks did not land rather than wait forever,
+                # and the acks queued meanwhile still go out
+                metrics.store_errors["ack"] += 1
+                logger.exception(
+                    "acking %d timers failed; they come back when their leases lapse", len(leases)
+                )
+                for done in futures:
+                    if not done.done():
+                        done.set_result(False)
+                continue
             for lease, done, acked in zip(leases, futures, results, strict=True):
                 if acked:
                     metrics.acked[lease.timer.queue] += 1

@@ -15,8 +15,6 @@ from tickwheel.stores import Lease, Store
 
 logger = logging.getLogger("tickwheel.engine")
 
-# a callback must end this long before its lease does, or the lease is extended first
-LEASE_MARGIN_MS = 1_000
 # a fired timer's ack waits up to this long to share a store call with others; nothing awaits
 # it but the timer's own task, and a crash meanwhile only fires the timer again (at least once)
 ACK_EVERY_S = 0.005
@@ -86,11 +84,9 @@ class Worker:
                 timer = lease.timer
                 late_s = (self._store.now_ms() - timer.due_ms) / 1000
                 self.metrics.observe_fired(timer.queue, late_s)
-                if timer.callback is None:
-                    outcome = NO_CALLBACK
-                else:
-                    outcome = await self._target.fire(timer, lease.token)
-            await self._settle(lease, outcome)
+                outcome = NO_CALLBACK if timer.callback is None else await self._attempt(lease)
+            # the dispatcher renewed the lease while the callback ran: settle with the newest
+            await self._settle(self._dispatcher.lease(timer_id) or lease, outcome)
         except asyncio.CancelledError:
             settled = (
                 False  # abandoned at the end of the grace period: the dispatcher hands it back
@@ -100,24 +96,50 @@ class Worker:
             if settled:
                 self._dispatcher.settled(timer_id)
 
+    async def _attempt(self, lease: Lease) -> Outcome:
+        """Fire the timer; whatever the target raises becomes a retry that records it."""
+        try:
+            return await self._target.fire(lease.timer, lease.token)
+        except Exception as error:
+            # policy: an escaped exception is a failed attempt like any other, so the timer's
+            # retry policy runs its course (ending in a dead letter) instead of the timer
+            # firing again each time its lease lapses
+            logger.exception(
+                "timer=%s attempt=%d: the target raised",
+                lease.timer.id,
+                lease.token,
+                extra={"timer_id": lease.timer.id},
+            )
+            return Outcome(Verdict.RETRY, f"{type(error).__name__}: {error}")
+
     async def _lease_for_attempt(self, timer_id: str) -> Lease | None:
-        """Return a lease that outlasts the callback's timeout, extending it if needed."""
+        """Return the held lease if it will last until the dispatcher next renews it.
+
+        A lease is never stretched to cover the callback's timeout: the dispatcher renews it
+        by `lease_ms` steps for as long as the callback runs, so a worker that dies mid-call
+        lets the timer go within one `lease_ms`. A lease that ran short while the timer
+        waited for a slot is renewed here first, and the timer is not fired if that fails.
+        """
         lease = self._dispatcher.lease(timer_id)
         if lease is None:
             return None
-        need_ms = self._store.now_ms() + round(lease.timer.retry.timeout_s * 1000) + LEASE_MARGIN_MS
-        if lease.deadline_ms >= need_ms:
+        lease_ms = self.settings.lease_ms
+        if lease.deadline_ms - self._store.now_ms() >= lease_ms // 2:
             return lease
         try:
-            return await self._store.extend(
-                lease, max(self.settings.lease_ms, need_ms - self._store.now_ms())
-            )
+            return await self._dispatcher.renew(lease)
         except (LeaseLost, StoreUnavailable) as error:
             # not firing is safe: the timer comes back to a worker when its lease lapses
             self._throttled.warning(
-                "extend", "timer=%s not fired: its lease could not be extended: %s", timer_id, error
+                "extend", "timer=%s not fired: its lease could not be renewed: %s", timer_id, error
             )
-            return None
+        except Exception:
+            logger.exception(
+                "timer=%s not fired: renewing its lease failed",
+                timer_id,
+                extra={"timer_id": timer_id},
+            )
+        return None
 
     async def _settle(self, lease: Lease, outcome: Outcome) -> None:
         if outcome.verdict is Verdict.ACK:

@@ -19,6 +19,10 @@ class ServerClock:
     midpoint, half a round trip either way, fired callbacks 0.2 ms early in tests). Between syncs
     the local monotonic clock advances the time; it never steps back, even when a later sync
     finds the server behind what this clock already returned.
+
+    Before the first sync it answers with the local wall clock: a guess, which no later
+    reading is held to (a host running ahead of the server would otherwise pin this clock at
+    its lead, and timers would fire early by it). Whatever fires timers syncs first.
     """
 
     def __init__(self, refresh_s: float = 60.0) -> None:
@@ -29,10 +33,8 @@ class ServerClock:
 
     def __call__(self) -> int:
         if self._offset_ms is None:
-            # not synced yet (no store call has run): the wall clock is the best guess
-            now = time.time_ns() // 1_000_000
-        else:
-            now = int(_local_ms() + self._offset_ms)
+            return time.time_ns() // 1_000_000
+        now = int(_local_ms() + self._offset_ms)
         if now > self._last_ms:
             self._last_ms = now
         return self._last_ms
