@@ -85,7 +85,7 @@ def worker_process() -> Iterator[Callable[[str, int], subprocess.Popen[str]]]:
 
 def callbacks(count: int, url: str, *, start_ms: int, spread_ms: int) -> list[Timer]:
     callback = Callback(url=url, body='{"hello": "world"}')
-    # a short attempt timeout lets the tests' short leases cover a callback without extending
+    # a short attempt timeout, so that a stalled callback is tried again within the test
     policy = RetryPolicy(timeout_s=1)
     return [
         Timer(due_ms=start_ms + i * spread_ms // count, callback=callback, retry=policy)
