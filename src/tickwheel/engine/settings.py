@@ -20,8 +20,9 @@ def _positive(name: str, value: object) -> None:
 class WorkerSettings:
     """A worker's knobs; the defaults come from bench/engine.py on a 2-core machine.
 
-    A claimed timer waits up to `lookahead_ms` in the local wheel and then fires, so a lease
-    must outlast both plus the callback's timeout; the worker extends leases that run short.
+    A claimed timer waits up to `lookahead_ms` in the local wheel and then fires; the worker
+    renews held leases by `lease_ms` while they wait or their callbacks run, so a worker that
+    dies gives its timers back within one `lease_ms`, whatever their callbacks' timeouts.
     """
 
     queues: tuple[str, ...] = ("default",)
