@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import re
@@ -11,7 +12,7 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from email.utils import formatdate
 from pathlib import Path
 
@@ -20,11 +21,19 @@ import pytest
 
 from tickwheel.engine import httpclient
 from tickwheel.engine.http import HttpTarget, PrivateAddressRefused, retry_after_s
-from tickwheel.engine.httpclient import READ_LIMIT_BYTES, AddressInfo, keep_public
+from tickwheel.engine.httpclient import (
+    READ_LIMIT_BYTES,
+    AddressInfo,
+    ConnectFailed,
+    HttpClient,
+    PoolTimeout,
+    getaddrinfo,
+    keep_public,
+)
 from tickwheel.engine.outcome import ACKED, Outcome, Verdict
 from tickwheel.engine.signing import sign, verify_signature
 from tickwheel.errors import Closed, InvalidArgument
-from tickwheel.model import Callback, RetryPolicy, Timer
+from tickwheel.model import Callback, RetryPolicy, Timer, restore
 from tickwheel.service.receiver import Received, Receiver, Reply, describe
 
 from .conftest import MakeReceiver
@@ -369,10 +378,37 @@ async def test_legacy_ipv4_spellings_are_judged_by_the_address_they_resolve_to(h
     assert outcome == Outcome(Verdict.KILL, refused)
 
 
+def stored_timer_for(url: str) -> Timer:
+    """A timer as a store gives it back: its callback is not validated again (`restore`), so
+    it may hold a URL that an older tickwheel accepted."""
+    callback = restore(Callback, url=url, method="POST", headers={}, body=None)
+    return Timer(id="timer-1", due_ms=1_700_000_000_123, callback=callback)
+
+
 async def test_a_url_the_client_cannot_encode_kills_without_quoting_it(target: HttpTarget) -> None:
     host = "é" * 70 + ".example"  # one IDNA label over 63 characters
-    outcome = await target.fire(timer_for(f"http://{host}/?token=s3cret"), 1)
+    outcome = await target.fire(stored_timer_for(f"http://{host}/?token=s3cret"), 1)
     assert outcome == Outcome(Verdict.KILL, f"invalid URL: host {host}")
+
+
+@pytest.mark.parametrize("host", ["a" * 64 + ".example", "a..b", ".example"])
+async def test_a_host_dns_cannot_carry_kills_without_quoting_the_url(
+    target: HttpTarget, host: str
+) -> None:
+    # yarl passes these ASCII hosts through; the IDNA codec under getaddrinfo refuses them
+    outcome = await target.fire(stored_timer_for(f"http://{host}/?token=s3cret"), 1)
+    assert outcome == Outcome(Verdict.KILL, f"invalid URL: host {host}")
+
+
+async def test_an_unforeseen_error_retries_naming_only_its_type(
+    monkeypatch: pytest.MonkeyPatch, target: HttpTarget
+) -> None:
+    async def broken(*_: object, **__: object) -> list[AddressInfo]:
+        raise RuntimeError("resolver bug at http://localhost/?token=s3cret")
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", broken)
+    outcome = await target.fire(timer_for("http://localhost/?token=s3cret"), 1)
+    assert outcome == Outcome(Verdict.RETRY, "unexpected error: RuntimeError")
 
 
 async def test_private_targets_work_when_allowed(receiver: Receiver, target: HttpTarget) -> None:
@@ -427,20 +463,54 @@ async def test_connections_are_bounded_per_host_and_queueing_does_not_count_as_t
         nonlocal in_flight, most
         in_flight += 1
         most = max(most, in_flight)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
         in_flight -= 1
         return Reply()
 
     receiver = await make_receiver(respond=slow)
     target = HttpTarget(allow_private_targets=True, max_connections=8, max_per_host=4)
     try:
-        timers = [timer_for(receiver.url, timer_id=f"t{i}", timeout_s=0.5) for i in range(60)]
+        timers = [timer_for(receiver.url, timer_id=f"t{i}", timeout_s=0.5) for i in range(8)]
+        started = time.monotonic()
         outcomes = await asyncio.gather(*(target.fire(t, 1) for t in timers))
     finally:
         await target.close()
-    # 60 requests, 4 at a time, 50 ms each: 750 ms in all, longer than one attempt's timeout
-    assert outcomes == [ACKED] * 60
+    # 8 requests, 4 at a time, 300 ms each: the second four waited 300 ms for their slots and
+    # took 600 ms in all, longer than one attempt's timeout
+    assert outcomes == [ACKED] * 8
+    assert time.monotonic() - started > 0.5
     assert most == 4
+
+
+async def test_the_wait_for_a_slot_ends_with_the_attempts_timeout() -> None:
+    target = HttpTarget(allow_private_targets=True, max_connections=8, max_per_host=1)
+    async with RawServer(always(None)) as server:
+        stuck = asyncio.create_task(target.fire(timer_for(server.url, timeout_s=5), 1))
+        await until(lambda: server.requests == 1, timeout_s=2)
+        started = time.monotonic()
+        outcome = await target.fire(timer_for(server.url, timeout_s=0.3), 1)
+        waited_s = time.monotonic() - started
+        stuck.cancel()
+        await target.close()
+        await until(lambda: server.open == 0, timeout_s=2)
+        port = server.port
+    assert outcome == Outcome(Verdict.RETRY, f"no free connection to 127.0.0.1:{port} within 0.3 s")
+    assert 0.25 < waited_s < 2
+
+
+async def test_the_wait_for_a_slot_is_bounded_below_long_timeouts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(httpclient, "SLOT_WAIT_S", 0.2)
+    client = HttpClient(allow_private=True, max_connections=1)
+    async with RawServer(always(None)) as server:
+        stuck = asyncio.create_task(client.request(origin_of(server), GET, 5))
+        await until(lambda: server.requests == 1, timeout_s=2)
+        with pytest.raises(PoolTimeout, match=r"within 0\.2 s"):
+            await client.request(origin_of(server), GET, 60)
+        stuck.cancel()
+        client.close()
+        await until(lambda: server.open == 0, timeout_s=2)
 
 
 async def test_fire_checks_its_arguments_and_close_is_idempotent(receiver: Receiver) -> None:
@@ -471,6 +541,13 @@ def ok(body: bytes = b"ok", *extra: bytes) -> bytes:
     """A 200 response with `body` and `extra` header lines."""
     head = b"".join(line + b"\r\n" for line in extra)
     return b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
+
+
+GET = b"GET / HTTP/1.1\r\nHost: test\r\n\r\n"
+
+
+def origin_of(server: RawServer, host: str = "127.0.0.1") -> tuple[str, str, int]:
+    return ("http", host, server.port)
 
 
 def always(reply: bytes | None, hang_up: bool = False) -> Answer:
@@ -517,9 +594,14 @@ class RawServer:
         return self.tallies[0].most
 
     @property
-    def url(self) -> str:
+    def port(self) -> int:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/hook?token=s3cret"
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook?token=s3cret"
 
     async def __aenter__(self) -> RawServer:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -789,3 +871,141 @@ async def serve_ok_once(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
         writer.write(ok(b"ok", b"Connection: close"))
         await writer.drain()
     writer.close()
+
+
+# --- slow start and name lookups (HttpClient) ---------------------------------------------------
+
+
+async def gather_requests(
+    client: HttpClient, origin: tuple[str, str, int], count: int, timeout_s: float = 5
+) -> list[object]:
+    """Send `count` requests at once; return each response's status or the exception raised."""
+    results = await asyncio.gather(
+        *(client.request(origin, GET, timeout_s) for _ in range(count)), return_exceptions=True
+    )
+    return [getattr(result, "status", result) for result in results]
+
+
+async def test_a_new_origin_gets_four_connections_and_halves_them_on_timeouts() -> None:
+    client = HttpClient(allow_private=True, max_connections=64, max_per_host=16)
+    async with RawServer(always(None)) as server:
+        origin = origin_of(server)
+        assert client.concurrency(origin) == 4
+        sent = asyncio.create_task(gather_requests(client, origin, 10, timeout_s=1.0))
+        await until(lambda: server.requests == 4, timeout_s=2)
+        await asyncio.sleep(0.1)
+        assert (server.connections, server.requests) == (4, 4)  # the other six wait
+        results = await sent
+        client.close()
+    timeouts = [r for r in results if isinstance(r, TimeoutError)]
+    assert len(timeouts) >= 4
+    assert all(isinstance(r, TimeoutError | PoolTimeout) for r in results)
+    assert client.concurrency(origin) == 1  # 4 -> 2 -> 1, and no lower
+
+
+async def test_prompt_answers_earn_connections_up_to_the_cap_and_busy_ones_halve_them() -> None:
+    status = 200
+
+    def answer(_connection: int, _request: int) -> tuple[bytes, bool]:
+        return b"HTTP/1.1 %d X\r\nContent-Length: 0\r\n\r\n" % status, False
+
+    client = HttpClient(allow_private=True, max_connections=64, max_per_host=16)
+    async with RawServer(answer, delay_s=0.01) as server:
+        origin = origin_of(server)
+        for _ in range(10):  # one at a time: four connections are plenty, none are earned
+            assert await gather_requests(client, origin, 1) == [200]
+        assert client.concurrency(origin) == 4
+        assert await gather_requests(client, origin, 60) == [200] * 60
+        assert client.concurrency(origin) == 16
+        assert server.most_open == 16
+        limits = []
+        for status in (503, 429, 503, 503, 500):
+            assert await gather_requests(client, origin, 1) == [status]
+            limits.append(client.concurrency(origin))
+        client.close()
+    assert limits == [8, 4, 2, 1, 1]
+
+
+async def test_no_more_than_four_connections_to_an_origin_open_at_once() -> None:
+    # each answer closes its connection: the origin earns 16 slots, but every request opens
+    # a connection, and only four may be opening (not yet answered) at a time
+    client = HttpClient(allow_private=True, max_connections=64, max_per_host=16)
+    async with RawServer(always(ok(), hang_up=True), delay_s=0.02) as server:
+        origin = origin_of(server)
+        assert await gather_requests(client, origin, 60) == [200] * 60
+        client.close()
+    assert client.concurrency(origin) == 16
+    assert (server.connections, server.most_open) == (60, 4)
+
+
+async def test_slow_answers_earn_no_connections() -> None:
+    client = HttpClient(allow_private=True, max_connections=64, max_per_host=16)
+    async with RawServer(always(ok())) as server:
+        origin = origin_of(server)
+        assert await gather_requests(client, origin, 1) == [200]  # fast: milliseconds
+        server.delay_s = 0.4  # now slower than twice the fastest answer plus 0.25 s
+        assert await gather_requests(client, origin, 8) == [200] * 8
+        client.close()
+    assert client.concurrency(origin) == 4
+
+
+async def test_a_refused_connect_halves_the_origins_connections() -> None:
+    client = HttpClient(allow_private=True, max_connections=64)
+    origin = ("http", "127.0.0.1", closed_port())
+    with pytest.raises(ConnectFailed) as failed:
+        await client.request(origin, GET, 5)
+    assert isinstance(failed.value.cause, ConnectionRefusedError)
+    assert client.concurrency(origin) == 2
+    client.close()
+
+
+class CountingResolver:
+    """The loop's getaddrinfo, `delay_s` later, counting lookups per host."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        self.lookups: collections.Counter[str] = collections.Counter()
+
+    async def __call__(self, host: str) -> Sequence[AddressInfo]:
+        self.lookups[host] += 1
+        await asyncio.sleep(self.delay_s)
+        return await getaddrinfo(host)
+
+
+async def test_names_are_looked_up_once_for_requests_at_once_and_cached_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(httpclient, "DNS_CACHE_S", 0.5)
+    resolver = CountingResolver(delay_s=0.05)
+    client = HttpClient(allow_private=True, max_connections=64, resolve=resolver)
+    # the server closes every connection: each request connects, and so looks its name up
+    async with RawServer(always(ok(), hang_up=True)) as server:
+        origin = origin_of(server, "localhost")
+        assert await gather_requests(client, origin, 4) == [200] * 4
+        assert await gather_requests(client, origin, 1) == [200]
+        assert resolver.lookups == {"localhost": 1}
+        await asyncio.sleep(0.6)
+        assert await gather_requests(client, origin, 1) == [200]
+        client.close()
+    assert resolver.lookups == {"localhost": 2}
+    assert server.connections == 6
+
+
+async def test_a_slow_lookup_fails_as_dns_in_bounded_time_and_is_not_repeated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(httpclient, "DNS_TIMEOUT_S", 0.2)
+    resolver = CountingResolver(delay_s=1.0)
+    client = HttpClient(allow_private=True, max_connections=64, resolve=resolver)
+    origin = ("http", "localhost", closed_port())
+    started = time.monotonic()
+    results = await gather_requests(client, origin, 3)
+    # a request after the first ones gave up waits on the same lookup, still under way
+    later = await gather_requests(client, origin, 1)
+    assert time.monotonic() - started < 0.9
+    for failed in [*results, *later]:
+        assert isinstance(failed, ConnectFailed)
+        assert (failed.dns, str(failed.cause)) == (True, "[Errno 110] no answer within 0.2 s")
+    assert resolver.lookups == {"localhost": 1}
+    assert client.concurrency(origin) == 4  # the origin is not to blame for its name server
+    client.close()

@@ -3,7 +3,8 @@
 The client is our own (engine/httpclient.py) rather than aiohttp or httpx, chosen by measurement
 (bench/http_clients.py, docs/decisions.md #15). Each attempt waits for a connection slot (per
 host, then global) before its timeout starts, so a burst of due timers queues here instead of
-opening a connection each or timing out in the queue.
+opening a connection each; the wait is bounded too (`SLOT_WAIT_S`), so callbacks to a healthy
+receiver do not sit behind ones to endpoints that never answer.
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ from tickwheel.engine.httpclient import (
     ConnectFailed,
     Disconnected,
     HttpClient,
+    InvalidHost,
     Origin,
+    PoolTimeout,
     PrivateAddressRefused,
     Response,
+    default_per_host,
 )
 from tickwheel.engine.outcome import ACKED, Outcome, Verdict
 from tickwheel.engine.signing import SIGNATURE_HEADER, sign
@@ -118,7 +122,8 @@ def _connection_error(error: ConnectFailed, origin: Origin) -> Outcome:
     cause = error.cause
     where = f"{origin[1]}:{origin[2]}"
     if error.dns:
-        return Outcome(Verdict.RETRY, truncate_error(f"DNS lookup failed: {where}: {cause}"))
+        reason = cause.strerror or str(cause)
+        return Outcome(Verdict.RETRY, truncate_error(f"DNS lookup failed: {where}: {reason}"))
     if isinstance(cause, ssl.SSLCertVerificationError):
         return Outcome(Verdict.RETRY, truncate_error(f"TLS certificate error: {where}"))
     if cause.errno == errno.ECONNREFUSED:
@@ -148,7 +153,9 @@ class HttpTarget:
         signing_secret: sign every body (``Tickwheel-Signature``); never logged or recorded.
         allow_private_targets: let callbacks reach loopback, private and link-local addresses.
         max_connections: connections open at once, over all hosts.
-        max_per_host: connections open at once to one scheme, host and port.
+        max_per_host: connections open at once to one scheme, host and port; by default a
+            quarter of `max_connections`, so endpoints that never answer cannot take them all.
+            A host starts with 4 and earns more by answering promptly (`HttpClient`).
         user_agent: the ``User-Agent`` sent unless a timer sets its own.
     """
 
@@ -158,9 +165,11 @@ class HttpTarget:
         signing_secret: str | None = None,
         allow_private_targets: bool = False,
         max_connections: int = 256,
-        max_per_host: int = 64,
+        max_per_host: int | None = None,
         user_agent: str | None = None,
     ) -> None:
+        if max_per_host is None and isinstance(max_connections, int):
+            max_per_host = default_per_host(max_connections)
         for name, value in (("max_connections", max_connections), ("max_per_host", max_per_host)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgument(name, f"must be an integer >= 1, got {value!r}")
@@ -211,6 +220,9 @@ class HttpTarget:
     async def fire(self, timer: Timer, attempt: int) -> Outcome:
         """Make one attempt at `timer`'s callback and say how it went; never raises for it.
 
+        Whatever goes wrong in the attempt becomes an outcome, even an error nobody foresaw
+        (a retry naming its type only: its text may quote the URL), so every timer is settled.
+
         Raises:
             ValueError: `timer` has no callback (it belongs to a Python consumer's queue).
             Closed: the target was closed.
@@ -229,24 +241,34 @@ class HttpTarget:
         host = origin[1]
         if route.private_literal and not self._allow_private:
             return Outcome(Verdict.KILL, f"refused: {host} is a private address")
-        request = self._request(timer, callback, route, attempt)
         timeout_s = timer.retry.timeout_s
         try:
+            request = self._request(timer, callback, route, attempt)
             response = await self._client.request(origin, request, timeout_s)
+            return _judge(response)
         except TimeoutError:
             return Outcome(Verdict.RETRY, f"timeout after {timeout_s} s")
+        except PoolTimeout as error:
+            where = f"{host}:{origin[2]}"
+            return Outcome(
+                Verdict.RETRY, f"no free connection to {where} within {error.waited_s:g} s"
+            )
+        except InvalidHost:
+            return Outcome(Verdict.KILL, f"invalid URL: host {host}")
         except PrivateAddressRefused as error:
             return Outcome(Verdict.KILL, str(error))
         except ConnectFailed as error:
             return _connection_error(error, origin)
         except Disconnected as error:
             return Outcome(Verdict.RETRY, f"connection closed by {host} {error}")
-        except BadResponse:
-            return Outcome(Verdict.RETRY, f"invalid HTTP response from {host}")
+        except BadResponse as error:
+            reason = f": {error}" if str(error) else ""
+            return Outcome(Verdict.RETRY, f"invalid HTTP response from {host}{reason}")
         except OSError as error:
             reason = error.strerror or type(error).__name__
             return Outcome(Verdict.RETRY, truncate_error(f"connection failed: {host}: {reason}"))
-        return _judge(response)
+        except Exception as error:
+            return Outcome(Verdict.RETRY, f"unexpected error: {type(error).__name__}")
 
     async def close(self) -> None:
         """Close every connection; idempotent. Firing afterwards raises `Closed`."""
