@@ -24,7 +24,7 @@ import typer
 from typer.testing import CliRunner
 
 from tickwheel.cli import app, parse_duration, parse_time, processes
-from tickwheel.service.serve import redact
+from tickwheel.service.settings import redact
 
 pytestmark = pytest.mark.timeout(120)
 

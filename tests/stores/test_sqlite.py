@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import stat
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -256,3 +258,54 @@ async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (2,)
     conn.close()
+
+
+@pytest.fixture
+def umask() -> Iterator[Callable[[int], int]]:
+    """Set the process's umask for one test, and put the old one back."""
+    old = os.umask(0o022)
+    try:
+        yield os.umask
+    finally:
+        os.umask(old)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o000, 0o277], ids=lambda mask: f"umask-{mask:03o}")
+async def test_a_new_file_and_its_wal_are_private_whatever_the_umask(
+    tmp_path: Path, umask: Callable[[int], int], mask: int
+) -> None:
+    """Callbacks may carry credentials: the file, its -wal and its -shm are 0600 from birth."""
+    umask(mask)  # 0o277 would leave 0400, a file SQLite cannot write
+    path = tmp_path / "timers.db"
+    store = SqliteStore(path)
+    try:
+        await store.add(Timer(id="t", due_ms=store.now_ms() + 60_000))
+        names = ("timers.db", "timers.db-wal", "timers.db-shm")
+        assert {name: _mode(tmp_path / name) for name in names} == dict.fromkeys(names, 0o600)
+    finally:
+        await store.close()
+
+
+async def test_an_existing_file_keeps_its_mode(tmp_path: Path) -> None:
+    path = tmp_path / "timers.db"
+    path.touch()
+    path.chmod(0o640)  # an operator's choice, say a group of readers: not ours to change
+    store = SqliteStore(path)
+    try:
+        await store.stats()
+    finally:
+        await store.close()
+    assert _mode(path) == 0o640
+
+
+async def test_a_file_that_cannot_be_created_is_store_unavailable(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "missing" / "timers.db")
+    try:
+        with pytest.raises(StoreUnavailable, match="cannot create"):
+            await store.stats()
+    finally:
+        await store.close()

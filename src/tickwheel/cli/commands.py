@@ -10,6 +10,7 @@ from rich.table import Table
 
 from tickwheel.cli.app import app, dead_app, fail, out
 from tickwheel.cli.parse import parse_duration, parse_header, parse_time
+from tickwheel.cli.secret_files import secret_from
 from tickwheel.cli.show import describe_target, print_json, timer_table, timers_table
 from tickwheel.service.client import DEFAULT_API, ApiClient, ApiRequestFailed, ApiUnreachable
 
@@ -25,13 +26,26 @@ TokenOption = Annotated[
         "--token", envvar="TICKWHEEL_TOKEN", help="Bearer token of the API.", show_default=False
     ),
 ]
+TokenFileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token-file",
+        envvar="TICKWHEEL_TOKEN_FILE",
+        metavar="PATH",
+        help="Read the bearer token from this file (keeps it out of `ps`).",
+        show_default=False,
+    ),
+]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print the API's JSON instead of a table.")
 ]
 
 
-def _call(api: str, token: str | None, action: Any) -> Any:
+def _call(
+    ctx: typer.Context, api: str, token: str | None, token_file: str | None, action: Any
+) -> Any:
     """Run `action(client)`, turning API errors into one line on stderr and an exit status."""
+    token = secret_from(ctx, "token", token, token_file)
     try:
         client = ApiClient(api, token)
     except ValueError as error:
@@ -46,6 +60,7 @@ def _call(api: str, token: str | None, action: Any) -> Any:
 
 @app.command()
 def add(
+    ctx: typer.Context,
     url: Annotated[str, typer.Option("--url", help="The callback URL.")],
     in_: Annotated[
         str | None,
@@ -76,6 +91,7 @@ def add(
     ] = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    token_file: TokenFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Schedule an HTTP callback: tickwheel add --in 30s --url https://example.com/hook."""
@@ -113,9 +129,9 @@ def add(
         body["retry"] = retry
     if replace:
         assert timer_id is not None
-        response = _call(api, token, lambda client: client.put(timer_id, body))
+        response = _call(ctx, api, token, token_file, lambda client: client.put(timer_id, body))
     else:
-        response = _call(api, token, lambda client: client.add(body))
+        response = _call(ctx, api, token, token_file, lambda client: client.add(body))
     timer = response.body
     if as_json:
         print_json(timer)
@@ -130,13 +146,15 @@ def add(
 
 @app.command()
 def get(
+    ctx: typer.Context,
     timer_id: Annotated[str, typer.Argument(metavar="ID", help="The timer's id.")],
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    token_file: TokenFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show one timer (finished ones too, while they are retained)."""
-    timer = _call(api, token, lambda client: client.get(timer_id))
+    timer = _call(ctx, api, token, token_file, lambda client: client.get(timer_id))
     if as_json:
         print_json(timer)
     else:
@@ -145,13 +163,15 @@ def get(
 
 @app.command()
 def cancel(
+    ctx: typer.Context,
     timer_id: Annotated[str, typer.Argument(metavar="ID", help="The timer's id.")],
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    token_file: TokenFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Cancel a scheduled timer (one that is firing or has fired cannot be cancelled)."""
-    _call(api, token, lambda client: client.cancel(timer_id))
+    _call(ctx, api, token, token_file, lambda client: client.cancel(timer_id))
     if as_json:
         print_json({"id": timer_id, "cancelled": True})
     else:
@@ -160,6 +180,7 @@ def cancel(
 
 @app.command("ls")
 def list_timers(
+    ctx: typer.Context,
     state: Annotated[
         str | None,
         typer.Option("--state", help=f"Only timers in this state: {', '.join(STATES)}."),
@@ -167,12 +188,15 @@ def list_timers(
     limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many.")] = 100,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    token_file: TokenFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List timers (in id order on SQLite and memory stores; by shard on Redis)."""
     if state is not None and state not in STATES:
         raise typer.BadParameter(f"must be one of {', '.join(STATES)}", param_hint="'--state'")
-    page = _call(api, token, lambda client: client.list("/v1/timers", limit, state))
+    page = _call(
+        ctx, api, token, token_file, lambda client: client.list("/v1/timers", limit, state)
+    )
     _print_page(page, "timers" if state is None else f"{state} timers", as_json)
 
 
@@ -195,24 +219,27 @@ def dead(
     limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many.")] = 100,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    token_file: TokenFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List dead-lettered timers; tickwheel dead replay ID schedules one again."""
     if ctx.invoked_subcommand is not None:
         return
-    page = _call(api, token, lambda client: client.list("/v1/dead", limit))
+    page = _call(ctx, api, token, token_file, lambda client: client.list("/v1/dead", limit))
     _print_page(page, "dead timers", as_json)
 
 
 @dead_app.command()
 def replay(
+    ctx: typer.Context,
     timer_id: Annotated[str, typer.Argument(metavar="ID", help="The dead timer's id.")],
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    token_file: TokenFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Schedule a dead timer again, due now."""
-    timer = _call(api, token, lambda client: client.replay(timer_id)).body
+    timer = _call(ctx, api, token, token_file, lambda client: client.replay(timer_id)).body
     if as_json:
         print_json(timer)
     else:
@@ -221,10 +248,14 @@ def replay(
 
 @app.command()
 def stats(
-    api: ApiOption = DEFAULT_API, token: TokenOption = None, as_json: JsonOption = False
+    ctx: typer.Context,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    token_file: TokenFileOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Count timers per state; show the earliest due time."""
-    found = _call(api, token, lambda client: client.stats())
+    found = _call(ctx, api, token, token_file, lambda client: client.stats())
     if as_json:
         print_json(found)
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 
@@ -20,13 +21,18 @@ def parse_duration(text: str) -> float:
     """
     compact = text.strip().lower().replace(" ", "")
     if _NUMBER.fullmatch(compact):
-        return float(compact)
-    parts = _PART.findall(compact)
-    if not compact or "".join(number + unit for number, unit in parts) != compact:
-        raise typer.BadParameter(
-            f"{text!r} is not a duration: write e.g. 500ms, 30s, 5m, 2h or 1h30m"
-        )
-    return sum(float(number) * _UNITS_S[unit] for number, unit in parts)
+        seconds = float(compact)
+    else:
+        parts = _PART.findall(compact)
+        if not compact or "".join(number + unit for number, unit in parts) != compact:
+            raise typer.BadParameter(
+                f"{text!r} is not a duration: write e.g. 500ms, 30s, 5m, 2h or 1h30m"
+            )
+        seconds = sum(float(number) * _UNITS_S[unit] for number, unit in parts)
+    # enough digits make float() infinite, which JSON cannot carry
+    if not math.isfinite(seconds):
+        raise typer.BadParameter(f"{text!r} is too long a duration")
+    return seconds
 
 
 def parse_time(text: str) -> str | float:
@@ -36,7 +42,10 @@ def parse_time(text: str) -> str | float:
         typer.BadParameter: the text is neither, or an RFC 3339 time lacks its offset.
     """
     if _NUMBER.fullmatch(text.strip()):
-        return float(text)
+        seconds = float(text)
+        if not math.isfinite(seconds):
+            raise typer.BadParameter(f"{text!r} is too far a time")
+        return seconds
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:

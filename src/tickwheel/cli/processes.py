@@ -10,12 +10,30 @@ from typing import Annotated, Any
 import typer
 
 from tickwheel.cli.app import app, err, fail
+from tickwheel.cli.secret_files import secret_from
 from tickwheel.errors import InvalidArgument, StoreUnavailable, TickwheelError
+
+MAX_GRACE_S = 3600.0
+"""The longest --grace: a stop that waits longer than an hour is a hung process."""
+MAX_CONCURRENCY = 10_000
+"""The most callbacks in flight at once; each holds a socket, so more runs out of descriptors."""
 
 GraceOption = Annotated[
     float | None,
     typer.Option(
-        help="Seconds running callbacks get to finish on SIGTERM before hand-back [default: 10]."
+        max=MAX_GRACE_S,
+        help="Seconds running callbacks get to finish on SIGTERM before hand-back [default: 10].",
+    ),
+]
+SigningSecretOption = Annotated[
+    str | None, typer.Option(help="Sign callbacks with HMAC-SHA256.", show_default=False)
+]
+SigningSecretFileOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="PATH",
+        help="Read the signing secret from this file (keeps it out of `ps`).",
+        show_default=False,
     ),
 ]
 _STEP = re.compile(r"\[(\d+)/(\d+)\] (.*)")
@@ -65,6 +83,7 @@ def _run_or_exit(main: Any) -> None:
 
 @app.command()
 def serve(
+    ctx: typer.Context,
     host: Annotated[
         str | None, typer.Option(help="Address to listen on [default: 127.0.0.1].")
     ] = None,
@@ -82,10 +101,26 @@ def serve(
     allow_private_targets: Annotated[
         bool, typer.Option(help="Let callbacks reach loopback and private addresses.")
     ] = False,
-    token: Annotated[str | None, typer.Option(help="Require Authorization: Bearer TOKEN.")] = None,
-    signing_secret: Annotated[
-        str | None, typer.Option(help="Sign callbacks with HMAC-SHA256.")
+    token: Annotated[
+        str | None, typer.Option(help="Require Authorization: Bearer TOKEN.", show_default=False)
     ] = None,
+    token_file: Annotated[
+        str | None,
+        typer.Option(
+            metavar="PATH",
+            help="Read the token from this file (keeps it out of `ps`).",
+            show_default=False,
+        ),
+    ] = None,
+    signing_secret: SigningSecretOption = None,
+    signing_secret_file: SigningSecretFileOption = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            "--insecure",
+            help="Serve on a non-loopback address without a token (anyone reaching it may use it).",
+        ),
+    ] = False,
     no_worker: Annotated[bool, typer.Option("--no-worker", help="Serve the API only.")] = False,
     grace: GraceOption = None,
 ) -> None:
@@ -97,15 +132,17 @@ def serve(
         port=port,
         store_url=store,
         allow_private_targets=True if allow_private_targets else None,
-        token=token,
-        signing_secret=signing_secret,
+        token=secret_from(ctx, "token", token, token_file),
+        signing_secret=secret_from(ctx, "signing_secret", signing_secret, signing_secret_file),
         worker=False if no_worker else None,
+        insecure=True if insecure else None,
     )
     _run_or_exit(run_service(settings, worker_settings=_worker_settings(grace=grace)))
 
 
 @app.command()
 def worker(
+    ctx: typer.Context,
     store: Annotated[
         str | None,
         typer.Option(
@@ -118,11 +155,13 @@ def worker(
     allow_private_targets: Annotated[
         bool, typer.Option(help="Let callbacks reach loopback and private addresses.")
     ] = False,
-    signing_secret: Annotated[
-        str | None, typer.Option(help="Sign callbacks with HMAC-SHA256.")
-    ] = None,
+    signing_secret: SigningSecretOption = None,
+    signing_secret_file: SigningSecretFileOption = None,
     concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Callbacks in flight at once [default: 512].")
+        int | None,
+        typer.Option(
+            min=1, max=MAX_CONCURRENCY, help="Callbacks in flight at once [default: 512]."
+        ),
     ] = None,
     metrics_port: Annotated[
         int | None,
@@ -138,7 +177,7 @@ def worker(
     settings = _settings_or_exit(
         store_url=store,
         allow_private_targets=True if allow_private_targets else None,
-        signing_secret=signing_secret,
+        signing_secret=secret_from(ctx, "signing_secret", signing_secret, signing_secret_file),
     )
     worker_settings = _worker_settings(
         queues=tuple(queue or ("default",)), concurrency=concurrency, grace=grace
@@ -156,17 +195,32 @@ def worker(
 
 @app.command()
 def receiver(
+    ctx: typer.Context,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 9000,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 9000,
     secret: Annotated[
         str | None,
-        typer.Option(envvar="TICKWHEEL_SIGNING_SECRET", help="Verify Tickwheel-Signature with it."),
+        typer.Option(
+            envvar="TICKWHEEL_SIGNING_SECRET",
+            help="Verify Tickwheel-Signature with it.",
+            show_default=False,
+        ),
+    ] = None,
+    secret_file: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TICKWHEEL_SIGNING_SECRET_FILE",
+            metavar="PATH",
+            help="Read the secret from this file (keeps it out of `ps`).",
+            show_default=False,
+        ),
     ] = None,
     quiet: Annotated[bool, typer.Option(help="Do not print each request.")] = False,
 ) -> None:
     """Run a tiny callback receiver that prints every request and checks its signature."""
     from tickwheel.service.receiver import run_receiver
 
+    secret = secret_from(ctx, "secret", secret, secret_file)
     try:
         run_receiver(host, port, secret, quiet)
     except OSError as error:

@@ -2,12 +2,16 @@
 
 One request per CLI invocation does not need a pool or an async loop, and the standard library
 keeps ``tickwheel ls`` quick to start (docs/decisions.md, "CLI client on urllib").
+
+The client follows no redirect: urllib would carry ``Authorization`` along to wherever a
+``Location`` points, another host included, and the API itself never redirects.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import string
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,6 +25,7 @@ TIMEOUT_S = 30.0
 MAX_PAGE = 1000
 BAD_INPUT_STATUSES = frozenset({400, 409, 413, 415, 422})
 """Statuses that mean the request itself was wrong (the CLI exits 2 for them)."""
+_TOKEN_CHARS = frozenset(string.printable) - frozenset(string.whitespace)
 
 
 class ApiRequestFailed(TickwheelError):
@@ -66,14 +71,27 @@ class ApiClient:
     def __init__(
         self, base_url: str = DEFAULT_API, token: str | None = None, timeout_s: float = TIMEOUT_S
     ) -> None:
+        """Check the URL and the token; neither is echoed in an error, as either may hold a secret.
+
+        Raises:
+            ValueError: the URL is not ``http(s)://host[:port]`` or holds credentials; the token
+                has whitespace or other characters no header value may carry.
+        """
         parsed = urllib.parse.urlsplit(base_url)
-        if parsed.scheme not in {"http", "https"} or not parsed.netloc:
-            raise ValueError(f"the API URL must look like http://host:port, got {base_url!r}")
+        if "@" in parsed.netloc:
+            raise ValueError("the API URL must not hold credentials: give the token instead")
+        if parsed.scheme not in {"http", "https"} or not parsed.hostname:
+            shown = "" if "@" in base_url else f", got {base_url!r}"
+            raise ValueError(f"the API URL must look like http://host:port{shown}")
+        if token and not set(token) <= _TOKEN_CHARS:
+            raise ValueError("the token must be printable ASCII without whitespace")
         self.base_url = base_url.rstrip("/")
         self._token = token
         self._timeout_s = timeout_s
         # a direct client: a proxy from the environment must not sit between CLI and service
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self._opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), _RefuseRedirects()
+        )
 
     def request(
         self,
@@ -99,6 +117,8 @@ class ApiClient:
                 return Response(answer.status, _decode(answer.read()))
         except urllib.error.HTTPError as error:
             with error:
+                if 300 <= error.code < 400:
+                    raise _redirected(error.code, error.headers.get("location")) from None
                 raise _failure(error.code, error.read()) from None
         except urllib.error.URLError as error:
             raise ApiUnreachable(self.base_url, _reason(error.reason)) from error
@@ -150,6 +170,23 @@ class ApiClient:
         """Return timers per state and the earliest due time."""
         body: dict[str, Any] = self.request("GET", "/v1/stats").body
         return body
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Hand every redirect back as an `HTTPError`, so `ApiClient.request` refuses it."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _redirected(status: int, location: str | None) -> ApiRequestFailed:
+    shown = "".join(c for c in (location or "nowhere")[:200] if c.isprintable())
+    return ApiRequestFailed(
+        status,
+        "redirect",
+        f"the API redirects to {shown}; tickwheel follows no redirect, so that the token goes "
+        "only to the URL given: if that is the API, use its URL instead",
+    )
 
 
 def _segment(timer_id: str) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.runtime.pauses import steady_gc
 from tickwheel.service.errors import MAX_HEADER_BYTES
-from tickwheel.service.settings import ServiceSettings
+from tickwheel.service.settings import ServiceSettings, redact
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -31,17 +31,6 @@ logger = logging.getLogger("tickwheel.service")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 API_HURRIED_S = 1.0  # after a second signal, how long the API may still take to shut down
-
-
-def redact(url: str) -> str:
-    """Return a store URL fit to print: a password in its user info is masked."""
-    scheme, separator, rest = url.partition("://")
-    # the last "@": a password may hold "/" or "@" unescaped, and must not leak through them
-    userinfo, at, host = rest.rpartition("@")
-    if not separator or not at or ":" not in userinfo:
-        return url
-    user = userinfo.partition(":")[0]
-    return f"{scheme}://{user}:***@{host}"
 
 
 async def serve(
@@ -58,8 +47,10 @@ async def serve(
 
     Raises:
         OSError: the address cannot be listened on.
-        InvalidArgument: the store URL is not one `open_store` knows.
+        InvalidArgument: the store URL is not one `open_store` knows, or the API would be
+            reachable from other machines without a token (`ServiceSettings.check_exposure`).
     """
+    settings.check_exposure()  # before anything is opened or bound
     # imported here: `tickwheel ls` and friends should not pay for FastAPI and uvicorn
     import uvicorn
     from prometheus_client import CollectorRegistry

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from tickwheel.errors import InvalidArgument
@@ -12,6 +14,10 @@ from tickwheel.errors import InvalidArgument
 MIB = 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 4 * MIB
 """A batch of 1,000 timers of up to ~4 KiB each as JSON (docs/decisions.md, entry 10)."""
+MAX_MAX_BODY_BYTES = 64 * MIB
+"""The highest `max_body_bytes` accepted: each request's body is held in memory whole."""
+MAX_SECRET_FILE_BYTES = 64 * 1024
+"""A secret file longer than this is the wrong file (a log, a device), not a secret."""
 
 _SECRETS = frozenset({"token", "signing_secret"})
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -26,9 +32,18 @@ _ENV = {
     "TICKWHEEL_ALLOW_PRIVATE_TARGETS": "allow_private_targets",
     "TICKWHEEL_WORKER": "worker",
     "TICKWHEEL_MAX_BODY_BYTES": "max_body_bytes",
+    "TICKWHEEL_INSECURE": "insecure",
+}
+# a secret may come from a file instead, so that it is not in the environment of every child
+_SECRET_FILES = {
+    "TICKWHEEL_TOKEN_FILE": ("token", "TICKWHEEL_TOKEN"),
+    "TICKWHEEL_SIGNING_SECRET_FILE": ("signing_secret", "TICKWHEEL_SIGNING_SECRET"),
 }
 _INTS = frozenset({"port", "max_body_bytes"})
-_BOOLS = frozenset({"allow_private_targets", "worker"})
+_BOOLS = frozenset({"allow_private_targets", "worker", "insecure"})
+# query parameters of a store URL whose values are masked when it is shown (redis-py reads
+# ?password= as the password, just like the one in the user info)
+_SECRET_PARAMS = ("password", "secret", "token")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +59,7 @@ class ServiceSettings:
         allow_private_targets: accept callback URLs on loopback, private and link-local hosts.
         worker: run a worker that fires due timers in the same process as the API.
         max_body_bytes: the largest request body accepted; larger ones get 413.
+        insecure: let `serve` listen on a non-loopback address without a token.
     """
 
     store_url: str = "sqlite:///./tickwheel.db"
@@ -54,6 +70,7 @@ class ServiceSettings:
     allow_private_targets: bool = False
     worker: bool = True
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    insecure: bool = False
 
     def __post_init__(self) -> None:
         for name in ("store_url", "host"):
@@ -73,10 +90,13 @@ class ServiceSettings:
         for name in sorted(_BOOLS):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgument(name, f"must be a bool, got {getattr(self, name)!r}")
-        if _not_int(self.max_body_bytes) or self.max_body_bytes < 64 * 1024:
+        if _not_int(self.max_body_bytes) or not 64 * 1024 <= self.max_body_bytes <= (
+            MAX_MAX_BODY_BYTES
+        ):
             raise InvalidArgument(
                 "max_body_bytes",
-                f"must be an integer of at least 65536, got {self.max_body_bytes!r}",
+                f"must be an integer from 65536 to {MAX_MAX_BODY_BYTES}, "
+                f"got {self.max_body_bytes!r}",
             )
 
     def __repr__(self) -> str:
@@ -86,36 +106,124 @@ class ServiceSettings:
             if f.name in _SECRETS and value is not None:
                 value = "***"
             elif f.name == "store_url":
-                value = _without_password(value)
+                value = redact(value)
             shown.append(f"{f.name}={value!r}")
         return f"ServiceSettings({', '.join(shown)})"
+
+    def check_exposure(self) -> None:
+        """Refuse to serve an API that other machines can reach and that asks for no token.
+
+        Anyone who reaches such an API can schedule callbacks and read their headers, so it
+        takes `insecure` (``--insecure``) to say this is meant.
+
+        Raises:
+            InvalidArgument: `host` is not loopback, `token` is None and `insecure` is False.
+        """
+        if self.token is None and not self.insecure and not is_loopback(self.host):
+            raise InvalidArgument(
+                "host",
+                f"refusing to serve on {self.host}, which other machines can reach, without a "
+                "token: give --token-file (or --token), listen on 127.0.0.1, or pass --insecure",
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ, **overrides: Any) -> ServiceSettings:
         """Build settings from ``TICKWHEEL_*`` variables; `overrides` that are not None win.
 
+        A secret may be given as ``TICKWHEEL_TOKEN_FILE`` or ``TICKWHEEL_SIGNING_SECRET_FILE``,
+        the path of a file holding it (see `read_secret_file`), but not both ways at once.
+
         Raises:
-            InvalidArgument: a variable or override is invalid, naming the field.
+            InvalidArgument: a variable or override is invalid, naming the field (or the
+                variable, for a secret file that cannot be used).
         """
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(overrides) - known)
         if unknown:
             raise InvalidArgument(unknown[0], "is not a ServiceSettings field")
+        given = {name: value for name, value in overrides.items() if value is not None}
         values: dict[str, Any] = {}
         for variable, name in _ENV.items():
-            if variable in environ:
+            if variable in environ and name not in given:
                 values[name] = _parse(name, variable, environ[variable])
-        values.update({name: value for name, value in overrides.items() if value is not None})
+        for variable, (name, direct) in _SECRET_FILES.items():
+            path = environ.get(variable, "").strip()
+            if not path or name in given:
+                continue
+            if values.get(name) is not None:
+                raise InvalidArgument(variable, f"give {direct} or {variable}, not both")
+            values[name] = read_secret_file(path, variable)
+        values.update(given)
         return cls(**values)
 
 
-def _without_password(url: str) -> str:
-    """Return `url` with the password of its user info (``redis://:secret@host``) masked."""
+def read_secret_file(path: str | Path, argument: str) -> str:
+    """Return the secret held in the file at `path`, without its trailing newline.
+
+    The secret itself never appears in an error; `argument` (the flag or variable that named
+    the file) does.
+
+    Raises:
+        InvalidArgument: the file cannot be read, is empty, is not UTF-8 text or is over
+            `MAX_SECRET_FILE_BYTES`.
+    """
+    try:
+        with open(path, "rb") as file:
+            raw = file.read(MAX_SECRET_FILE_BYTES + 1)
+    except OSError as error:
+        raise InvalidArgument(argument, f"cannot read {path}: {error.strerror or error}") from None
+    if len(raw) > MAX_SECRET_FILE_BYTES:
+        raise InvalidArgument(argument, f"{path} is over {MAX_SECRET_FILE_BYTES} bytes")
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        raise InvalidArgument(argument, f"{path} is not UTF-8 text") from None
+    # one trailing newline is what editors and `echo` add; anything else is the secret's own
+    secret = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
+    if not secret:
+        raise InvalidArgument(argument, f"{path} is empty")
+    return secret
+
+
+def is_loopback(host: str) -> bool:
+    """Return whether `host` is reachable from this machine only: 127.0.0.0/8, ::1, localhost.
+
+    Any other name counts as reachable from elsewhere: what it resolves to is not ours to trust.
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def redact(url: str) -> str:
+    """Return a store URL fit to print: the password in its user info or query is masked."""
     scheme, separator, rest = url.partition("://")
-    userinfo, at, host = rest.rpartition("@")
-    if not at or ":" not in userinfo:
+    if not separator:
         return url
-    return f"{scheme}{separator}{userinfo.partition(':')[0]}:***@{host}"
+    # the last "@": a password may hold "/" or "@" unescaped, and must not leak through them
+    userinfo, at, tail = rest.rpartition("@")
+    if at and ":" in userinfo:
+        rest = f"{userinfo.partition(':')[0]}:***@{tail}"
+    else:
+        tail = rest
+    where, question, query = tail.partition("?")
+    if question:
+        pairs = [_mask(pair) for pair in query.split("&")]
+        rest = rest.removesuffix(tail) + f"{where}?{'&'.join(pairs)}"
+    return f"{scheme}{separator}{rest}"
+
+
+def _mask(pair: str) -> str:
+    name, equals, _ = pair.partition("=")
+    if equals and any(word in name.lower() for word in _SECRET_PARAMS):
+        return f"{name}=***"
+    return pair
 
 
 def _not_int(value: object) -> bool:

@@ -6,6 +6,10 @@ the last transactions, which were written but not yet fsynced. Several processes
 file: a write is one statement or one ``BEGIN IMMEDIATE`` transaction, so they take turns on
 SQLite's write lock, waiting up to `BUSY_TIMEOUT_MS` for it.
 
+File modes: a timer's callback may carry credentials (an ``Authorization`` header), so a file
+this store creates is readable by its owner only (0600, whatever the umask); SQLite gives its
+``-wal`` and ``-shm`` files the mode of the database file. An existing file keeps its mode.
+
 Equal due times are claimed in the order the timers became scheduled, exactly as in `MemoryStore`:
 a row's ``seq`` is set past every scheduled row of its queue with the same ``due_ms`` whenever it is
 (re)scheduled, and past every lease with the same deadline when it is leased.
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -43,6 +48,8 @@ Work = Callable[[sqlite3.Connection, int], R]
 SCHEMA_VERSION = 2
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... FROM (3.33) and RETURNING (3.35)
 BUSY_TIMEOUT_MS = 5000
+FILE_MODE = 0o600
+"""The mode of a database file this store creates: its callbacks may hold credentials."""
 PURGE_BATCH = 1000
 """Most finished timers past their retention that one claim deletes."""
 WATCH_INTERVAL_S = 0.005
@@ -189,6 +196,25 @@ def _settle(conn: sqlite3.Connection, lease: Lease, assignments: str, **values: 
     params = {"id": lease.timer.id, "token": lease.token, **values}
     if conn.execute(f"UPDATE timers SET {assignments} WHERE {_HELD}", params).rowcount == 0:
         raise LeaseLost(lease.timer.id, lease.token)
+
+
+def _create_private(path: Path) -> None:
+    """Create `path` empty with `FILE_MODE` unless it exists; SQLite then takes it as new.
+
+    ``fchmod`` undoes the umask, which may narrow the mode ``open`` gives (to 0400, say).
+    """
+    if str(path) == ":memory:":  # SQLite's name for a database in memory, not a file
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    except FileExistsError:
+        return  # an existing file (or another process's, just made) keeps its mode
+    except OSError as error:
+        raise StoreUnavailable(f"sqlite store {path}: cannot create: {error.strerror}") from error
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
 
 
 class SqliteStore:
@@ -561,6 +587,7 @@ class SqliteStore:
                 f"the SQLite store needs SQLite {'.'.join(map(str, MIN_SQLITE))} or newer; "
                 f"Python here links SQLite {sqlite3.sqlite_version}"
             )
+        _create_private(self.path)
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
