@@ -24,7 +24,7 @@ import typer
 from typer.testing import CliRunner
 
 from tickwheel.cli import app, parse_duration, parse_time, processes
-from tickwheel.service.settings import redact
+from tickwheel.stores.urls import redact
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -103,3 +103,19 @@ async def test_a_redis_url_may_set_the_shard_count(redis_server: Any) -> None:
 def test_a_bad_shard_count_in_a_redis_url_is_refused(redis_server: Any, query: str) -> None:
     with pytest.raises(InvalidArgument):
         open_store(f"{redis_server.url}/0?{query}")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redsi://:hunter2@cache:6379/0",
+        "memory://user:hunter2@somewhere",
+        "redis+clustr://u:hunter2@cache:6379?password=hunter2",
+        "nosuch://cache/0?password=hunter2",
+    ],
+)
+def test_an_invalid_url_is_named_without_its_password(url: str) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        open_store(url)
+    assert "hunter2" not in str(caught.value)
+    assert "***" in str(caught.value)

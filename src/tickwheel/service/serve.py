@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.runtime.pauses import steady_gc
 from tickwheel.service.errors import MAX_HEADER_BYTES
-from tickwheel.service.settings import ServiceSettings, redact
+from tickwheel.service.settings import ServiceSettings
+from tickwheel.stores.urls import redact
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tickwheel.errors import InvalidArgument
+from tickwheel.stores.urls import redact
 
 MIB = 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 4 * MIB
@@ -43,7 +44,6 @@ _INTS = frozenset({"port", "max_body_bytes"})
 _BOOLS = frozenset({"allow_private_targets", "worker", "insecure"})
 # query parameters of a store URL whose values are masked when it is shown (redis-py reads
 # ?password= as the password, just like the one in the user info)
-_SECRET_PARAMS = ("password", "secret", "token")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,31 +199,6 @@ def is_loopback(host: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped.is_loopback
     return address.is_loopback
-
-
-def redact(url: str) -> str:
-    """Return a store URL fit to print: the password in its user info or query is masked."""
-    scheme, separator, rest = url.partition("://")
-    if not separator:
-        return url
-    # the last "@": a password may hold "/" or "@" unescaped, and must not leak through them
-    userinfo, at, tail = rest.rpartition("@")
-    if at and ":" in userinfo:
-        rest = f"{userinfo.partition(':')[0]}:***@{tail}"
-    else:
-        tail = rest
-    where, question, query = tail.partition("?")
-    if question:
-        pairs = [_mask(pair) for pair in query.split("&")]
-        rest = rest.removesuffix(tail) + f"{where}?{'&'.join(pairs)}"
-    return f"{scheme}{separator}{rest}"
-
-
-def _mask(pair: str) -> str:
-    name, equals, _ = pair.partition("=")
-    if equals and any(word in name.lower() for word in _SECRET_PARAMS):
-        return f"{name}=***"
-    return pair
 
 
 def _not_int(value: object) -> bool:

@@ -23,6 +23,7 @@ from tickwheel.errors import InvalidArgument, StoreUnavailable
 from tickwheel.stores.base import Store, StoreSettings
 from tickwheel.stores.memory import MemoryStore
 from tickwheel.stores.sqlite import SqliteStore
+from tickwheel.stores.urls import redact
 
 Opener = Callable[[str, StoreSettings | None], Store]
 
@@ -38,13 +39,13 @@ def open_store(url: str, settings: StoreSettings | None = None) -> Store:
     opener = _OPENERS.get(scheme.lower()) if separator else None
     if opener is None:
         known = ", ".join(f"{name}://" for name in sorted(_OPENERS))
-        raise InvalidArgument("url", f"{url!r} is not a store URL; expected one of {known}")
+        raise InvalidArgument("url", f"{redact(url)!r} is not a store URL; expected one of {known}")
     return opener(url, settings)
 
 
 def _memory(url: str, settings: StoreSettings | None) -> Store:
     if url.partition("://")[2] not in {"", "/"}:
-        raise InvalidArgument("url", f"memory:// takes no host or path, got {url!r}")
+        raise InvalidArgument("url", f"memory:// takes no host or path, got {redact(url)!r}")
     return MemoryStore(settings)
 
 
@@ -53,7 +54,7 @@ def _sqlite(url: str, settings: StoreSettings | None) -> Store:
     if not rest.startswith("/") or len(rest) < 2:
         raise InvalidArgument(
             "url",
-            f"{url!r} names no file: write sqlite:///relative.db or sqlite:////absolute.db",
+            f"{redact(url)!r} names no file: write sqlite:///relative.db or sqlite:////absolute.db",
         )
     # like SQLAlchemy: the third slash ends the (empty) host, what follows is the path
     path = Path(rest[1:])

@@ -48,6 +48,7 @@ from tickwheel.stores.redis.record import (
     unpack,
 )
 from tickwheel.stores.redis.scripts import Arg, Client, ScriptCall, Scripts, unavailable
+from tickwheel.stores.urls import redact
 from tickwheel.stores.wake import until
 
 # (`RedisStore.list` hides the builtin inside the class body)
@@ -136,7 +137,9 @@ class RedisStore:
         check_layout(prefix, shards)  # before a client exists to be closed
         scheme, sep, rest = url.partition("://")
         if not sep or scheme not in {"redis", "rediss", *_CLUSTER_SCHEMES}:
-            raise InvalidArgument("url", f"must start with redis:// or redis+cluster://: {url!r}")
+            raise InvalidArgument(
+                "url", f"must start with redis:// or redis+cluster://: {redact(url)!r}"
+            )
         client: Client
         if scheme in _CLUSTER_SCHEMES:
             client = RedisCluster.from_url(
