@@ -193,7 +193,8 @@ class _Connection(asyncio.Protocol):
             self._fail(cause if isinstance(cause, BadResponse) else BadResponse())
         else:
             if not self._headers_done:
-                # the head goes on past this read; httptools keeps buffering it, so stop here
+                # the head goes on past this read: httptools buffers a header until it ends,
+                # so its size is known only here, read by read
                 self._head_read += len(data)
                 if self._head_read > HEAD_LIMIT_BYTES:
                     self._fail(_head_too_long())
@@ -314,7 +315,9 @@ class _Pool:
 
     The allowed concurrency (`limit`) grows by one for each prompt answer that came back while
     every slot was taken, up to `most`, and halves (to no less than one) on a timeout, a failed
-    connect, or a 429 or 503 answer: slow start, as TCP opens its window.
+    connect, or a 429 or 503 answer: slow start, as TCP opens its window. At most
+    `OPENING_PER_HOST` connections open at once, so a slot more is earned only while one of
+    those is free: a server that closes every connection keeps a limit it can use.
     """
 
     def __init__(self, origin: Origin, most: int) -> None:
@@ -345,7 +348,9 @@ class _Pool:
         prompt = took_s <= 2 * self.fastest_s + PROMPT_MARGIN_S
         if took_s < self.fastest_s:
             self.fastest_s = took_s
-        if prompt and status < 500 and self.slots.free <= 0 and self.limit < self.most:
+        # earned only while every slot is taken and one more could open a connection now
+        busy = self.slots.free <= 0 and self.opening.free > 0
+        if prompt and status < 500 and busy and self.limit < self.most:
             self.limit += 1
             self.slots.give()
 
