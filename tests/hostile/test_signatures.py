@@ -23,7 +23,7 @@ from tickwheel.model import Callback, Timer
 from tickwheel.service.receiver import Receiver
 
 SECRET = "whsec-hostile"
-DOC = Path(__file__).parents[2] / "docs" / "signatures.md"
+README = Path(__file__).parents[2] / "README.md"
 NOW = 1_700_000_000
 
 Verifier = Callable[..., bool]
@@ -94,11 +94,11 @@ async def target() -> AsyncIterator[HttpTarget]:
 
 
 def doc_verifier() -> Verifier:
-    """Return the verifier that docs/signatures.md offers receiver authors, run as printed."""
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
+    """Return the verifier that the README offers receiver authors, run as printed."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
     [code] = [block for block in blocks if "def verify_tickwheel" in block]
     namespace: dict[str, object] = {}
-    exec(compile(code, str(DOC), "exec"), namespace)
+    exec(compile(code, str(README), "exec"), namespace)
     verify = namespace["verify_tickwheel"]
     assert callable(verify)
     return verify
