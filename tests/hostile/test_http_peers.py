@@ -1,7 +1,8 @@
 """Receivers and networks that misbehave: each gets a prompt outcome, and costs only itself.
 
 Hand-written servers on loopback (`RawServer` from the engine's HTTP tests, and a few here)
-answer with endless headers, protocol switches, bytes after the response, or nothing at all.
+answer with endless headers or bodies, protocol switches, bytes after the response, heads that
+trickle in, resets, or nothing at all.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import asyncio
 import contextlib
 import logging
 import socket
+import struct
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 
 import pytest
 from engine.support import until
@@ -306,3 +308,95 @@ async def test_a_slow_name_server_holds_up_only_its_own_names(
         for i in range(20)
     ]
     assert lookups.count("slow.test") == 1
+
+
+# --- bodies that never end, bytes that trickle, connections reset ---------------------------------
+
+Behaviour = Callable[[asyncio.StreamWriter], Awaitable[None]]
+
+
+class Scripted:
+    """A server that reads a request's head, then runs `behaviour` on the connection."""
+
+    def __init__(self, behaviour: Behaviour) -> None:
+        self.behaviour = behaviour
+        self.open = 0
+        self._server: asyncio.Server | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/hook"
+
+    async def __aenter__(self) -> Scripted:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.open += 1
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            await self.behaviour(writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self.open -= 1
+            writer.close()
+
+
+async def endless_chunked_body(writer: asyncio.StreamWriter) -> None:
+    writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"%x\r\n%s\r\n" % (65536, b"z" * 65536)
+    while True:
+        writer.write(chunk)
+        await writer.drain()
+
+
+async def trickled_head(writer: asyncio.StreamWriter) -> None:
+    for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"s" * 10_000:
+        writer.write(bytes([byte]))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+
+
+async def reset_mid_body(writer: asyncio.StreamWriter) -> None:
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npartial")
+    await writer.drain()
+    sock = writer.get_extra_info("socket")
+    # linger 0: close sends a reset instead of a FIN
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+async def test_a_body_that_never_ends_is_cut_and_costs_its_connection(target: HttpTarget) -> None:
+    async with Scripted(endless_chunked_body) as server:
+        started = time.monotonic()
+        outcome = await target.fire(timer_for(server.url, timeout_s=10), 1)
+        took_s = time.monotonic() - started
+        await until(lambda: server.open == 0, timeout_s=2)
+    assert outcome == ACKED  # the status was read; the rest of the body is not worth reading
+    assert took_s < 1
+
+
+async def test_a_head_that_trickles_in_ends_at_the_attempts_timeout(target: HttpTarget) -> None:
+    async with Scripted(trickled_head) as server:
+        started = time.monotonic()
+        outcome = await target.fire(timer_for(server.url, timeout_s=0.5), 1)
+        took_s = time.monotonic() - started
+        await until(lambda: server.open == 0, timeout_s=2)
+    assert outcome == Outcome(Verdict.RETRY, "timeout after 0.5 s")
+    assert took_s < 1.5
+
+
+async def test_a_reset_in_the_middle_of_a_response_retries(target: HttpTarget) -> None:
+    async with Scripted(reset_mid_body) as server:
+        outcome = await target.fire(timer_for(server.url, timeout_s=5), 1)
+        await until(lambda: server.open == 0, timeout_s=2)
+    assert outcome.verdict is Verdict.RETRY
+    assert outcome.error is not None
+    assert "127.0.0.1" in outcome.error
