@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tickwheel.engine.guard import check_target_url
 from tickwheel.errors import InvalidArgument, StoreUnavailable, TimerExists
 from tickwheel.model import State, Timer
-from tickwheel.service.dashboard import static_routes
+from tickwheel.service.dashboard import PAGES, static_routes
 from tickwheel.service.errors import ApiError, Gate, describe, install_error_handlers
 from tickwheel.service.schemas import (
     ID_PATTERN,
@@ -375,6 +375,7 @@ def _routes() -> APIRouter:
 
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 UNMATCHED = "unmatched"
+_PLAIN_PATHS = frozenset({*PAGES, "/openapi.json"})
 
 
 class _RequestMetrics:
@@ -407,11 +408,19 @@ class _RequestMetrics:
             await self.app(scope, receive, send_status)
         finally:
             if status != 401:
-                method = scope["method"] if scope["method"] in KNOWN_METHODS else "OTHER"
-                route = scope.get("route")
-                template = route.path if isinstance(route, Route) else UNMATCHED
-                self.requests.labels(method, template, str(status)).inc()
-                self.seconds.labels(method, template).observe(time.perf_counter() - start)
+                self._count(scope, status, time.perf_counter() - start)
+
+    def _count(self, scope: Scope, status: int, seconds: float) -> None:
+        method = scope["method"] if scope["method"] in KNOWN_METHODS else "OTHER"
+        route = scope.get("route")
+        if isinstance(route, Route):
+            template = route.path
+        elif scope["path"] in _PLAIN_PATHS:  # plain routes do not name themselves in the scope
+            template = scope["path"]
+        else:
+            template = UNMATCHED
+        self.requests.labels(method, template, str(status)).inc()
+        self.seconds.labels(method, template).observe(seconds)
 
 
 class _App(FastAPI):
