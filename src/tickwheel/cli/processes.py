@@ -22,7 +22,7 @@ GraceOption = Annotated[
     float | None,
     typer.Option(
         max=MAX_GRACE_S,
-        help="Seconds running callbacks get to finish on SIGTERM before hand-back [default: 10].",
+        help="Seconds running callbacks get to finish on SIGTERM before hand-back (default: 10).",
     ),
 ]
 SigningSecretOption = Annotated[
@@ -85,17 +85,17 @@ def _run_or_exit(main: Any) -> None:
 def serve(
     ctx: typer.Context,
     host: Annotated[
-        str | None, typer.Option(help="Address to listen on [default: 127.0.0.1].")
+        str | None, typer.Option(help="Address to listen on (default: 127.0.0.1).")
     ] = None,
     port: Annotated[
-        int | None, typer.Option(help="Port to listen on, 0 for any [default: 8080].")
+        int | None, typer.Option(help="Port to listen on, 0 for any (default: 8080).")
     ] = None,
     store: Annotated[
         str | None,
         typer.Option(
             "--store",
             help="memory://, sqlite:///path.db, redis://host:port/db or redis+cluster://host:port "
-            "[default: sqlite:///./tickwheel.db].",
+            "(default: sqlite:///./tickwheel.db).",
         ),
     ] = None,
     allow_private_targets: Annotated[
@@ -146,7 +146,7 @@ def worker(
     store: Annotated[
         str | None,
         typer.Option(
-            "--store", help="The store URL [default: TICKWHEEL_STORE or the SQLite file]."
+            "--store", help="The store URL (default: TICKWHEEL_STORE or the SQLite file)."
         ),
     ] = None,
     queue: Annotated[
@@ -160,7 +160,7 @@ def worker(
     concurrency: Annotated[
         int | None,
         typer.Option(
-            min=1, max=MAX_CONCURRENCY, help="Callbacks in flight at once [default: 512]."
+            min=1, max=MAX_CONCURRENCY, help="Callbacks in flight at once (default: 512)."
         ),
     ] = None,
     metrics_port: Annotated[
