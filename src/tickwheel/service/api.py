@@ -27,7 +27,8 @@ from tickwheel.engine.guard import check_target_url
 from tickwheel.errors import InvalidArgument, StoreUnavailable, TimerExists
 from tickwheel.model import State, Timer
 from tickwheel.service.dashboard import PAGES, static_routes
-from tickwheel.service.errors import ApiError, Gate, describe, install_error_handlers
+from tickwheel.service.errors import ApiError, describe, install_error_handlers
+from tickwheel.service.gate import Gate
 from tickwheel.service.schemas import (
     ID_PATTERN,
     BatchIn,

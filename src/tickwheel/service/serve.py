@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.runtime.pauses import steady_gc
-from tickwheel.service.errors import MAX_HEADER_BYTES
+from tickwheel.service.gate import MAX_REQUEST_HEADER_BYTES
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.stores.urls import redact
 
@@ -77,7 +77,7 @@ async def serve(
             server_header=False,
             # h11 bounds the headers it buffers; httptools reads headers of any size
             http="h11",
-            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+            h11_max_incomplete_event_size=MAX_REQUEST_HEADER_BYTES,
         )
         server = _server(config)
         worker = None

@@ -1,0 +1,133 @@
+"""`Gate`: the ASGI middleware that refuses a request before any route parses it.
+
+It checks, in this order, the size of the request headers (431), the bearer token (401), the
+body's size by ``Content-Length`` and as it streams in (413), and that a body is JSON (415).
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tickwheel.service.errors import ApiError, error_response
+from tickwheel.service.schemas import ErrorDetail
+from tickwheel.service.settings import ServiceSettings
+
+MAX_REQUEST_HEADER_BYTES = 32 * 1024
+"""Request headers in all; `tickwheel serve` makes its HTTP parser (h11) refuse larger ones too."""
+
+
+class Gate:
+    """Refuse a request before it is parsed: headers too large (431), bad token (401), body too
+    large (413), not JSON (415).
+
+    The body is read here, counted against `max_body_bytes` as it streams in, and handed on
+    whole, so no route ever parses more than the limit. ``/healthz``, ``/docs`` and
+    ``/openapi.json`` need no token; everything else does when one is set, ``/metrics`` included.
+    """
+
+    OPEN_PATHS = frozenset(
+        {
+            "/healthz",
+            "/docs",
+            "/docs.js",
+            "/openapi.json",
+            "/dashboard",
+            "/dashboard.js",
+        }
+    )
+
+    def __init__(self, app: ASGIApp, *, settings: ServiceSettings) -> None:
+        self.app = app
+        self.max_body_bytes = settings.max_body_bytes
+        self.token = None if settings.token is None else settings.token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        refusal = (
+            _headers_too_large(scope)
+            or self._authorize(scope["path"], headers)
+            or self._declared_size(headers)
+        )
+        body = b""
+        if refusal is None:
+            body, refusal = await self._read(receive)
+        if refusal is None and body and not _is_json(headers.get("content-type", "")):
+            refusal = ApiError(415, "send the body as JSON with Content-Type: application/json")
+        if refusal is not None:
+            extra = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else {}
+            detail = ErrorDetail(code=refusal.code, message=refusal.message, field=refusal.field)
+            await error_response(refusal.status, detail, extra)(scope, receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    def _authorize(self, path: str, headers: Headers) -> ApiError | None:
+        if self.token is None or path in self.OPEN_PATHS:
+            return None
+        scheme, _, credentials = headers.get("authorization", "").partition(" ")
+        given = credentials.strip().encode()
+        if scheme.lower() == "bearer" and hmac.compare_digest(given, self.token):
+            return None
+        return ApiError(401, "a valid bearer token is required (Authorization: Bearer <token>)")
+
+    def _declared_size(self, headers: Headers) -> ApiError | None:
+        declared = headers.get("content-length")
+        if declared is None:
+            return None
+        if not declared.isdigit():
+            return ApiError(400, f"Content-Length is not a number: {declared[:20]!r}")
+        if int(declared) > self.max_body_bytes:
+            return self._too_large()
+        return None
+
+    async def _read(self, receive: Receive) -> tuple[bytes, ApiError | None]:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return b"", None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return b"", self._too_large()
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks), None
+
+    def _too_large(self) -> ApiError:
+        return ApiError(413, f"the body is over the limit of {self.max_body_bytes} bytes")
+
+
+def _headers_too_large(scope: Scope) -> ApiError | None:
+    size = sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+    if size > MAX_REQUEST_HEADER_BYTES:
+        limit = MAX_REQUEST_HEADER_BYTES
+        return ApiError(431, f"the request headers are over the limit of {limit} bytes")
+    return None
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """Return a `receive` that yields `body` once, then whatever the client sends next."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
