@@ -9,10 +9,10 @@ import typer
 from rich.table import Table
 
 from tickwheel.cli.app import app, dead_app, fail, out
+from tickwheel.cli.client import DEFAULT_API, ApiClient, ApiRequestFailed, ApiUnreachable
 from tickwheel.cli.parse import parse_duration, parse_header, parse_time
 from tickwheel.cli.secret_files import secret_from
 from tickwheel.cli.show import describe_target, print_json, timer_table, timers_table
-from tickwheel.service.client import DEFAULT_API, ApiClient, ApiRequestFailed, ApiUnreachable
 
 STATES = ("scheduled", "leased", "done", "dead")
 

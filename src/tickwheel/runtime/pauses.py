@@ -5,7 +5,8 @@ from __future__ import annotations
 import gc
 
 # young objects are collected every 20,000 net allocations instead of CPython's 700, and the
-# old generation after 20 x 100 of those collections (decisions 25)
+# old generation after 20 x 100 of those collections: a worker holding thousands of leases
+# otherwise pauses for tens of milliseconds in full collections
 GC_THRESHOLDS = (20_000, 20, 100)
 
 

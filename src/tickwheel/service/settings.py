@@ -14,7 +14,7 @@ from tickwheel.stores.urls import redact
 
 MIB = 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 4 * MIB
-"""A batch of 1,000 timers of up to ~4 KiB each as JSON (docs/decisions.md, entry 10)."""
+"""Room for a batch of 1,000 timers of up to ~4 KiB each as JSON (the batch route's limit)."""
 MAX_MAX_BODY_BYTES = 64 * MIB
 """The highest `max_body_bytes` accepted: each request's body is held in memory whole."""
 MAX_SECRET_FILE_BYTES = 64 * 1024
@@ -42,8 +42,6 @@ _SECRET_FILES = {
 }
 _INTS = frozenset({"port", "max_body_bytes"})
 _BOOLS = frozenset({"allow_private_targets", "worker", "insecure"})
-# query parameters of a store URL whose values are masked when it is shown (redis-py reads
-# ?password= as the password, just like the one in the user info)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

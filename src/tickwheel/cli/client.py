@@ -1,7 +1,7 @@
 """`ApiClient`: the CLI's blocking HTTP client of a running tickwheel API, on `urllib.request`.
 
 One request per CLI invocation does not need a pool or an async loop, and the standard library
-keeps ``tickwheel ls`` quick to start (docs/decisions.md, "CLI client on urllib").
+keeps ``tickwheel ls`` quick to start: no HTTP library to import before the first request.
 
 The client follows no redirect: urllib would carry ``Authorization`` along to wherever a
 ``Location`` points, another host included, and the API itself never redirects.
