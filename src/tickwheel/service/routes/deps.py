@@ -1,0 +1,96 @@
+"""What every route shares: the app's `Context`, the store as a dependency, paging parameters,
+the check that refuses undeclared query parameters, and the error responses routes declare."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Query, Request
+from fastapi.dependencies.models import Dependant
+from prometheus_client import CollectorRegistry
+
+from tickwheel.model import Timer
+from tickwheel.service.errors import ApiError
+from tickwheel.service.schemas import ID_PATTERN, ErrorOut
+from tickwheel.service.settings import ServiceSettings
+from tickwheel.stores.base import Store
+from tickwheel.stores.checks import MAX_LIST
+
+MAX_PARAM_CHARS = 64
+"""How much of an unknown query parameter's name an error echoes."""
+MAX_CURSOR_CHARS = 512
+VALID_ID = re.compile(ID_PATTERN)
+
+
+@dataclass(slots=True)
+class Context:
+    """What the routes of one app share: its settings and, once started, its store."""
+
+    settings: ServiceSettings
+    store: Store | None
+    registry: CollectorRegistry
+
+
+def _store(request: Request) -> Store:
+    store: Store | None = request.app.state.tickwheel.store
+    if store is None:
+        raise ApiError(503, "the service is not started", code="store_unavailable")
+    return store
+
+
+def _context(request: Request) -> Context:
+    context: Context = request.app.state.tickwheel
+    return context
+
+
+StoreDep = Annotated[Store, Depends(_store)]
+ContextDep = Annotated[Context, Depends(_context)]
+Limit = Annotated[int, Query(ge=1, le=MAX_LIST, description="timers per page")]
+Cursor = Annotated[
+    str | None,
+    Query(
+        pattern=rf"^[\x21-\x7e]{{1,{MAX_CURSOR_CHARS}}}$",
+        description="the `cursor` of the previous page, as it was returned",
+    ),
+]
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """Declare the error responses of a route: the ones every route may give, and `statuses`."""
+    common = {400, 401, 413, 415, 422, 431, 503}
+    return {status: {"model": ErrorOut} for status in sorted(common | set(statuses))}
+
+
+async def found(store: Store, timer_id: str) -> Timer:
+    """Return the timer `timer_id`, or raise a 404 (an id no timer can have is not looked up)."""
+    timer = await store.get(timer_id) if VALID_ID.fullmatch(timer_id) else None
+    if timer is None:
+        raise ApiError(404, f"no timer {timer_id!r}", field="id")
+    return timer
+
+
+def _declared(dependant: Dependant) -> set[str]:
+    """The query parameters a route's handler reads, its dependencies' included."""
+    names = {param.alias for param in dependant.query_params}
+    return names.union(*(_declared(sub) for sub in dependant.dependencies))
+
+
+async def declared_query_only(request: Request) -> None:
+    """Refuse a query parameter the route does not read, or one given twice (400).
+
+    Ignoring one would let a client believe a filter applied that never did; reading one no
+    handler declared is how a parameter meant to stay internal becomes an input.
+    """
+    if not request.url.query:
+        return
+    known = _declared(request.scope["route"].dependant)  # a few attributes: not worth a cache
+    seen: set[str] = set()
+    for name, _ in request.query_params.multi_items():
+        if name not in known:
+            shown = name[:MAX_PARAM_CHARS]
+            raise ApiError(400, f"unknown query parameter {shown!r}", field=shown)
+        if name in seen:
+            raise ApiError(400, f"query parameter {name!r} is given more than once", field=name)
+        seen.add(name)

@@ -1,0 +1,53 @@
+"""The operator's routes: ``/v1/stats``, ``/healthz`` and ``/metrics``."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Depends, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from tickwheel.errors import StoreUnavailable
+from tickwheel.model import State
+from tickwheel.service.routes.deps import ContextDep, StoreDep, declared_query_only, errors
+from tickwheel.service.schemas import HealthOut, StatsOut, format_ms
+
+HEALTH_TIMEOUT_S = 2.0
+_HEALTH_PROBE_ID = "tickwheel.healthz"
+
+
+def router() -> APIRouter:
+    """Build the stats, health and metrics routes."""
+    routes = APIRouter(dependencies=[Depends(declared_query_only)])
+
+    @routes.get("/v1/stats", responses=errors())
+    async def stats(store: StoreDep) -> StatsOut:
+        """Count timers per state and give the earliest due time among scheduled ones."""
+        found = await store.stats()
+        earliest = found.earliest_due_ms
+        return StatsOut(
+            counts={state: found.counts.get(state, 0) for state in State},
+            earliest_due=None if earliest is None else format_ms(earliest),
+            earliest_due_ms=earliest,
+        )
+
+    @routes.get("/healthz", responses=errors())
+    async def health(store: StoreDep) -> HealthOut:
+        """Answer 200 when the store answers a lookup within two seconds, else 503."""
+        try:
+            async with asyncio.timeout(HEALTH_TIMEOUT_S):
+                await store.get(_HEALTH_PROBE_ID)
+        except TimeoutError:
+            raise StoreUnavailable(f"no answer within {HEALTH_TIMEOUT_S} s") from None
+        return HealthOut(status="ok", store=type(store).__name__)
+
+    @routes.get(
+        "/metrics",
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **errors()},
+    )
+    async def metrics(context: ContextDep) -> Response:
+        """Render the metrics in the Prometheus text format."""
+        return Response(generate_latest(context.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return routes

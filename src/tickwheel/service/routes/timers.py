@@ -1,0 +1,114 @@
+"""The ``/v1/timers`` routes: create (one or a batch), list, put, get, reschedule, cancel."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Response
+
+from tickwheel.errors import InvalidArgument
+from tickwheel.model import State
+from tickwheel.service.errors import ApiError
+from tickwheel.service.routes import create
+from tickwheel.service.routes.deps import (
+    VALID_ID,
+    ContextDep,
+    Cursor,
+    Limit,
+    StoreDep,
+    declared_query_only,
+    errors,
+    found,
+)
+from tickwheel.service.schemas import (
+    BatchIn,
+    BatchOut,
+    RescheduleIn,
+    TimerIn,
+    TimerOut,
+    TimerPage,
+)
+from tickwheel.stores.base import Store
+
+
+async def _not_scheduled(store: Store, timer_id: str) -> ApiError:
+    timer = await store.get(timer_id) if VALID_ID.fullmatch(timer_id) else None
+    if timer is None:
+        return ApiError(404, f"no timer {timer_id!r}", field="id")
+    return ApiError(
+        404, f"timer {timer_id!r} is {timer.state}, not scheduled", code="not_scheduled", field="id"
+    )
+
+
+def router() -> APIRouter:
+    """Build the timer routes; each finds the store and settings through the request's app."""
+    routes = APIRouter(dependencies=[Depends(declared_query_only)])
+
+    @routes.post(
+        "/v1/timers",
+        status_code=201,
+        responses={200: {"model": TimerOut, "description": "a repeat"}, **errors(409)},
+    )
+    async def create_timer(
+        item: TimerIn, response: Response, context: ContextDep, store: StoreDep
+    ) -> TimerOut:
+        """Create a timer; the same id and spec again returns it (200), another spec is 409."""
+        timer = create.build(context, item, store.now_ms())
+        response.status_code, stored = await create.put(store, timer, item, replace=False)
+        return TimerOut.of(stored)
+
+    @routes.post("/v1/timers/batch", responses=errors())
+    async def create_timers(batch: BatchIn, context: ContextDep, store: StoreDep) -> BatchOut:
+        """Create up to 1,000 timers; each gets the status and timer or error it would alone."""
+        return BatchOut(results=await create.batch(context, store, batch.timers))
+
+    @routes.get("/v1/timers", responses=errors())
+    async def list_timers(
+        store: StoreDep, state: State | None = None, limit: Limit = 100, cursor: Cursor = None
+    ) -> TimerPage:
+        """List timers, optionally in one state; follow `cursor` to the end (each timer once).
+
+        SQLite and memory stores list in id order, Redis shard by shard."""
+        page = await store.list(state, limit, cursor)
+        return TimerPage(timers=[TimerOut.of(t) for t in page.timers], cursor=page.cursor)
+
+    @routes.put(
+        "/v1/timers/{timer_id}",
+        status_code=200,
+        responses={201: {"model": TimerOut, "description": "created"}, **errors()},
+    )
+    async def put_timer(
+        timer_id: str, item: TimerIn, response: Response, context: ContextDep, store: StoreDep
+    ) -> TimerOut:
+        """Create the timer (201) or replace it (200); the same spec again changes nothing."""
+        if item.id is not None and item.id != timer_id:
+            raise ApiError(422, "the body's id differs from the path's", field="id")
+        timer = create.build(context, item, store.now_ms(), timer_id)
+        response.status_code, stored = await create.put(store, timer, item, replace=True)
+        return TimerOut.of(stored)
+
+    @routes.get("/v1/timers/{timer_id}", responses=errors(404))
+    async def get_timer(timer_id: str, store: StoreDep) -> TimerOut:
+        """Return the timer, finished ones included while they are retained."""
+        return TimerOut.of(await found(store, timer_id))
+
+    @routes.patch("/v1/timers/{timer_id}", responses=errors(404))
+    async def reschedule_timer(timer_id: str, when: RescheduleIn, store: StoreDep) -> TimerOut:
+        """Move a scheduled timer to a new due time."""
+        due_ms = when.due_ms_at(store.now_ms())
+        try:
+            moved = VALID_ID.fullmatch(timer_id) is not None and await store.reschedule(
+                timer_id, due_ms
+            )
+        except InvalidArgument as error:  # beyond the store's horizon
+            raise when.rename(error) from None
+        if not moved:
+            raise await _not_scheduled(store, timer_id)
+        return TimerOut.of(await found(store, timer_id))
+
+    @routes.delete("/v1/timers/{timer_id}", status_code=204, responses=errors(404))
+    async def cancel_timer(timer_id: str, store: StoreDep) -> Response:
+        """Cancel a scheduled timer; 404 when unknown, or when it is firing or has fired."""
+        if not (VALID_ID.fullmatch(timer_id) and await store.cancel(timer_id)):
+            raise await _not_scheduled(store, timer_id)
+        return Response(status_code=204)
+
+    return routes
