@@ -1,24 +1,22 @@
 """Run the service: the API and a worker in one process (`serve`), or workers alone (`work`).
 
-Both share one store object per process, so an API add wakes the in-process worker at once, and
-stop gracefully on SIGTERM or SIGINT: the worker hands back what it holds, uvicorn closes its
-connections, the store closes, and the process exits 0.
+Both are a `Process` (process.py: the store, the metrics, the worker, the signals) with one
+store object, so an API add wakes the in-process worker at once, and stop gracefully on SIGTERM
+or SIGINT: the worker hands back what it holds, uvicorn closes its connections, the store
+closes, and the process exits 0.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import signal
 import socket
-import sys
-from collections.abc import Callable, Coroutine, Generator, Iterator
+from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tickwheel.engine.settings import WorkerSettings
-from tickwheel.runtime.pauses import steady_gc
 from tickwheel.service.gate import MAX_REQUEST_HEADER_BYTES
+from tickwheel.service.process import Process
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.stores.urls import redact
 
@@ -28,9 +26,7 @@ if TYPE_CHECKING:
     import uvicorn
     from prometheus_client import CollectorRegistry
 
-logger = logging.getLogger("tickwheel.service")
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 API_HURRIED_S = 1.0  # after a second signal, how long the API may still take to shut down
 
 
@@ -54,21 +50,12 @@ async def serve(
     settings.check_exposure()  # before anything is opened or bound
     # imported here: `tickwheel ls` and friends should not pay for FastAPI and uvicorn
     import uvicorn
-    from prometheus_client import CollectorRegistry
 
-    from tickwheel.engine.http import HttpTarget
-    from tickwheel.engine.metrics import Metrics
-    from tickwheel.engine.worker import Worker
     from tickwheel.service.api import create_app
-    from tickwheel.stores.open import open_store
 
-    stop = stop or asyncio.Event()
-    async with contextlib.AsyncExitStack() as cleanup:
-        store = open_store(settings.store_url)
-        cleanup.push_async_callback(store.close)  # last: after the worker and the API are done
-        sock = cleanup.enter_context(_listen(settings.host, settings.port))
-        registry = CollectorRegistry()  # the worker counts on it, the app's /metrics renders it
-        app = create_app(settings, store, registry=registry)
+    async with Process(settings.store_url, stop or asyncio.Event()) as process:
+        sock = process.cleanup.enter_context(_listen(settings.host, settings.port))
+        app = create_app(settings, process.store, registry=process.registry)
         config = uvicorn.Config(
             app,
             log_level="warning",
@@ -80,37 +67,27 @@ async def serve(
             h11_max_incomplete_event_size=MAX_REQUEST_HEADER_BYTES,
         )
         server = _server(config)
-        worker = None
         if settings.worker:
-            target = HttpTarget(
+            process.add_worker(
+                worker_settings,
                 signing_secret=settings.signing_secret,
                 allow_private_targets=settings.allow_private_targets,
             )
-            cleanup.push_async_callback(target.close)
-            worker = Worker(store, target, worker_settings, metrics=Metrics(registry))
-        hurry = cleanup.enter_context(_stop_on_signals(stop))
-        tasks = await cleanup.enter_async_context(_Tasks())
-        serving = tasks.start(server.serve(sockets=[sock]), "api")
-        working = None if worker is None else tasks.start(worker.run(), "worker")
+        serving = process.start(server.serve(sockets=[sock]), "api")
+        process.start_worker()
         # uvicorn offers no event for "started"; the lifespan startup takes a few ms
         while not server.started and not serving.done():  # noqa: ASYNC110
             await asyncio.sleep(0.01)
-        if server.started:
-            _say(
-                out,
-                f"tickwheel serving {_url(sock)} · store {redact(settings.store_url)}"
-                f" · worker {'off' if worker is None else 'on'}",
-            )
-        steady_gc()  # what startup made (FastAPI's app and models among it) is kept for good
-        await tasks.wait(stop)  # or until a task ends by itself, say uvicorn failing
-        if worker is not None and working is not None:
-            worker.stop()
-            # held timers are handed back before the API goes away
-            await tasks.finish(working, hurry)
+        line = (
+            f"tickwheel serving {_url(sock)} · store {redact(settings.store_url)}"
+            f" · worker {'off' if process.worker is None else 'on'}"
+        )
+        # held timers are handed back before the API goes away
+        await process.run(line if server.started else None, out)
         server.should_exit = True
         # even when hurried, uvicorn gets a moment to end its app's lifespan: cancelled, it logs
         # the lifespan's CancelledError as an error with a traceback
-        await tasks.finish(serving, hurry, grace_s=API_HURRIED_S)
+        await process.finish(serving, grace_s=API_HURRIED_S)
 
 
 async def work(
@@ -132,41 +109,24 @@ async def work(
     Raises:
         OSError: the metrics port cannot be listened on.
     """
-    from prometheus_client import CollectorRegistry
-
-    from tickwheel.engine.http import HttpTarget
-    from tickwheel.engine.metrics import Metrics
-    from tickwheel.engine.worker import Worker
-    from tickwheel.stores.open import open_store
-
-    stop = stop or asyncio.Event()
-    async with contextlib.AsyncExitStack() as cleanup:
-        store = open_store(store_url)
-        cleanup.push_async_callback(store.close)
-        registry = CollectorRegistry()
+    async with Process(store_url, stop or asyncio.Event()) as process:
         shown = ""
         if metrics_port is not None:
-            exporter = _export(metrics_host, metrics_port, registry)
-            cleanup.push_async_callback(_unexport, exporter)
+            exporter = _export(metrics_host, metrics_port, process.registry)
+            process.cleanup.push_async_callback(_unexport, exporter)
             shown = f" · metrics http://{metrics_host}:{exporter.server_port}/metrics"
-        target = HttpTarget(
-            signing_secret=signing_secret, allow_private_targets=allow_private_targets
+        process.add_worker(
+            worker_settings,
+            signing_secret=signing_secret,
+            allow_private_targets=allow_private_targets,
         )
-        cleanup.push_async_callback(target.close)
-        worker = Worker(store, target, worker_settings, metrics=Metrics(registry))
-        hurry = cleanup.enter_context(_stop_on_signals(stop))
-        tasks = await cleanup.enter_async_context(_Tasks())
-        working = tasks.start(worker.run(), "worker")
-        _say(
-            out,
+        process.start_worker()
+        line = (
             f"tickwheel worker · store {redact(store_url)} · "
             f"queues {', '.join(worker_settings.queues)} · "
-            f"concurrency {worker_settings.concurrency}{shown}",
+            f"concurrency {worker_settings.concurrency}{shown}"
         )
-        steady_gc()
-        await tasks.wait(stop)
-        worker.stop()
-        await tasks.finish(working, hurry)
+        await process.run(line, out)
 
 
 def _export(host: str, port: int, registry: CollectorRegistry) -> WSGIServer:
@@ -202,11 +162,6 @@ def run(main: Coroutine[Any, Any, None]) -> None:
         runner.run(main)
 
 
-def _say(out: TextIO | None, line: str) -> None:
-    stream = out or sys.stdout
-    print(line, file=stream, flush=True)
-
-
 def _listen(host: str, port: int) -> socket.socket:
     """Bind the API's socket here rather than in uvicorn, which exits the process when it cannot.
 
@@ -240,86 +195,3 @@ def _server(config: uvicorn.Config) -> uvicorn.Server:
             yield
 
     return Server(config)
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: asyncio.Event) -> Iterator[asyncio.Event]:
-    """Set `stop` on SIGTERM or SIGINT, and the yielded event on a second one (main thread only).
-
-    The second signal means "do not wait": the worker's held timers then come back to a worker
-    only when their leases lapse.
-    """
-    loop = asyncio.get_running_loop()
-    hurry = asyncio.Event()
-    installed = []
-    for sig in STOP_SIGNALS:
-        try:
-            loop.add_signal_handler(sig, _on_signal, stop, hurry, sig)
-        except (ValueError, RuntimeError, NotImplementedError):
-            continue  # not the main thread (tests), or no signals on this platform
-        installed.append(sig)
-    try:
-        yield hurry
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-
-
-def _on_signal(stop: asyncio.Event, hurry: asyncio.Event, sig: signal.Signals) -> None:
-    if not stop.is_set():
-        logger.info("%s: stopping (send it again to stop at once)", sig.name)
-        stop.set()
-    elif not hurry.is_set():
-        logger.warning(
-            "%s again: stopping at once; held timers return when their leases lapse", sig.name
-        )
-        hurry.set()
-
-
-class _Tasks:
-    """The long-running tasks of a process; on leaving the block, unfinished ones are cancelled."""
-
-    def __init__(self) -> None:
-        self._tasks: list[asyncio.Task[None]] = []
-
-    async def __aenter__(self) -> _Tasks:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    def start(self, coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        task = asyncio.create_task(coroutine, name=name)
-        self._tasks.append(task)
-        return task
-
-    async def wait(self, stop: asyncio.Event) -> None:
-        """Return when `stop` is set or any task has ended; a task's error is raised here."""
-        stopping = asyncio.create_task(stop.wait())
-        try:
-            await asyncio.wait([stopping, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopping.cancel()
-        for task in self._tasks:
-            if task.done():
-                task.result()  # raises the task's error, if it failed
-
-    async def finish(
-        self, task: asyncio.Task[None], hurry: asyncio.Event, *, grace_s: float = 0.0
-    ) -> None:
-        """Wait for `task` to end; once `hurry` is set, give it `grace_s` more, then cancel it.
-        Its error is raised here."""
-        hurrying = asyncio.create_task(hurry.wait())
-        try:
-            await asyncio.wait([task, hurrying], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            hurrying.cancel()
-        if not task.done() and grace_s > 0:
-            await asyncio.wait([task], timeout=grace_s)
-        if not task.done():
-            task.cancel()
-            await asyncio.wait([task])
-        if not task.cancelled():
-            task.result()
