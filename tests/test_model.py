@@ -175,6 +175,23 @@ def test_header_values_may_hold_tabs_and_non_ascii() -> None:
     assert Callback(url="https://example.com/", headers=headers).headers == headers
 
 
+def test_headers_are_a_read_only_copy() -> None:
+    """Stores share one decoded callback between timers: no timer may change another's."""
+    given = {"X-A": "1"}
+    timer = Timer(due_ms=1, callback=Callback(url="https://example.com/", headers=given))
+    assert timer.callback is not None
+    given["X-A"] = "2"
+    assert timer.callback.headers == {"X-A": "1"}
+    with pytest.raises(TypeError):
+        timer.callback.headers["X-A"] = "3"  # type: ignore[index]
+    # another callback's headers are accepted as given, and checked again
+    copied = Callback(url="https://example.org/", headers=timer.callback.headers)
+    assert copied.headers == {"X-A": "1"}
+    with pytest.raises(InvalidTimer) as caught:
+        Callback(url="https://example.org/", headers={"Host": "x"})
+    assert caught.value.argument == "callback.headers"
+
+
 def test_messages_stay_short_for_huge_input() -> None:
     with pytest.raises(InvalidTimer) as caught:
         RetryPolicy(timeout_s=10**5000)

@@ -16,9 +16,10 @@ import os
 import re
 import reprlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -237,18 +238,25 @@ class State(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Callback:
-    """The HTTP request to make when a timer fires."""
+    """The HTTP request to make when a timer fires.
+
+    `headers` may be given as a dict; the callback keeps a read-only copy, since stores hand
+    one decoded callback to every timer that shares it.
+    """
 
     url: str
     method: str = "POST"
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
     body: str | None = None
 
     def __post_init__(self) -> None:
         _check_url(self.url)
         if not isinstance(self.method, str) or self.method not in METHODS:
             raise InvalidTimer("callback.method", f"must be one of {sorted(METHODS)}")
-        _check_headers(self.headers)
+        headers = self.headers
+        # another callback's headers come as a read-only view (through `dataclasses.replace`)
+        _check_headers(dict(headers) if isinstance(headers, MappingProxyType) else headers)
+        object.__setattr__(self, "headers", MappingProxyType(dict(headers)))
         if self.body is not None:
             if not isinstance(self.body, str):
                 raise InvalidTimer("callback.body", "must be a string")
@@ -291,9 +299,6 @@ class RetryPolicy:
 
 
 DEFAULT_RETRY = RetryPolicy()
-
-# what the caller asked for; the other Timer fields are the store's bookkeeping
-_SPEC_FIELDS = ("id", "due_ms", "queue", "callback", "payload", "retry")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -382,68 +387,6 @@ def _slot_setters(cls: type[Any]) -> dict[str, Callable[[Any, Any], None]]:
 
 
 _SETTERS = {cls: _slot_setters(cls) for cls in (Callback, RetryPolicy, Timer)}
-
-
-(
-    _set_id,
-    _set_due_ms,
-    _set_queue,
-    _set_callback,
-    _set_payload,
-    _set_retry,
-    _set_attempt,
-    _set_state,
-    _set_created_ms,
-    _set_updated_ms,
-    _set_last_error,
-    _set_first_claimed_ms,
-) = _SETTERS[Timer].values()
-
-
-def restore_timer(
-    timer_id: str,
-    due_ms: int,
-    queue: str,
-    callback: Callback | None,
-    payload: Any,
-    retry: RetryPolicy,
-    attempt: int,
-    state: State,
-    created_ms: int,
-    updated_ms: int,
-    last_error: str | None,
-    first_claimed_ms: int | None,
-) -> Timer:
-    """`restore` for a `Timer`, every field given in order: a claim rebuilds one per timer,
-    and keywords and a loop cost more than twice what twelve direct slot sets do."""
-    timer = object.__new__(Timer)
-    _set_id(timer, timer_id)
-    _set_due_ms(timer, due_ms)
-    _set_queue(timer, queue)
-    _set_callback(timer, callback)
-    _set_payload(timer, payload)
-    _set_retry(timer, retry)
-    _set_attempt(timer, attempt)
-    _set_state(timer, state)
-    _set_created_ms(timer, created_ms)
-    _set_updated_ms(timer, updated_ms)
-    _set_last_error(timer, last_error)
-    _set_first_claimed_ms(timer, first_claimed_ms)
-    return timer
-
-
-def as_scheduled(timer: Timer, now_ms: int, attempt: int = 0) -> Timer:
-    """Return `timer` as a store keeps it once scheduled at `now_ms`, without validating again."""
-    return restore(
-        Timer,
-        **{name: getattr(timer, name) for name in _SPEC_FIELDS},
-        attempt=attempt,
-        state=State.SCHEDULED,
-        created_ms=now_ms,
-        updated_ms=now_ms,
-        last_error=None,
-        first_claimed_ms=None,
-    )
 
 
 def new_id(now_ms: int | None = None) -> str:

@@ -1,9 +1,14 @@
-"""The spec encoding stores write: `SpecCache` shares it only where it cannot differ."""
+"""The spec encoding stores write, and the timers they rebuild from what they read back."""
 
 from __future__ import annotations
 
-from tickwheel.model import Callback, RetryPolicy, Timer
-from tickwheel.stores.codec import SpecCache, decode_spec, encode_spec
+from dataclasses import fields
+
+import pytest
+
+from tickwheel.model import Callback, RetryPolicy, State, Timer
+from tickwheel.stores.codec import SpecCache, SpecCodec, encode_spec
+from tickwheel.stores.rebuild import as_scheduled, stored_timer
 
 
 def test_spec_cache_encodes_like_encode_spec_and_shares_by_callback_and_policy() -> None:
@@ -23,4 +28,59 @@ def test_spec_cache_encodes_like_encode_spec_and_shares_by_callback_and_policy()
     assert specs == [encode_spec(timer) for timer in timers]
     assert specs[0] is specs[1]  # one encoding for the shared callback and policy
     assert len(set(specs)) == 5
-    assert decode_spec(specs[3])[2] == patient
+    assert SpecCodec().decode(specs[3])[2] == patient
+
+
+def test_a_codec_shares_what_it_decoded_and_keeps_it_to_itself() -> None:
+    hook = Callback(url="https://hooks.example.com/a", headers={"X-Key": "1"})
+    first = encode_spec(Timer(due_ms=1, callback=hook, payload=1))
+    second = encode_spec(Timer(due_ms=1, callback=hook, payload=[2]))
+    codec = SpecCodec()
+    callback, payload, retry = codec.decode(first)
+    assert (callback, payload, retry) == (hook, 1, RetryPolicy())
+    assert codec.decode(first) is codec.decode(first)
+    assert codec.decode(second.encode())[0] is callback  # bytes, as Redis answers
+    # a list payload is the caller's to change: decoded afresh every time
+    assert codec.decode(second)[1] is not codec.decode(second)[1]
+    assert SpecCodec().decode(first)[0] is not callback  # each store its own
+
+
+def test_decoded_headers_are_read_only() -> None:
+    spec = encode_spec(Timer(due_ms=1, callback=Callback(url="https://a.example/", headers={})))
+    assert spec == '[["https://a.example/","POST",null,null],null,null]'  # no headers: null
+    hook = Callback(url="https://a.example/", headers={"X-Key": "1"})
+    callback = SpecCodec().decode(encode_spec(Timer(due_ms=1, callback=hook)))[0]
+    assert callback is not None
+    assert callback.headers == {"X-Key": "1"}
+    with pytest.raises(TypeError):
+        callback.headers["X-Key"] = "2"  # type: ignore[index]
+
+
+def test_stored_timer_builds_what_the_constructor_builds() -> None:
+    timer = Timer(
+        id="t",
+        due_ms=5,
+        queue="q",
+        callback=Callback(url="https://example.com/"),
+        payload={"n": 1},
+        retry=RetryPolicy(max_attempts=3),
+        attempt=2,
+        state=State.DEAD,
+        created_ms=1,
+        updated_ms=4,
+        last_error="boom",
+        first_claimed_ms=3,
+    )
+    assert stored_timer(*(getattr(timer, field.name) for field in fields(Timer))) == timer
+    scheduled = as_scheduled(timer, 9, attempt=2)
+    assert scheduled == Timer(
+        id="t",
+        due_ms=5,
+        queue="q",
+        callback=timer.callback,
+        payload={"n": 1},
+        retry=timer.retry,
+        attempt=2,
+        created_ms=9,
+        updated_ms=9,
+    )

@@ -266,7 +266,8 @@ async def test_claim_arguments_are_checked(store: Store, clock: ManualClock) -> 
 
 
 async def test_list_pages_through_every_timer_once(store: Store, clock: ManualClock) -> None:
-    """The order is the store's (memory and SQLite: by id; Redis: by shard, decisions 23)."""
+    """The order is the store's (memory and SQLite: by id; Redis: shard by shard, as it keeps
+    no index by id)."""
     ids = [f"t{n:02}" for n in range(25)]
     for timer_id in reversed(ids):
         await store.add(timer(clock, id=timer_id))

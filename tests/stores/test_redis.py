@@ -25,9 +25,8 @@ from tickwheel.errors import InvalidArgument, LeaseLost, StoreUnavailable, Timer
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import Store, StoreSettings
 from tickwheel.stores.codec import encode_spec
-from tickwheel.stores.redis import RedisStore, shard_of
+from tickwheel.stores.redis import RedisStore, listing, shard_of
 from tickwheel.stores.redis import clock as server_clock
-from tickwheel.stores.redis import store as redis_store
 from tickwheel.stores.redis.scripts import with_lib
 
 from .conftest import ManualClock
@@ -584,7 +583,7 @@ async def test_list_walks_every_shard_and_state(
     server: Server, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Pages cross shards and HSCAN steps; a state filter resumes where its budget ran out."""
-    monkeypatch.setattr(redis_store, "SCAN_STEPS", 1)  # one HSCAN step per call
+    monkeypatch.setattr(listing, "SCAN_STEPS", 1)  # one HSCAN step per call
     store = open_store(server, clock, shards=4, settings=StoreSettings(retention_ms=60_000))
     try:
         ids = [f"r{(n * 7919) % 1500:04}" for n in range(1500)]

@@ -16,8 +16,7 @@ import pytest
 from tickwheel.errors import Closed, LeaseLost, StoreUnavailable
 from tickwheel.model import State, Timer
 from tickwheel.stores import StoreSettings
-from tickwheel.stores import sqlite as sqlite_store
-from tickwheel.stores.sqlite import SqliteStore
+from tickwheel.stores.sqlite import SqliteStore, queries, schema
 
 from .conftest import ManualClock
 
@@ -157,7 +156,7 @@ async def test_construction_does_no_io_and_the_file_is_in_wal_mode(tmp_path: Pat
     await store.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert conn.execute("PRAGMA user_version").fetchone() == (sqlite_store.SCHEMA_VERSION,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
     conn.close()
 
 
@@ -194,7 +193,7 @@ async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
 async def test_a_lock_held_too_long_is_store_unavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 100)
+    monkeypatch.setattr(schema, "BUSY_TIMEOUT_MS", 100)
     path = tmp_path / "timers.db"
     store = SqliteStore(path)
     await store.stats()
@@ -226,7 +225,7 @@ async def test_claim_reads_the_due_index_not_the_table(tmp_path: Path) -> None:
     await store.close()
     conn = sqlite3.connect(tmp_path / "timers.db")
     params = {"queue": "q", "horizon": 1, "limit": 5, "deadline": 1, "now": 1, "seq": 0}
-    plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sqlite_store._CLAIM, params)]
+    plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + queries.CLAIM, params)]
     conn.close()
     assert any("USING INDEX timers_due" in step for step in plan), plan
     assert not any(step.startswith("SCAN timers") for step in plan), plan
@@ -236,7 +235,7 @@ async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     """Version 2 added first_claimed_ms and the per-queue lease index; old rows read as unset."""
     path = tmp_path / "timers.db"
     with sqlite3.connect(path) as conn:
-        for statement in sqlite_store._SCHEMA:
+        for statement in schema.SCHEMA:
             if "timers_lease_queue" not in statement:
                 conn.execute(statement.replace(",\n        first_claimed_ms INTEGER", ""))
         conn.execute("PRAGMA user_version = 1")

@@ -174,7 +174,8 @@ class Store(Protocol):
     ) -> Page:
         """Return a page of timers, filtered by state; following `cursor` to the end returns
         every timer once. The order is the store's: memory and SQLite by id (creation order
-        for generated ids), Redis shard by shard (decisions 23)."""
+        for generated ids), Redis shard by shard (an index by id would cost it memory for
+        every pending timer)."""
         ...
 
     async def stats(self) -> Stats:

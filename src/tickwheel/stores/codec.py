@@ -1,8 +1,10 @@
-"""Compact JSON encoding of a timer's spec, shared by the SQLite and Redis stores.
+"""A timer's spec as compact JSON, and the state codes, shared by the SQLite and Redis stores.
 
 The spec (callback, payload, retry policy) is a JSON array, not an object: field names would be
 repeated in every one of a million records. Defaults (no headers, the default retry policy) are
-stored as null. Decoding trusts the stored text: it was validated on the way in.
+stored as null. Encoding needs no state (`encode_spec`, or `SpecCache` over one batch); decoding
+is a `SpecCodec` each store owns, which keeps what it decoded so its timers share it. Decoding
+trusts the stored text: it was validated on the way in.
 """
 
 from __future__ import annotations
@@ -10,12 +12,22 @@ from __future__ import annotations
 import functools
 import json
 import json.scanner
-from typing import Any, cast
+from types import MappingProxyType
+from typing import Any, TypeAlias, cast
 
 from tickwheel.model import DEFAULT_RETRY, Callback, RetryPolicy, State, Timer, restore
 
+Spec: TypeAlias = tuple[Callback | None, Any, RetryPolicy]
+"""A decoded spec: callback, payload, retry policy."""
+
 _STATES = tuple(State)
 _STATE_CODE = {state: code for code, state in enumerate(_STATES)}
+_RETRY_FIELDS = ("max_attempts", "min_backoff_s", "max_backoff_s", "timeout_s", "max_retry_s")
+_FRESH = (list, dict)
+CACHED_SPEC_CHARS = 512
+"""Longer specs are decoded afresh each time: they are rarely shared."""
+CACHED_SPECS = 4096
+"""Decoded specs a codec keeps; it forgets them all when full."""
 
 
 def state_code(state: State) -> int:
@@ -30,10 +42,24 @@ def state_of(code: int) -> State:
 def encode_spec(timer: Timer) -> str:
     """Encode what the caller asked for: callback, payload and retry policy."""
     return json.dumps(
-        [_callback(timer.callback), timer.payload, _retry(timer.retry)],
+        [_callback_fields(timer.callback), timer.payload, _retry_fields(timer.retry)],
         separators=(",", ":"),
         ensure_ascii=False,
     )
+
+
+def _callback_fields(callback: Callback | None) -> list[Any] | None:
+    if callback is None:
+        return None
+    # json encodes a dict, not the callback's read-only view of one
+    headers = dict(callback.headers) if callback.headers else None
+    return [callback.url, callback.method, headers, callback.body]
+
+
+def _retry_fields(retry: RetryPolicy) -> list[Any] | None:
+    if retry == DEFAULT_RETRY:
+        return None
+    return [getattr(retry, name) for name in _RETRY_FIELDS]
 
 
 class SpecCache:
@@ -53,28 +79,40 @@ class SpecCache:
         return spec
 
 
-def decode_spec(spec: str | bytes) -> tuple[Callback | None, Any, RetryPolicy]:
-    """Decode a spec, reusing the decoded callback and retry policy of specs seen before.
+class SpecCodec:
+    """Decodes the specs of one store, reusing the decoded callbacks and retry policies.
 
-    Most timers share a callback and a policy (frozen, so timers may share them) while their
-    payloads differ; a list or dict payload is decoded afresh for each timer, as a caller may
-    change it, and so is never cached.
+    Most timers share a callback and a policy (frozen, headers read-only, so timers may share
+    them) while their payloads differ; a list or dict payload is decoded afresh for each timer,
+    as a caller may change it, and so its spec is never kept.
     """
-    cached = _SPECS.get(spec)
-    if cached is not None:
-        return cached
-    # json.loads sniffs the encoding of bytes first; decoding them here is cheaper
-    callback, payload, retry = _parse(spec.decode() if isinstance(spec, bytes) else spec)
-    decoded = (
-        None if callback is None else _callback_of(callback),
-        payload,
-        DEFAULT_RETRY if retry is None else _shared_retry(*retry),
-    )
-    if not isinstance(payload, _FRESH) and len(spec) <= _CACHED_SPEC_CHARS:
-        if len(_SPECS) >= _CACHED_SPECS:
-            _SPECS.clear()
-        _SPECS[spec] = decoded
-    return decoded
+
+    def __init__(self) -> None:
+        self._specs: dict[str | bytes, Spec] = {}
+        self._callback = functools.lru_cache(maxsize=4096)(_new_callback)
+        self._retry = functools.lru_cache(maxsize=1024)(_new_retry)
+
+    def decode(self, spec: str | bytes) -> Spec:
+        """Return the callback, payload and retry policy `encode_spec` wrote as `spec`."""
+        decoded = self._specs.get(spec)
+        if decoded is not None:
+            return decoded
+        # json.loads sniffs the encoding of bytes first; decoding them here is cheaper
+        callback, payload, retry = _parse(spec.decode() if isinstance(spec, bytes) else spec)
+        decoded = (
+            None if callback is None else self._callback_of(callback),
+            payload,
+            DEFAULT_RETRY if retry is None else self._retry(*retry),
+        )
+        if not isinstance(payload, _FRESH) and len(spec) <= CACHED_SPEC_CHARS:
+            if len(self._specs) >= CACHED_SPECS:
+                self._specs.clear()
+            self._specs[spec] = decoded
+        return decoded
+
+    def _callback_of(self, fields: list[Any]) -> Callback:
+        url, method, headers, body = fields
+        return self._callback(url, method, tuple(headers.items()) if headers else (), body)
 
 
 def _parse(text: str) -> Any:
@@ -91,39 +129,15 @@ def _parse(text: str) -> Any:
 
 # (typeshed types its argument as a scanner; it takes the decoder whose settings it copies)
 _scan = json.scanner.make_scanner(cast(Any, json.JSONDecoder()))
-_FRESH = (list, dict)
-_CACHED_SPEC_CHARS = 512
-_CACHED_SPECS = 4096
-_SPECS: dict[str | bytes, tuple[Callback | None, Any, RetryPolicy]] = {}
 
 
-_RETRY_FIELDS = ("max_attempts", "min_backoff_s", "max_backoff_s", "timeout_s", "max_retry_s")
-
-
-def _callback(callback: Callback | None) -> list[Any] | None:
-    if callback is None:
-        return None
-    return [callback.url, callback.method, callback.headers or None, callback.body]
-
-
-def _callback_of(fields: list[Any]) -> Callback:
-    url, method, headers, body = fields
-    return _shared_callback(url, method, tuple(headers.items()) if headers else (), body)
-
-
-@functools.lru_cache(maxsize=4096)
-def _shared_callback(
+def _new_callback(
     url: str, method: str, headers: tuple[tuple[str, str], ...], body: str | None
 ) -> Callback:
-    return restore(Callback, url=url, method=method, headers=dict(headers), body=body)
+    return restore(
+        Callback, url=url, method=method, headers=MappingProxyType(dict(headers)), body=body
+    )
 
 
-def _retry(retry: RetryPolicy) -> list[Any] | None:
-    if retry == DEFAULT_RETRY:
-        return None
-    return [getattr(retry, name) for name in _RETRY_FIELDS]
-
-
-@functools.lru_cache(maxsize=1024)
-def _shared_retry(*fields: Any) -> RetryPolicy:
+def _new_retry(*fields: Any) -> RetryPolicy:
     return restore(RetryPolicy, **dict(zip(_RETRY_FIELDS, fields, strict=True)))

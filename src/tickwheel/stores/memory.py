@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from tickwheel.core import DelayHeap
 from tickwheel.errors import Closed, LeaseLost, TimerExists
-from tickwheel.model import State, Timer, as_scheduled, truncate_error
+from tickwheel.model import State, Timer, truncate_error
 from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
 from tickwheel.stores.checks import (
     check_claim,
@@ -16,6 +16,7 @@ from tickwheel.stores.checks import (
     check_list,
     check_timeout,
 )
+from tickwheel.stores.rebuild import as_scheduled
 from tickwheel.stores.wake import Wakeups
 
 

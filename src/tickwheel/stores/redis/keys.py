@@ -23,12 +23,12 @@ slot and every script runs on one node::
     {p:s}:b:<queue>:<ms>    list   ids of the queue's timers leased until <ms> (acked ones
                                    stay until the batch's count reaches 0)
 
-This is a two-level hashed timing wheel (decisions 23): a timer due within the hour goes into
-its minute slot, a later one into its day slot, with one ``RPUSH``; an hour before a day slot
-starts its timers move into minute slots, and a claim whose horizon reaches a minute slot
-moves its timers into the near set, which is ordered (due ms, then seq). A slot is unordered,
-so adding costs no search; each timer is moved at most twice. Slots are lists: about 28 bytes
-a timer at any density of due times.
+This is a two-level hashed timing wheel: a timer due within the hour goes into its minute
+slot, a later one into its day slot, with one ``RPUSH``; an hour before a day slot starts its
+timers move into minute slots, and a claim whose horizon reaches a minute slot moves its timers
+into the near set, which is ordered (due ms, then seq). A slot is unordered, so adding costs no
+search; each timer is moved at most twice. Slots are lists: about 28 bytes a timer at any
+density of due times.
 
 Scripts also PUBLISH the queue's name on the channel ``<p>:wake`` when a change may make a
 timer the earliest of its queue in its shard (`RedisStore.wait` listens to it).

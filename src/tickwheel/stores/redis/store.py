@@ -3,25 +3,23 @@
 A timer lives in the shard its id hashes to (`keys.py`); each state transition is one Lua
 script on that shard (``lua/*.lua``), so a timer is never half written. Calls that touch several
 shards (claim, list, stats, add_many) go out as one pipeline, which the Cluster client splits by
-node and sends concurrently.
+node and sends concurrently. The store's class holds the one-timer transitions; adding batches
+(`adding.py`), claiming (`claiming.py`), and listing and counting (`listing.py`) each have a
+module, and `record.py` writes and reads the records.
 """
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-from asyncio import FIRST_COMPLETED
-from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias, cast
+from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from tickwheel.errors import Closed, InvalidArgument, LeaseLost, TimerExists
-from tickwheel.model import State, Timer, as_scheduled, truncate_error
-from tickwheel.stores.base import Lease, Page, Stats, StoreSettings, new_lease
+from tickwheel.model import State, Timer, truncate_error
+from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
@@ -29,42 +27,18 @@ from tickwheel.stores.checks import (
     check_list,
     check_timeout,
 )
-from tickwheel.stores.codec import state_code
-from tickwheel.stores.redis.batch import AddCall, plan
+from tickwheel.stores.redis import adding, listing
+from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
-from tickwheel.stores.redis.keys import (
-    DEFAULT_PREFIX,
-    DEFAULT_SHARDS,
-    ShardKeys,
-    check_layout,
-    shard_of,
-)
+from tickwheel.stores.redis.keys import DEFAULT_PREFIX, DEFAULT_SHARDS, ShardKeys, check_layout
 from tickwheel.stores.redis.listen import Listener
-from tickwheel.stores.redis.record import (
-    NEAR_ID_AT,
-    SeqSource,
-    base36,
-    seq_of,
-    unpack,
-)
-from tickwheel.stores.redis.scripts import Arg, Client, ScriptCall, Scripts, unavailable
+from tickwheel.stores.redis.record import RecordCodec, SeqSource, base36
+from tickwheel.stores.redis.scripts import Arg, Client, Scripts, unavailable
+from tickwheel.stores.redis.shards import Shards
 from tickwheel.stores.urls import redact
 from tickwheel.stores.wake import until
 
-# (`RedisStore.list` hides the builtin inside the class body)
-Added: TypeAlias = list[Timer | TimerExists]
-Replies: TypeAlias = list[Any]
-Calls: TypeAlias = list[ScriptCall]
-Members: TypeAlias = list[bytes]
-Heads: TypeAlias = list[tuple[bytes, int]]  # (near-set member, shard)
-
-ADD_CHUNK = 2_000  # timers per add_many pipeline (an add.lua call per shard)
-ADD_IN_FLIGHT = 3  # add_many pipelines sent at once
 ACK_BATCH = 500  # leases per ack.lua call
-RELEASE_LIMIT = 256  # expired leases returned per shard per claim (whole batches: maybe more)
-PURGE_LIMIT = 1_000  # done-list entries a purge.lua call reads (16k/s with a claim a second)
-SCAN_STEPS = 50  # HSCAN steps (of ~100 records, ~2 ms of Redis) a scan.lua call takes at most
-PURGE_EVERY_MS = 1000  # claims purge at most this often (store clock); stats purges all
 MAX_MS = 2**53  # Lua and sorted-set scores are doubles: integers are exact below this
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
@@ -99,17 +73,16 @@ class RedisStore:
         self.shards = shards
         self._client = client
         self._owns_client = owns_client
-        self._keys = [ShardKeys.of(prefix, shard) for shard in range(shards)]
-        self._fixed = [keys.fixed for keys in self._keys]
-        self._scripts = Scripts(client)
+        self._shards = Shards(Scripts(client), prefix, shards)
+        self._records = RecordCodec()
+        self._seq = SeqSource()
+        self._claimer = Claimer(self._shards, self._records, self._seq)
         self._server_clock: ServerClock | None = None
         self._clock: Callable[[], int]
         if clock is None:
             self._server_clock = self._clock = ServerClock(clock_refresh_s)
         else:
             self._clock = clock
-        self._seq = SeqSource()
-        self._next_purge_ms = 0
         self._listener = Listener(client, f"{prefix}:wake")
         self._closed = False
 
@@ -179,7 +152,7 @@ class RedisStore:
 
     def shard_keys(self, shard: int) -> ShardKeys:
         """The keys of one shard (for tools and tests)."""
-        return self._keys[shard]
+        return self._shards.keys(shard)
 
     async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
         (stored,) = await self._add([timer], replace)
@@ -204,107 +177,27 @@ class RedisStore:
     async def get(self, timer_id: str) -> Timer | None:
         self._open()
         now = await self._now()
-        (raw,) = await self._scripts.run("get", self._fixed_of(timer_id), (now, timer_id))
-        return None if raw == 0 else unpack(timer_id, raw)
+        (raw,) = await self._shards.run("get", timer_id, (now, timer_id))
+        return None if raw == 0 else self._records.unpack(timer_id, raw)
 
     async def cancel(self, timer_id: str) -> bool:
         self._open()
-        return await self._step("cancel", timer_id)
+        return await self._shards.step("cancel", timer_id)
 
     async def reschedule(self, timer_id: str, due_ms: int) -> bool:
         self._open()
         now = await self._now()
         check_due(due_ms, now, self.settings)
-        return await self._step("reschedule", timer_id, base36(due_ms), now, self._next_seq())
+        return await self._shards.step(
+            "reschedule", timer_id, base36(due_ms), now, self._next_seq()
+        )
 
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         self._open()
         check_claim(limit, lease_ms, self.settings)
         self._listener.wakeups.mark(queue)
         now = await self._now()
-        horizon_ms = min(horizon_ms, MAX_MS)
-        chosen = await self._choose(queue, horizon_ms, limit, now)
-        if not chosen:
-            return []
-        # lease seqs number the claims in (due, seq) order across shards: the leases are
-        # returned in that order, and come back in it should they expire
-        seqs = SeqSource.formats(self._seq.take(len(chosen)), len(chosen))
-        lease_seqs: dict[int, list[str]] = {}
-        for seq, (_, shard) in zip(seqs, chosen, strict=True):
-            lease_seqs.setdefault(shard, []).append(seq)
-        claim_calls = [
-            self._call("claim", s, (queue, horizon_ms, now, lease_ms, "".join(seqs)))
-            for s, seqs in lease_seqs.items()
-        ]
-        claimed = [
-            (flat[i], flat[i + 1])
-            for flat in await self._scripts.run_many(claim_calls)
-            for i in range(0, len(flat), 2)
-        ]
-        place = {member[NEAR_ID_AT[member[0]] :]: n for n, (member, _) in enumerate(chosen)}
-        if all(raw_id in place for raw_id, _ in claimed):
-            claimed.sort(key=lambda pair: place[pair[0]])
-        else:  # a shard leased other timers than it showed (they changed in between)
-            claimed.sort(key=lambda pair: seq_of(pair[1]))
-        deadline = now + lease_ms
-        leases = []
-        for raw_id, raw in claimed:
-            timer = unpack(raw_id.decode(), raw)
-            leases.append(new_lease(timer, timer.attempt, deadline))
-        return leases
-
-    async def _choose(self, queue: str, horizon_ms: int, limit: int, now: int) -> Heads:
-        """Return (member, shard) of the `limit` earliest due timers over all shards.
-
-        Expired leases return to their queues first. Each shard shows its share and a margin;
-        a shard all of whose shown timers made the cut shows `limit` in a second round. A shard
-        whose slots the horizon reaches hold more than one call moves is asked again first.
-        """
-        # a shard's share of the limit plus a margin: ids hash evenly, so a shard rarely holds
-        # more than a quarter over its share of the earliest
-        share = min(limit, -(-5 * limit // (4 * self.shards)) + 16)
-        asked = dict.fromkeys(range(self.shards), share)
-        shown: dict[int, Members] = {}
-        wanted = list(asked)
-        calls: Calls = []
-        if now >= self._next_purge_ms:
-            calls = [self._purge(s, now) for s in range(self.shards)]
-            self._next_purge_ms = now + PURGE_EVERY_MS
-        released = False
-        while wanted:
-            calls += [
-                self._call("peek", s, (queue, horizon_ms, asked[s], now, RELEASE_LIMIT))
-                for s in wanted
-            ]
-            peeks = (await self._scripts.run_many(calls))[len(calls) - len(wanted) :]
-            calls = []
-            expired = {s: members for s, (members, _, _) in zip(wanted, peeks, strict=True)}
-            if not released and any(expired.values()):
-                # as in the reference store, they return before anything is claimed (once
-                # per claim: those beyond RELEASE_LIMIT in a shard wait for the next claim)
-                await self._release(now, expired)
-                released = True
-                continue
-            moving = [s for s, (_, _, partly) in zip(wanted, peeks, strict=True) if partly]
-            if moving:  # a slot too big to move in one call: peek again until it is moved
-                wanted = moving
-                continue
-            shown.update((s, due) for s, (_, due, _) in zip(wanted, peeks, strict=True))
-            # members begin with their due time: they sort as (due, seq) by their bytes; one
-            # sort of all shown (~1.5 x limit) is 5x faster here than heapq.nsmallest
-            chosen = sorted(
-                itertools.chain.from_iterable(
-                    zip(due, itertools.repeat(shard)) for shard, due in shown.items()
-                )
-            )[:limit]
-            taken = Counter(shard for _, shard in chosen)
-            wanted = [
-                s
-                for s, due in shown.items()
-                if taken[s] == len(due) == asked[s] < limit  # it may hold more
-            ]
-            asked.update(dict.fromkeys(wanted, limit))
-        return chosen
+        return await self._claimer.claim(queue, min(horizon_ms, MAX_MS), limit, lease_ms, now)
 
     async def extend(self, lease: Lease, lease_ms: int) -> Lease:
         self._open()
@@ -317,8 +210,8 @@ class RedisStore:
         self._open()
         self._listener.wakeups.mark(queue)
         now = await self._now()
-        calls = [self._call("next_due", s, (queue, now)) for s in range(self.shards)]
-        dues = [int(due) for due in await self._scripts.run_many(calls) if due]
+        calls = [self._shards.call("next_due", s, (queue, now)) for s in range(self.shards)]
+        dues = [int(due) for due in await self._shards.run_many(calls) if due]
         return min(dues, default=None)
 
     async def wait(self, queue: str, timeout_s: float) -> bool:
@@ -345,7 +238,7 @@ class RedisStore:
         now = await self._now()
         by_shard: dict[int, list[int]] = {}
         for n, lease in enumerate(leases):
-            by_shard.setdefault(shard_of(lease.timer.id, self.shards), []).append(n)
+            by_shard.setdefault(self._shards.of(lease.timer.id), []).append(n)
         batches = [
             (shard, positions[start : start + ACK_BATCH])
             for shard, positions in by_shard.items()
@@ -353,7 +246,7 @@ class RedisStore:
         ]
         expiry = now + self.settings.retention_ms
         calls = [
-            self._call(
+            self._shards.call(
                 "ack",
                 shard,
                 (
@@ -366,7 +259,7 @@ class RedisStore:
         ]
         acked = [False] * len(leases)
         for (_, positions), replies in zip(
-            batches, await self._scripts.run_many(calls), strict=True
+            batches, await self._shards.run_many(calls), strict=True
         ):
             for n, reply in zip(positions, replies, strict=True):
                 acked[n] = reply == 1
@@ -388,111 +281,23 @@ class RedisStore:
     async def replay(self, timer_id: str) -> bool:
         self._open()
         now = await self._now()
-        return await self._step("replay", timer_id, now, self._next_seq(), base36(now))
+        return await self._shards.step("replay", timer_id, now, self._next_seq(), base36(now))
 
     async def list(
         self, state: State | None = None, limit: int = 100, cursor: str | None = None
     ) -> Page:
-        """Page through the timers shard by shard: dead letters in id order, the rest in each
-        shard's records-hash order (decisions 23), with Redis SCAN's guarantee: a timer present
-        for the whole walk is listed; one added or deleted meanwhile may or may not be."""
+        """Page through the timers shard by shard (`listing.py` says in which order): a timer
+        present for the whole walk is listed; one added or deleted meanwhile may or may not be."""
         self._open()
         check_list(limit)
         now = await self._now()
-        if state is State.LEASED:
-            return await self._list_leased(now, limit, cursor)
-        code = "" if state is None else str(state_code(state))
-        begin = "-" if state is State.DEAD else "0"
-        shard, skip, position = self._where(cursor, begin)
-        timers: list[Timer] = []
-        # the cursor's shard alone while it has more (on a large store it fills the page, or
-        # a rare state takes it many calls); once it ends, every shard after it at once
-        asked = 1
-        while shard < self.shards and len(timers) < limit:
-            need = limit - len(timers)
-            shards = range(shard, min(shard + asked, self.shards))
-            calls = [
-                self._call(
-                    "scan",
-                    s,
-                    (position, skip, need, code, now, SCAN_STEPS)
-                    if s == shards[0]
-                    else (begin, 0, need, code, now, SCAN_STEPS),
-                )
-                for s in shards
-            ]
-            asked = self.shards
-            for s, (flat, after, after_skip, done) in zip(
-                shards, await self._scripts.run_many(calls), strict=True
-            ):
-                if len(flat) // 2 > limit - len(timers):
-                    shard, skip, position = s, 0, begin  # asked for too many: ask it again
-                    break
-                timers += [unpack(flat[i].decode(), flat[i + 1]) for i in range(0, len(flat), 2)]
-                if not done:
-                    shard, skip, position = s, after_skip, after.decode()
-                    asked = 1
-                    break
-                shard, skip, position = s + 1, 0, begin
-        more = shard < self.shards
-        return Page(timers, f"{shard}:{skip}:{position}" if more else None)
-
-    async def _list_leased(self, now: int, limit: int, cursor: str | None) -> Page:
-        """Leased timers shard by shard, by id within a shard: each shard's lease batches
-        list its timers in flight, which the store sorts (Lua compares by locale)."""
-        shard, _, position = self._where(cursor, "-")
-        after = position[1:]  # "(<id>": the last one listed
-        code = str(state_code(State.LEASED))
-        shards = range(shard, self.shards)
-        calls = [self._call("scan", s, ("-", 0, limit, code, now, 0)) for s in shards]
-        timers: list[Timer] = []
-        for s, (flat, *_) in zip(shards, await self._scripts.run_many(calls), strict=True):
-            held = sorted(
-                (flat[i].decode(), flat[i + 1])
-                for i in range(0, len(flat), 2)
-                if s != shard or flat[i].decode() > after
-            )
-            need = limit - len(timers)
-            timers += [unpack(timer_id, raw) for timer_id, raw in held[:need]]
-            if len(held) > need:
-                return Page(timers, f"{s}:0:({held[need - 1][0]}" if need else f"{s}:0:-")
-        return Page(timers, None)
-
-    def _where(self, cursor: str | None, begin: str) -> tuple[int, int, str]:
-        """Read a `list` cursor: shard, matches to skip, and where in the shard."""
-        if cursor is None:
-            return 0, 0, begin
-        shard, _, rest = cursor.partition(":")
-        skip, _, position = rest.partition(":")
-        if not (shard.isdigit() and skip.isdigit() and position and int(shard) < self.shards):
-            raise InvalidArgument("cursor", f"not a cursor this store returned: {cursor!r}")
-        return int(shard), int(skip), position
+        return await listing.list_page(self._shards, self._records, state, limit, cursor, now)
 
     async def stats(self) -> Stats:
         self._open()
         now = await self._now()
-        await self._purge_all(now)
-        replies: dict[int, Replies] = {}
-        todo = list(range(self.shards))
-        while todo:  # again where a slot too big to move in one call hid the earliest
-            calls = [self._call("stats", s, (now,)) for s in todo]
-            replies.update(zip(todo, await self._scripts.run_many(calls), strict=True))
-            todo = [s for s in todo if not replies[s][5]]
-        counts = dict.fromkeys(State, 0)
-        dues = []
-        for reply in replies.values():
-            for state, count in zip(State, reply[:4], strict=True):
-                counts[state] += count
-            if reply[4]:
-                dues.append(int(reply[4]))
-        return Stats(counts, min(dues, default=None))
-
-    async def _purge_all(self, now: int) -> None:
-        """Delete every done timer whose retention has ended, PURGE_LIMIT per call."""
-        todo = list(range(self.shards))
-        while todo:
-            replies = await self._scripts.run_many([self._purge(s, now) for s in todo])
-            todo = [s for s, read in zip(todo, replies, strict=True) if read == PURGE_LIMIT]
+        await self._claimer.purge_all(now)
+        return await listing.count(self._shards, now)
 
     async def sync_clock(self) -> None:
         """Measure the server clock's offset now (done lazily and every `clock_refresh_s`)."""
@@ -508,94 +313,19 @@ class RedisStore:
         if self._owns_client:
             await self._client.aclose()
 
-    async def _add(self, timers: Sequence[Timer], replace: bool) -> Added:
+    async def _add(self, timers: Sequence[Timer], replace: bool) -> adding.Added:
         self._open()
         now = await self._now()
         for timer in timers:
             check_due(timer.due_ms, now, self.settings)
         first_seq = self._seq.take(len(timers))
-        results: list[Timer | TimerExists | None] = [None] * len(timers)
-
-        async def send(calls: list[AddCall]) -> None:
-            script_calls = [self._call("add", c.shard, (now, int(replace), c.lines)) for c in calls]
-            for call, reply in zip(calls, await self._scripts.run_many(script_calls), strict=True):
-                for n, result in zip(call.positions, reply, strict=True):
-                    results[n] = self._added(timers[n], now, result)
-
-        if len({timer.id for timer in timers}) < len(timers):
-            # an id repeats: one pipeline, whose calls run in order, so the later add sees
-            # the earlier
-            await send(plan(timers, 0, now, first_seq, self.shards))
-        else:
-            # chunks in flight while the next is encoded, so encoding overlaps Redis's work
-            in_flight: set[asyncio.Task[None]] = set()
-            try:
-                for start in range(0, len(timers), ADD_CHUNK):
-                    chunk = plan(
-                        timers[start : start + ADD_CHUNK], start, now, first_seq, self.shards
-                    )
-                    in_flight.add(asyncio.ensure_future(send(chunk)))
-                    if len(in_flight) < ADD_IN_FLIGHT:
-                        await asyncio.sleep(0)  # let the task write its pipeline
-                        continue
-                    done, in_flight = await asyncio.wait(in_flight, return_when=FIRST_COMPLETED)
-                    for task in done:
-                        task.result()
-                await asyncio.gather(*in_flight)
-            finally:
-                for task in in_flight:
-                    task.cancel()
-        return cast(Added, results)
-
-    def _added(self, timer: Timer, now: int, result: int | bytes) -> Timer | TimerExists:
-        """What add.lua's `result` for `timer` means: stored (with this attempt) or taken."""
-        if isinstance(result, int):
-            return as_scheduled(timer, now, result)
-        existing = unpack(timer.id, result)
-        return existing if existing.spec() == timer.spec() else TimerExists(timer.id)
-
-    async def _release(self, now: int, expired: dict[int, Replies]) -> None:
-        """Return expired leases to scheduled, numbered in (deadline, lease seq) order.
-
-        `expired` holds each shard's expired lease batches as peek.lua lists them: batch,
-        deadline, the members still leased.
-        """
-        ordered = sorted(
-            (float(flat[i + 1]), member, shard, flat[i])
-            for shard, flat in expired.items()
-            for i in range(0, len(flat), 3)
-            for member in flat[i + 2]
+        return await adding.add(
+            self._shards, self._records, timers, replace=replace, now_ms=now, first_seq=first_seq
         )
-        first = self._seq.take(len(ordered))
-        batches: dict[int, dict[bytes, list[Arg]]] = {}
-        for n, (_, member, shard, batch) in enumerate(ordered):
-            pairs = batches.setdefault(shard, {}).setdefault(batch, [])
-            pairs += (member.decode(), SeqSource.format(first + n))
-        calls = []
-        for shard, by_batch in batches.items():
-            args: list[Arg] = [now]
-            for batch, pairs in by_batch.items():
-                args += (batch.decode(), len(pairs) // 2, *pairs)
-            calls.append(self._call("release", shard, args))
-        await self._scripts.run_many(calls)
 
     async def _settle(self, name: str, lease: Lease, *args: Arg) -> None:
-        if not await self._step(name, lease.timer.id, lease.token, *args):
+        if not await self._shards.step(name, lease.timer.id, lease.token, *args):
             raise LeaseLost(lease.timer.id, lease.token)
-
-    async def _step(self, name: str, timer_id: str, *args: Arg) -> bool:
-        """Run a one-timer transition script; return whether it applied."""
-        reply: int = await self._scripts.run(name, self._fixed_of(timer_id), (timer_id, *args))
-        return reply == 1
-
-    def _fixed_of(self, timer_id: str) -> tuple[str, ...]:
-        return self._fixed[shard_of(timer_id, self.shards)]
-
-    def _call(self, name: str, shard: int, args: Sequence[Arg]) -> ScriptCall:
-        return (name, self._fixed[shard], args)
-
-    def _purge(self, shard: int, now: int) -> ScriptCall:
-        return self._call("purge", shard, (now, PURGE_LIMIT))
 
     def _next_seq(self) -> str:
         return SeqSource.format(self._seq.take())

@@ -17,9 +17,10 @@ local TAG = string.match(RECORDS, '^{[^}]*}')
 local WAKE = string.match(TAG, '^{(.*):%d+}$') .. ':wake'
 local SEQ_DIGITS = 9 -- base 62 (record.py)
 local DEFAULT_QUEUE = 'default' -- stored as an empty field
--- The wheel's two levels (decisions 23): minute slots for timers due within the hour, day
--- slots beyond; a day slot moves into minute slots an hour before it starts, a minute slot
--- into the queue's near set when a claim's horizon reaches it.
+-- The wheel's two levels: minute slots for timers due within the hour, day slots beyond; a
+-- day slot moves into minute slots an hour before it starts, a minute slot into the queue's
+-- near set when a claim's horizon reaches it. Slots are unordered lists, so an add costs one
+-- RPUSH and no search; only the near set, which a claim reads, is ordered.
 local MINUTE_SLOT, DAY_SLOT, MINUTE_RANGE = 60000, 86400000, 3600000
 local CASCADE_BUDGET = 4000 -- slot entries one call moves at most (unpack() takes ~8,000)
 

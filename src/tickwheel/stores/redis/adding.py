@@ -1,0 +1,111 @@
+"""How `RedisStore.add` and `add_many` send timers to add.lua, and read its answers.
+
+A call carries up to `ADD_BATCH` timers of one shard as one argument (`RecordCodec.lines`), and
+add.lua writes each key of the batch with one variadic command. A large batch goes out in
+pipelines of `ADD_CHUNK` timers, a few in flight while the next is encoded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from asyncio import FIRST_COMPLETED
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeAlias, cast
+
+from tickwheel.errors import TimerExists
+from tickwheel.model import Timer
+from tickwheel.stores.rebuild import as_scheduled
+from tickwheel.stores.redis.record import RecordCodec, SeqSource
+from tickwheel.stores.redis.shards import Shards
+
+Added: TypeAlias = list[Timer | TimerExists]
+
+ADD_BATCH = 200  # timers per add.lua call: keeps each script call short
+ADD_CHUNK = 2_000  # timers per add_many pipeline (an add.lua call per shard)
+ADD_IN_FLIGHT = 3  # add_many pipelines sent at once
+
+
+@dataclass(frozen=True, slots=True)
+class AddCall:
+    """One add.lua call: the shard, the timers' positions in the batch, their lines."""
+
+    shard: int
+    positions: list[int]
+    lines: str
+
+
+def plan(
+    timers: Sequence[Timer], offset: int, now_ms: int, first_seq: int, shards: Shards
+) -> list[AddCall]:
+    """Split `timers` (from position `offset` of a batch whose seqs start at `first_seq`) into
+    add.lua calls, in order within each shard, distinct ids per call."""
+    lines = RecordCodec.lines(timers, now_ms, SeqSource.formats(first_seq + offset, len(timers)))
+    by_shard: dict[int, list[int]] = {}
+    for n, timer in enumerate(timers, offset):
+        by_shard.setdefault(shards.of(timer.id), []).append(n)
+    calls = []
+    for shard, positions in by_shard.items():
+        chunk: list[int] = []
+        ids: set[str] = set()
+        for n in positions:
+            if len(chunk) == ADD_BATCH or timers[n - offset].id in ids:
+                calls.append(AddCall(shard, chunk, "".join([lines[i - offset] for i in chunk])))
+                chunk, ids = [], set()
+            chunk.append(n)
+            ids.add(timers[n - offset].id)
+        calls.append(AddCall(shard, chunk, "".join([lines[i - offset] for i in chunk])))
+    return calls
+
+
+async def add(
+    shards: Shards,
+    records: RecordCodec,
+    timers: Sequence[Timer],
+    *,
+    replace: bool,
+    now_ms: int,
+    first_seq: int,
+) -> Added:
+    """Add `timers` (checked, their seqs taken from `first_seq`); return each as stored, or
+    the `TimerExists` its id raised, in order."""
+    results: list[Timer | TimerExists | None] = [None] * len(timers)
+
+    async def send(calls: list[AddCall]) -> None:
+        script_calls = [shards.call("add", c.shard, (now_ms, int(replace), c.lines)) for c in calls]
+        for call, reply in zip(calls, await shards.run_many(script_calls), strict=True):
+            for n, result in zip(call.positions, reply, strict=True):
+                results[n] = _added(records, timers[n], now_ms, result)
+
+    if len({timer.id for timer in timers}) < len(timers):
+        # an id repeats: one pipeline, whose calls run in order, so the later add sees the
+        # earlier
+        await send(plan(timers, 0, now_ms, first_seq, shards))
+    else:
+        # chunks in flight while the next is encoded, so encoding overlaps Redis's work
+        in_flight: set[asyncio.Task[None]] = set()
+        try:
+            for start in range(0, len(timers), ADD_CHUNK):
+                chunk = plan(timers[start : start + ADD_CHUNK], start, now_ms, first_seq, shards)
+                in_flight.add(asyncio.ensure_future(send(chunk)))
+                if len(in_flight) < ADD_IN_FLIGHT:
+                    await asyncio.sleep(0)  # let the task write its pipeline
+                    continue
+                done, in_flight = await asyncio.wait(in_flight, return_when=FIRST_COMPLETED)
+                for task in done:
+                    task.result()
+            await asyncio.gather(*in_flight)
+        finally:
+            for task in in_flight:
+                task.cancel()
+    return cast(Added, results)
+
+
+def _added(
+    records: RecordCodec, timer: Timer, now_ms: int, result: int | bytes
+) -> Timer | TimerExists:
+    """What add.lua's `result` for `timer` means: stored (with this attempt) or taken."""
+    if isinstance(result, int):
+        return as_scheduled(timer, now_ms, result)
+    existing = records.unpack(timer.id, result)
+    return existing if existing.spec() == timer.spec() else TimerExists(timer.id)

@@ -1,0 +1,43 @@
+"""One store's virtual shards as its scripts see them: how many, their keys, the calls on them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tickwheel.stores.redis.keys import ShardKeys, shard_of
+from tickwheel.stores.redis.scripts import Arg, ScriptCall, Scripts
+
+
+class Shards:
+    """The shards of one prefix, and the scripts that run on one shard's keys each call."""
+
+    def __init__(self, scripts: Scripts, prefix: str, count: int) -> None:
+        self.count = count
+        self._scripts = scripts
+        self._keys = [ShardKeys.of(prefix, shard) for shard in range(count)]
+        self._fixed = [keys.fixed for keys in self._keys]
+
+    def keys(self, shard: int) -> ShardKeys:
+        return self._keys[shard]
+
+    def of(self, timer_id: str) -> int:
+        """Return the shard `timer_id` lives in."""
+        return shard_of(timer_id, self.count)
+
+    def call(self, name: str, shard: int, args: Sequence[Arg]) -> ScriptCall:
+        """One call of script `name` on `shard`'s fixed keys, for `run_many`."""
+        return (name, self._fixed[shard], args)
+
+    async def run_many(self, calls: Sequence[ScriptCall]) -> list[Any]:
+        """Run calls in one pipeline; return their replies in order."""
+        return await self._scripts.run_many(calls)
+
+    async def run(self, name: str, timer_id: str, args: Sequence[Arg]) -> Any:
+        """Run script `name` on the shard of `timer_id`; return its reply."""
+        return await self._scripts.run(name, self._fixed[self.of(timer_id)], args)
+
+    async def step(self, name: str, timer_id: str, *args: Arg) -> bool:
+        """Run a one-timer transition script; return whether it applied."""
+        reply: int = await self.run(name, timer_id, (timer_id, *args))
+        return reply == 1

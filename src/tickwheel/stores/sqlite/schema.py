@@ -1,0 +1,140 @@
+"""The SQLite file behind a `SqliteStore`: its mode, connection settings, schema and migrations,
+and the transactions every call runs in.
+
+File modes: a timer's callback may carry credentials (an ``Authorization`` header), so a file
+this store creates is readable by its owner only (0600, whatever the umask); SQLite gives its
+``-wal`` and ``-shm`` files the mode of the database file. An existing file keeps its mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from tickwheel.errors import StoreUnavailable
+from tickwheel.model import State
+from tickwheel.stores.codec import state_code
+
+R = TypeVar("R")
+Work = Callable[[sqlite3.Connection, int], R]
+
+SCHEMA_VERSION = 2
+MIN_SQLITE = (3, 35, 0)  # UPDATE ... FROM (3.33) and RETURNING (3.35)
+BUSY_TIMEOUT_MS = 5000
+FILE_MODE = 0o600
+"""The mode of a database file this store creates: its callbacks may hold credentials."""
+
+# literal state codes: SQLite uses a partial index only when a query repeats its WHERE literally
+SCHEDULED = state_code(State.SCHEDULED)
+LEASED = state_code(State.LEASED)
+DONE = state_code(State.DONE)
+DEAD = state_code(State.DEAD)
+
+# next_due_ms reads a queue's earliest lease deadline from this one
+_LEASE_BY_QUEUE = (
+    f"CREATE INDEX timers_lease_queue ON timers (queue, deadline_ms) WHERE state = {LEASED}"
+)
+SCHEMA = (
+    """CREATE TABLE timers (
+        id TEXT NOT NULL UNIQUE,
+        queue TEXT NOT NULL,
+        state INTEGER NOT NULL,
+        due_ms INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        deadline_ms INTEGER,
+        attempt INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        last_error TEXT,
+        spec TEXT NOT NULL,
+        first_claimed_ms INTEGER
+    )""",
+    # deadline_ms is the lease deadline while leased, the end of retention while done
+    f"CREATE INDEX timers_due ON timers (queue, due_ms, seq) WHERE state = {SCHEDULED}",
+    f"CREATE INDEX timers_lease ON timers (deadline_ms, seq) WHERE state = {LEASED}",
+    _LEASE_BY_QUEUE,
+    f"CREATE INDEX timers_done ON timers (deadline_ms) WHERE state = {DONE}",
+    f"CREATE INDEX timers_dead ON timers (id) WHERE state = {DEAD}",
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
+"""The statements that make a new file's schema, the last one setting its version."""
+
+
+def connect(path: Path, clock: Callable[[], int]) -> sqlite3.Connection:
+    """Open `path` in WAL mode, creating the file and its schema, or migrating an older one."""
+    if sqlite3.sqlite_version_info < MIN_SQLITE:
+        raise StoreUnavailable(
+            f"the SQLite store needs SQLite {'.'.join(map(str, MIN_SQLITE))} or newer; "
+            f"Python here links SQLite {sqlite3.sqlite_version}"
+        )
+    _create_private(path)
+    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            transaction(conn, "BEGIN IMMEDIATE", clock, lambda c, now: _migrate(c, path))
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def transaction(
+    conn: sqlite3.Connection, begin: str | None, clock: Callable[[], int], work: Work[R]
+) -> R:
+    """Run `work(conn, now)` after `begin` (None: one statement, atomic alone), then commit."""
+    if begin is None:
+        return work(conn, clock())
+    conn.execute(begin)
+    try:
+        # read the clock once the lock is held, so a wait for the lock does not age `now`
+        result = work(conn, clock())
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    # read again under the write lock: another process may have just created the schema
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == 0:
+        for statement in SCHEMA:
+            conn.execute(statement)
+    elif version == 1:
+        # 1 -> 2: when the current run of attempts began; next_due_ms's lease index
+        conn.execute("ALTER TABLE timers ADD COLUMN first_claimed_ms INTEGER")
+        conn.execute(_LEASE_BY_QUEUE)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    elif version != SCHEMA_VERSION:
+        raise StoreUnavailable(
+            f"{path} has schema version {version}; this tickwheel reads {SCHEMA_VERSION}"
+        )
+
+
+def _create_private(path: Path) -> None:
+    """Create `path` empty with `FILE_MODE` unless it exists; SQLite then takes it as new.
+
+    ``fchmod`` undoes the umask, which may narrow the mode ``open`` gives (to 0400, say).
+    """
+    if str(path) == ":memory:":  # SQLite's name for a database in memory, not a file
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    except FileExistsError:
+        return  # an existing file (or another process's, just made) keeps its mode
+    except OSError as error:
+        raise StoreUnavailable(f"sqlite store {path}: cannot create: {error.strerror}") from error
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)

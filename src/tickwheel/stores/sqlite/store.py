@@ -1,0 +1,392 @@
+"""`SqliteStore`: timers in one SQLite file, the embedded default store.
+
+Durability: a WAL journal with ``synchronous=NORMAL``. A change is in the WAL file when its call
+returns, so killing the process (even ``kill -9``) loses nothing; a power loss or OS crash may drop
+the last transactions, which were written but not yet fsynced. Several processes may share one
+file: a write is one statement or one ``BEGIN IMMEDIATE`` transaction, so they take turns on
+SQLite's write lock, waiting up to `schema.BUSY_TIMEOUT_MS` for it.
+
+The file, its schema and migrations are `schema.py`'s; the SQL and the rows are `queries.py`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+
+from tickwheel.errors import Closed, LeaseLost, StoreUnavailable, TimerExists
+from tickwheel.model import State, Timer, truncate_error
+from tickwheel.stores.base import Lease, Page, Stats, StoreSettings, new_lease
+from tickwheel.stores.checks import (
+    check_claim,
+    check_due,
+    check_lease,
+    check_list,
+    check_timeout,
+)
+from tickwheel.stores.codec import SpecCache
+from tickwheel.stores.rebuild import as_scheduled
+from tickwheel.stores.sqlite import queries as sql
+from tickwheel.stores.sqlite.queries import Row, RowCodec
+from tickwheel.stores.sqlite.schema import R, Work, connect, transaction
+from tickwheel.stores.wake import Wakeups
+
+PURGE_BATCH = 1000
+"""Most finished timers past their retention that one claim deletes."""
+WATCH_INTERVAL_S = 0.005
+"""How often `wait` checks whether another connection committed (``PRAGMA data_version``)."""
+_BATCH = 1000  # timers per transaction in add_many
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _data_version(conn: sqlite3.Connection, now: int) -> int:
+    version: int = conn.execute("PRAGMA data_version").fetchone()[0]
+    return version
+
+
+def _settle(conn: sqlite3.Connection, lease: Lease, update: str, **values: object) -> None:
+    """Run `update` (a settling statement of `queries`) if `lease` still holds its timer, else
+    raise `LeaseLost`."""
+    params = {"id": lease.timer.id, "token": lease.token, **values}
+    if conn.execute(update, params).rowcount == 0:
+        raise LeaseLost(lease.timer.id, lease.token)
+
+
+class SqliteStore:
+    """Timers in one SQLite file, shared safely by tasks, threads and processes.
+
+    Every call runs on one thread per store, which owns the connection and opens it on first
+    use, so construction does no I/O. `clock` is called on that thread.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        settings: StoreSettings | None = None,
+        *,
+        clock: Callable[[], int] = _wall_ms,
+    ) -> None:
+        self.path = Path(path)
+        self.settings = settings or StoreSettings()
+        self._clock = clock
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tickwheel-sqlite")
+        self._conn: sqlite3.Connection | None = None  # used only on the executor's thread
+        self._closed = False
+        self._rows = RowCodec()  # used only on the executor's thread
+        self._wakeups = Wakeups()
+        self._watcher: asyncio.Task[None] | None = None
+        self._seen_version: int | None = None
+
+    def now_ms(self) -> int:
+        return self._clock()
+
+    async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
+        stored = await self._run(None, lambda conn, now: self._add(conn, now, timer, replace))
+        self._wakeups.notify(stored.queue)
+        return stored
+
+    async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
+        """Add many timers, up to 1,000 per transaction; return them as stored, in order.
+
+        Each transaction is atomic; an id held by a timer with another spec raises
+        `TimerExists` once the rest are stored.
+        """
+        stored: list[Timer] = []
+        conflicts: list[TimerExists] = []
+        specs = SpecCache()
+
+        def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Timer]) -> list[Timer]:
+            for timer in chunk:
+                check_due(timer.due_ms, now, self.settings)
+            added = []
+            for timer in chunk:
+                if not replace:
+                    timer_added, written = self._insert(
+                        conn, now, timer, sql.INSERT_NEW, spec=specs.encode(timer)
+                    )
+                    if written:
+                        added.append(timer_added)
+                        continue
+                try:
+                    added.append(self._add_over(conn, now, timer, replace))
+                except TimerExists as conflict:
+                    conflicts.append(conflict)
+            return added
+
+        for start in range(0, len(timers), _BATCH):
+            stored.extend(
+                await self._run(
+                    "BEGIN IMMEDIATE", partial(work, chunk=timers[start : start + _BATCH])
+                )
+            )
+        for queue in {timer.queue for timer in stored}:
+            self._wakeups.notify(queue)
+        if conflicts:
+            raise conflicts[0]
+        return stored
+
+    async def get(self, timer_id: str) -> Timer | None:
+        def work(conn: sqlite3.Connection, now: int) -> Timer | None:
+            row = conn.execute(sql.GET, {"id": timer_id, "now": now}).fetchone()
+            return None if row is None else self._rows.timer(row)
+
+        return await self._run(None, work)
+
+    async def cancel(self, timer_id: str) -> bool:
+        return await self._run(
+            None, lambda conn, now: conn.execute(sql.CANCEL, (timer_id,)).rowcount > 0
+        )
+
+    async def reschedule(self, timer_id: str, due_ms: int) -> bool:
+        def work(conn: sqlite3.Connection, now: int) -> Row | None:
+            check_due(due_ms, now, self.settings)
+            params = {"due": due_ms, "now": now, "id": timer_id}
+            row: Row | None = conn.execute(sql.RESCHEDULE, params).fetchone()
+            return row
+
+        return self._woke(await self._run(None, work))
+
+    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+        self._check_open()
+        check_claim(limit, lease_ms, self.settings)
+        self._wakeups.mark(queue)
+
+        def work(conn: sqlite3.Connection, now: int) -> list[Lease]:
+            expired = [{"rowid": r, "now": now} for (r,) in conn.execute(sql.EXPIRED, {"now": now})]
+            conn.executemany(sql.UNLEASE, expired)
+            deadline = now + lease_ms
+            seq = conn.execute(sql.LAST_LEASE, {"deadline": deadline}).fetchone()[0]
+            params = {"queue": queue, "horizon": horizon_ms, "limit": limit}
+            params |= {"deadline": deadline, "now": now, "seq": seq}
+            rows = conn.execute(sql.CLAIM, params).fetchall()
+            conn.execute(sql.PURGE_DONE, {"now": now, "batch": PURGE_BATCH})
+            rows.sort(key=lambda row: row[0])  # RETURNING order is unspecified
+            timers = [self._rows.timer(row[1:]) for row in rows]
+            return [new_lease(timer, timer.attempt, deadline) for timer in timers]
+
+        return await self._run("BEGIN IMMEDIATE", work)
+
+    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
+        check_lease(lease_ms)
+
+        def work(conn: sqlite3.Connection, now: int) -> Lease:
+            _settle(conn, lease, sql.EXTEND, deadline=now + lease_ms)
+            return Lease(lease.timer, lease.token, now + lease_ms)
+
+        return await self._run(None, work)
+
+    async def next_due_ms(self, queue: str) -> int | None:
+        self._wakeups.mark(queue)
+
+        def work(conn: sqlite3.Connection, now: int) -> int | None:
+            due: int | None = conn.execute(sql.NEXT_DUE, {"queue": queue}).fetchone()[0]
+            return due
+
+        return await self._run(None, work)
+
+    async def wait(self, queue: str, timeout_s: float) -> bool:
+        """Wait for a change to `queue` by this store, or a commit by any other connection.
+
+        Other connections (processes) are seen by polling ``PRAGMA data_version`` every
+        `WATCH_INTERVAL_S` while a task waits; the file does not say what changed, so such a
+        commit wakes every waiter of this store, whatever its queue.
+        """
+        self._check_open()
+        check_timeout(timeout_s)
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.create_task(self._watch(), name=f"tickwheel-watch {self.path}")
+        return await self._wakeups.wait(queue, timeout_s)
+
+    async def ack(self, lease: Lease) -> None:
+        def work(conn: sqlite3.Connection, now: int) -> None:
+            _settle(conn, lease, sql.ACK, end=now + self.settings.retention_ms, now=now)
+
+        await self._run(None, work)
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Ack many leases, up to 1,000 per transaction."""
+
+        def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Lease]) -> list[bool]:
+            values = {"end": now + self.settings.retention_ms, "now": now}
+            held = [{"id": lease.timer.id, "token": lease.token, **values} for lease in chunk]
+            return [conn.execute(sql.ACK, params).rowcount > 0 for params in held]
+
+        acked: list[bool] = []
+        for start in range(0, len(leases), _BATCH):
+            chunk = leases[start : start + _BATCH]
+            acked += await self._run("BEGIN IMMEDIATE", partial(work, chunk=chunk))
+        return acked
+
+    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+        def work(conn: sqlite3.Connection, now: int) -> None:
+            check_due(due_ms, now, self.settings)
+            _settle(conn, lease, sql.RETRY, due=due_ms, now=now, error=truncate_error(error))
+
+        await self._run(None, work)
+        self._wakeups.notify(lease.timer.queue)
+
+    async def kill(self, lease: Lease, error: str) -> None:
+        def work(conn: sqlite3.Connection, now: int) -> None:
+            _settle(conn, lease, sql.KILL, now=now, error=truncate_error(error))
+
+        await self._run(None, work)
+
+    async def replay(self, timer_id: str) -> bool:
+        def work(conn: sqlite3.Connection, now: int) -> Row | None:
+            row: Row | None = conn.execute(sql.REPLAY, {"now": now, "id": timer_id}).fetchone()
+            return row
+
+        return self._woke(await self._run(None, work))
+
+    async def list(
+        self, state: State | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page:
+        self._check_open()
+        check_list(limit)
+        page = sql.list_page(state, after_cursor=cursor is not None)
+
+        def work(conn: sqlite3.Connection, now: int) -> list[Timer]:
+            params = {"now": now, "cursor": cursor, "limit": limit + 1}
+            return [self._rows.timer(row) for row in conn.execute(page, params)]
+
+        timers = await self._run(None, work)
+        if len(timers) > limit:
+            return Page(timers[:limit], timers[limit - 1].id)
+        return Page(timers, None)
+
+    async def stats(self) -> Stats:
+        def work(conn: sqlite3.Connection, now: int) -> Stats:
+            scheduled, earliest = conn.execute(sql.COUNT_SCHEDULED).fetchone()
+            counts = {
+                State.SCHEDULED: scheduled,
+                State.LEASED: conn.execute(sql.COUNT_LEASED).fetchone()[0],
+                State.DONE: conn.execute(sql.COUNT_DONE, (now,)).fetchone()[0],
+                State.DEAD: conn.execute(sql.COUNT_DEAD).fetchone()[0],
+            }
+            return Stats(counts, earliest)
+
+        # one read transaction: the four counts come from one snapshot
+        return await self._run("BEGIN DEFERRED", work)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+        try:
+            # queued behind every call already submitted, so those finish first
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._disconnect)
+        finally:
+            self._executor.shutdown(wait=True)
+
+    def _woke(self, row: Row | None) -> bool:
+        """Wake the waiters of the queue in `row` (a changed timer's), if any; return whether."""
+        if row is None:
+            return False
+        self._wakeups.notify(row[0])
+        return True
+
+    async def _watch(self) -> None:
+        """Wake every waiter when another connection has committed, polling while tasks wait.
+
+        ``PRAGMA data_version`` on the store's own connection changes only when another
+        connection commits (this store's changes notify their queue directly). The last
+        version seen outlives the task, so a commit between two waits still wakes the second;
+        the first poll of a store wakes its waiters, having nothing to compare with.
+        """
+        while True:
+            try:
+                version = await self._run(None, _data_version)
+            except (StoreUnavailable, Closed):
+                self._wakeups.notify_all()  # the waiters' next call reports it
+                return
+            if version != self._seen_version:
+                self._seen_version = version
+                self._wakeups.notify_all()
+            if not self._wakeups:
+                return
+            await asyncio.sleep(WATCH_INTERVAL_S)
+
+    def _add(self, conn: sqlite3.Connection, now: int, timer: Timer, replace: bool) -> Timer:
+        check_due(timer.due_ms, now, self.settings)
+        if not replace:
+            # the common case, a new id, is one statement and needs no transaction
+            added, written = self._insert(conn, now, timer, sql.INSERT_NEW)
+            if written:
+                return added
+        return transaction(
+            conn,
+            "BEGIN IMMEDIATE",
+            self._clock,
+            lambda c, now: self._add_over(c, now, timer, replace),
+        )
+
+    def _add_over(self, conn: sqlite3.Connection, now: int, timer: Timer, replace: bool) -> Timer:
+        """Add `timer` where its id may be taken: idempotent, conflict or replace."""
+        row = conn.execute(sql.GET, {"id": timer.id, "now": now}).fetchone()
+        if row is not None and not replace:
+            if self._rows.same_spec(row, timer):
+                return self._rows.timer(row)
+            raise TimerExists(timer.id)
+        # REPLACE also drops a finished timer past its retention that still holds the id; the
+        # attempt carries over so a lease on the replaced timer can never match a new one
+        attempt = 0 if row is None else self._rows.timer(row).attempt
+        return self._insert(conn, now, timer, sql.INSERT_OVER, attempt)[0]
+
+    @staticmethod
+    def _insert(
+        conn: sqlite3.Connection,
+        now: int,
+        timer: Timer,
+        insert: str,
+        attempt: int = 0,
+        spec: str | None = None,
+    ) -> tuple[Timer, bool]:
+        """Write `timer` as newly scheduled by `insert` (`queries.INSERT_NEW` or `INSERT_OVER`);
+        return it as stored and whether a row was written.
+
+        `spec` is `encode_spec(timer)` when the caller has it already.
+        """
+        written = conn.execute(insert, RowCodec.new_row(timer, now, attempt, spec)).rowcount > 0
+        return as_scheduled(timer, now, attempt), written
+
+    async def _run(self, begin: str | None, work: Work[R]) -> R:
+        self._check_open()
+        try:
+            future = asyncio.get_running_loop().run_in_executor(
+                self._executor, self._on_thread, begin, work
+            )
+        except RuntimeError as error:  # the executor shut down under a concurrent close
+            raise Closed("store is closed") from error
+        return await future
+
+    def _on_thread(self, begin: str | None, work: Work[R]) -> R:
+        try:
+            if self._conn is None:
+                self._conn = connect(self.path, self._clock)
+            return transaction(self._conn, begin, self._clock, work)
+        except sqlite3.Error as error:
+            raise StoreUnavailable(f"sqlite store {self.path}: {error}") from error
+
+    def _disconnect(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("PRAGMA optimize")
+            self._conn.close()
+            self._conn = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Closed("store is closed")
