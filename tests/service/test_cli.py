@@ -23,7 +23,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tickwheel.cli import app, parse_duration, parse_time, processes
+from tickwheel.cli import app, parse_duration, parse_time
 from tickwheel.stores.urls import redact
 
 pytestmark = pytest.mark.timeout(120)
@@ -333,9 +333,7 @@ def test_serve_errors(tmp_path: Path, service: Service) -> None:
     assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr
 
 
-def test_bench_runs_the_engine_benchmark_with_its_arguments(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bench_runs_the_engine_benchmark_with_its_arguments(tmp_path: Path) -> None:
     script = tmp_path / "engine.py"
     script.write_text(
         "import sys\n"
@@ -345,12 +343,35 @@ def test_bench_runs_the_engine_benchmark_with_its_arguments(
         "print('| table |')\n"
         "sys.exit(3)\n"
     )
-    monkeypatch.setattr(processes, "_bench_script", lambda: script)
-    result = CliRunner().invoke(app, ["bench", "--quick", "-q"])
+    result = CliRunner().invoke(app, ["bench", "--quick", "--bench-dir", str(tmp_path), "-q"])
     assert result.exit_code == 3  # the benchmark's own status
     assert result.stdout.splitlines() == ["args ['--quick', '-q']", "| table |"]
     # not on a terminal there is no bar: progress lines pass through with the rest of stderr
     assert result.stderr.splitlines() == ["[1/2] warming up", "a note"]
+
+
+def test_bench_finds_the_checkout_around_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "engine.py").write_text("print('ran')\n")
+    (tmp_path / "src" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "src" / "deep")
+    result = CliRunner().invoke(app, ["bench"])
+    assert (result.exit_code, result.stdout) == (0, "ran\n")
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_bench_outside_a_checkout_fails_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: bool
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = ["bench", "--bench-dir", str(tmp_path)] if given else ["bench"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert len(result.stderr.splitlines()) == 1
+    assert "not found" in result.stderr
+    assert ("--bench-dir names" if given else "tickwheel checkout") in result.stderr
 
 
 def test_version() -> None:

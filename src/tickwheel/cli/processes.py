@@ -230,21 +230,47 @@ def receiver(
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
-def bench(ctx: typer.Context) -> None:
+def bench(
+    ctx: typer.Context,
+    bench_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--bench-dir",
+            metavar="DIR",
+            help="A checkout's bench/ directory (default: bench/ of the checkout around the "
+            "current directory).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
     """Run the engine benchmark (bench/engine.py); extra arguments go to it."""
-    raise typer.Exit(_run_bench(list(ctx.args)))
+    raise typer.Exit(_run_bench(_bench_script(bench_dir), list(ctx.args)))
 
 
-def _bench_script() -> Path:
-    # bench/ sits beside src/ in a checkout (an editable install); a wheel has no benchmarks
-    for root in (Path(__file__).resolve().parents[3], Path.cwd()):
+def _bench_script(bench_dir: Path | None) -> Path:
+    """Return bench/engine.py of `bench_dir`, or of the checkout the current directory is in.
+
+    The benchmarks live in the repository, not in the package: an installed tickwheel has none,
+    so a checkout has to be named or stood in.
+    """
+    if bench_dir is not None:
+        script = bench_dir / "engine.py"
+        if not script.is_file():
+            fail(f"{script} not found: --bench-dir names the bench/ directory of a checkout", 2)
+        return script
+    here = Path.cwd()
+    for root in (here, *here.parents):
         script = root / "bench" / "engine.py"
         if script.is_file():
             return script
-    fail("bench/engine.py not found: run `tickwheel bench` from a tickwheel checkout")
+    fail(
+        "bench/engine.py not found: run `tickwheel bench` inside a tickwheel checkout "
+        "(git clone, then cd into it), or give --bench-dir",
+        2,
+    )
 
 
-def _run_bench(args: list[str]) -> int:
+def _run_bench(script: Path, args: list[str]) -> int:
     """Run the benchmark with this interpreter under a progress bar; return its exit status.
 
     The benchmark draws its own bar only on a terminal; piped, it writes ``[done/total] what``
@@ -264,7 +290,6 @@ def _run_bench(args: list[str]) -> int:
         TimeElapsedColumn,
     )
 
-    script = _bench_script()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, str(script), *args]
     progress = Progress(
