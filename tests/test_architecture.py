@@ -19,7 +19,8 @@ ALLOWED = {
     "stores": {"core", "model", "stores", "errors"},
     "engine": {"core", "runtime", "model", "stores", "errors", "engine"},
     "service": {"core", "runtime", "model", "stores", "errors", "engine", "service"},
-    "cli": {"core", "runtime", "model", "stores", "errors", "engine", "service", "cli"},
+    "testing": {"core", "runtime", "model", "stores", "errors", "engine", "testing"},
+    "cli": {"core", "runtime", "model", "stores", "errors", "engine", "service", "testing", "cli"},
 }
 
 

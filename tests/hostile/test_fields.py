@@ -19,8 +19,8 @@ import pytest
 from tickwheel.engine.http import HttpTarget
 from tickwheel.engine.outcome import ACKED
 from tickwheel.model import MAX_BODY_BYTES, State
-from tickwheel.service.receiver import Receiver
 from tickwheel.stores.memory import MemoryStore
+from tickwheel.testing.receiver import Receiver
 
 from .conftest import ClientFactory
 

@@ -374,6 +374,16 @@ def test_bench_outside_a_checkout_fails_in_one_line(
     assert ("--bench-dir names" if given else "tickwheel checkout") in result.stderr
 
 
+def test_receiver_without_the_testing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "aiohttp", None)  # as if aiohttp were not installed
+    for name in ("tickwheel.testing", "tickwheel.testing.receiver"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    result = CliRunner().invoke(app, ["receiver", "--port", "0"])
+    assert result.exit_code == 2
+    assert len(result.stderr.splitlines()) == 1
+    assert "pip install 'tickwheel[testing]'" in result.stderr
+
+
 def test_version() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert (result.exit_code, result.stdout) == (0, f"tickwheel {version('tickwheel')}\n")

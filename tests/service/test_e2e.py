@@ -21,7 +21,7 @@ import httpx
 import pytest
 import redis
 
-from tickwheel.service.receiver import Received, Receiver, Reply
+from tickwheel.testing.receiver import Received, Receiver, Reply
 
 from .e2e_helpers import Processes, processes
 

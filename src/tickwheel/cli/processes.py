@@ -1,4 +1,4 @@
-"""The process commands: serve, worker, receiver and bench."""
+"""The process commands: serve, worker, receiver (with the ``testing`` extra) and bench."""
 
 from __future__ import annotations
 
@@ -218,7 +218,10 @@ def receiver(
     quiet: Annotated[bool, typer.Option(help="Do not print each request.")] = False,
 ) -> None:
     """Run a tiny callback receiver that prints every request and checks its signature."""
-    from tickwheel.service.receiver import run_receiver
+    try:
+        from tickwheel.testing import run_receiver
+    except ImportError as error:  # the testing extra is not installed
+        fail(str(error), 2)
 
     secret = secret_from(ctx, "secret", secret, secret_file)
     try:
