@@ -1,11 +1,11 @@
 """HTTP client benchmark: callbacks/s of aiohttp, httpx and tickwheel's own client, pooled.
 
 Run ``python bench/http_clients.py`` (``--requests``, ``--concurrency``, ``--pools``, ``--runs``,
-``--clients``, ``--uvloop``, ``--markdown PATH``). It starts ``tickwheel.service.receiver`` (aiohttp, on uvloop when installed)
-in its own process on a free loopback port, then, for each client and pool size (aiohttp, httpx,
-tickwheel's `HttpClient` on its own and `HttpTarget` on top of it), POSTs
-``--requests`` callbacks with ``--concurrency`` in flight, carrying the headers a real callback
-carries (timer id, attempt, due, idempotency key, HMAC signature, user agent, JSON body). Clients
+``--clients``, ``--uvloop``, ``--markdown PATH``). It starts ``tickwheel.testing``'s receiver
+(aiohttp, on uvloop when installed) in its own process on a free loopback port, then, for each
+client and pool size (aiohttp, httpx, tickwheel's `HttpClient` on its own and `HttpTarget` on
+top of it), POSTs ``--requests`` callbacks with ``--concurrency`` in flight, carrying the
+headers a real callback carries (timer id, attempt, due, idempotency key, HMAC signature, user agent, JSON body). Clients
 alternate over ``--runs`` runs; the table gives the best and the spread, and the CPU each side
 used per request (the client's is what a worker pays). The receiver is stopped by its pid.
 """
@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import contextlib
 import importlib.util
-import os
 import subprocess
 import sys
 import time
@@ -27,7 +26,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import httpx
-from inproc import Table, cpu_ticks, emit, fmt, machine_table, render_markdown, sample_other_load
+from harness.machine import HZ, cpu_ticks, machine_table, pid_ticks, sample_other_load
+from harness.report import Table, emit, fmt, write_markdown
 
 from tickwheel.engine.http import HttpTarget
 from tickwheel.engine.httpclient import HttpClient
@@ -43,10 +43,7 @@ Post = Callable[[int], Awaitable[None]]
 @contextlib.contextmanager
 def receiver_process() -> Iterator[tuple[str, int]]:
     """Run the receiver in a child process; yield its URL and pid; stop it by pid."""
-    code = (
-        "from tickwheel.service.receiver import run_receiver; "
-        "run_receiver('127.0.0.1', 0, None, True)"
-    )
+    code = "from tickwheel.testing import run_receiver; run_receiver('127.0.0.1', 0, None, True)"
     child = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, bufsize=1
     )
@@ -59,13 +56,6 @@ def receiver_process() -> Iterator[tuple[str, int]]:
     finally:
         child.terminate()
         child.wait(timeout=10)
-
-
-def process_ticks(pid: int) -> int:
-    """Return the user+system clock ticks process `pid` has used."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
 
 
 def callback_headers(i: int) -> dict[str, str]:
@@ -213,14 +203,13 @@ async def measure(
     post, close = await client.open(url, pool)
     try:
         await drive(post, 0, min(2_000, args.requests), args.concurrency)
-        hz = os.sysconf("SC_CLK_TCK")
-        machine0, receiver0 = cpu_ticks()[0], process_ticks(pid)
+        machine0, receiver0 = cpu_ticks()[0], pid_ticks(pid)
         cpu0, t0 = time.process_time(), time.perf_counter()
         await drive(post, 10_000_000, args.requests, args.concurrency)
         seconds = time.perf_counter() - t0
         client_s = time.process_time() - cpu0
-        receiver_s = (process_ticks(pid) - receiver0) / hz
-        machine_s = (cpu_ticks()[0] - machine0) / hz
+        receiver_s = (pid_ticks(pid) - receiver0) / HZ
+        machine_s = (cpu_ticks()[0] - machine0) / HZ
     finally:
         await close()
     result.rates.append(args.requests / seconds)
@@ -298,7 +287,7 @@ async def run(args: argparse.Namespace) -> Table:
         f"aiohttp {versions['aiohttp']}, httpx {versions['httpx']} "
         f"(httpcore {versions['httpcore']}), httptools {versions['httptools']}; "
         f"clients on the {loop} loop, one process; "
-        "receiver: tickwheel.service.receiver in its own process (uvloop)",
+        "receiver: tickwheel.testing.Receiver in its own process (uvloop)",
         "pool: aiohttp TCPConnector(limit=pool, limit_per_host=pool); "
         "httpx Limits(max_connections=pool, max_keepalive_connections=pool)",
         "HttpClient: tickwheel.engine.httpclient (asyncio.Protocol + httptools), "
@@ -326,8 +315,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         runner = uvloop.run
     emit(runner(run(args)), tables)
     if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write("\n\n".join(render_markdown(t) for t in tables) + "\n")
+        write_markdown(args.markdown, tables)
 
 
 if __name__ == "__main__":

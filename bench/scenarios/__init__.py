@@ -1,0 +1,1 @@
+"""The scenarios of each benchmark script, one package per script, one module per scenario."""
