@@ -1,9 +1,14 @@
-"""Layers import only downwards; the core imports nothing but the standard library."""
+"""Layers import only downwards; the core imports nothing but the standard library, and
+neither does ``import tickwheel``; comments say why in their own words."""
 
 from __future__ import annotations
 
 import ast
+import json
+import re
+import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -68,3 +73,50 @@ def test_every_module_belongs_to_a_layer() -> None:
         if path.parent == PACKAGE and path.name in {"__init__.py", "__main__.py"}:
             continue
         assert _layer(path) in ALLOWED, f"{path} is in no layer of tests/test_architecture.py"
+
+
+def test_import_tickwheel_loads_only_the_standard_library() -> None:
+    # in a fresh interpreter: what pytest and its plugins imported does not count, and what the
+    # interpreter loaded before the import (site hooks) is not tickwheel's doing
+    code = (
+        "import json, sys; before = set(sys.modules); import tickwheel; "
+        "new = sorted(set(sys.modules) - before); "
+        "print(json.dumps({name: getattr(sys.modules[name], '__file__', None) for name in new}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded: dict[str, str | None] = json.loads(result.stdout)
+    foreign = [name for name, file in loaded.items() if not _ours_or_stdlib(name, file)]
+    assert not foreign, f"import tickwheel loads {foreign}"
+
+
+def _ours_or_stdlib(name: str, file: str | None) -> bool:
+    top = name.partition(".")[0]
+    if top == "tickwheel" or top in sys.stdlib_module_names:
+        return True
+    # modules the standard library generates per platform, such as sysconfig's
+    # _sysconfigdata_*, are in its directory without being in stdlib_module_names
+    if file is None:
+        return False
+    path = Path(file).resolve()
+    stdlib = {Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "platstdlib")}
+    installed = {"site-packages", "dist-packages"} & set(path.parts)
+    return not installed and any(path.is_relative_to(root) for root in stdlib)
+
+
+# "decision 17", "decisions 23", "docs/decisions.md #15", "entry 10": a number that means
+# nothing to a reader without the file, and goes stale when the records are renumbered
+DECISION_NUMBER = re.compile(
+    r"\bdecisions?(?:\.md)?\s*,?\s*(?:#|no\.?\s*|entry\s*)?\d+|\bentry\s+\d+", re.IGNORECASE
+)
+
+
+def test_no_comment_cites_a_decision_number() -> None:
+    cited = [
+        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+        for path in sorted([*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.lua")])
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if DECISION_NUMBER.search(line)
+    ]
+    assert not cited, "say why in the comment's own words:\n" + "\n".join(cited)

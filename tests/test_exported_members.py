@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from types import ModuleType
 
 import tickwheel
@@ -11,8 +13,9 @@ def test_all_is_sorted_and_complete() -> None:
     assert tickwheel.__all__ == sorted(tickwheel.__all__)
     public = {
         name
-        for name, member in vars(tickwheel).items()
-        if not name.startswith("_") and not isinstance(member, ModuleType)  # subpackages
+        for name in dir(tickwheel)  # the names loaded on first use included
+        if not name.startswith("_")
+        and not isinstance(getattr(tickwheel, name), ModuleType)  # subpackages
     }
     assert public == set(tickwheel.__all__)
 
@@ -21,3 +24,21 @@ def test_exported_members_belong_to_tickwheel() -> None:
     for name in tickwheel.__all__:
         member = getattr(tickwheel, name)
         assert member.__module__.startswith("tickwheel."), name
+
+
+def test_a_name_whose_extra_is_missing_says_which_to_install() -> None:
+    # a fresh interpreter in which the service extra's packages cannot be imported
+    code = (
+        "import sys\n"
+        "for name in ('httptools', 'prometheus_client', 'yarl'):\n"
+        "    sys.modules[name] = None\n"
+        "import tickwheel\n"
+        "try:\n"
+        "    tickwheel.Worker\n"
+        "except ImportError as error:\n"
+        "    print(error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "pip install 'tickwheel[service]'" in result.stdout

@@ -1,7 +1,14 @@
-"""tickwheel: run work at a chosen future time, from a timing wheel in one process upwards."""
+"""tickwheel: run work at a chosen future time, from a timing wheel in one process upwards.
+
+Importing tickwheel imports nothing outside the standard library: the in-process timers, the
+model and the stores come with it; the engine's names load on first use, and one that needs an
+extra (`Worker`: ``pip install 'tickwheel[service]'``) names it when it is missing.
+"""
+
+import importlib as _importlib
+import typing as _typing
 
 from tickwheel.core import DelayHeap, TimingWheel
-from tickwheel.engine import Delivery, Worker, WorkerSettings, consume
 from tickwheel.errors import (
     Closed,
     InvalidArgument,
@@ -23,6 +30,19 @@ from tickwheel.runtime import (
     TimerHandle,
 )
 from tickwheel.stores import Lease, MemoryStore, SqliteStore, Store, StoreSettings, open_store
+
+if _typing.TYPE_CHECKING:
+    from tickwheel.engine.consume import Delivery, consume
+    from tickwheel.engine.settings import WorkerSettings
+    from tickwheel.engine.worker import Worker
+
+# names loaded on first use: their module, and the extra it needs (None: the base install)
+_LAZY = {
+    "Delivery": ("tickwheel.engine.consume", None),
+    "Worker": ("tickwheel.engine.worker", "service"),
+    "WorkerSettings": ("tickwheel.engine.settings", None),
+    "consume": ("tickwheel.engine.consume", None),
+}
 
 __all__ = [
     "AsyncDelayQueue",
@@ -57,3 +77,33 @@ __all__ = [
     "consume",
     "open_store",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Load a name of `_LAZY` on first use, or say which extra brings what it is missing.
+
+    Raises:
+        AttributeError: `name` is not one of tickwheel's.
+        ImportError: `name` needs an extra that is not installed.
+    """
+    try:
+        module, extra = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'tickwheel' has no attribute {name!r}") from None
+    try:
+        value: object = getattr(_importlib.import_module(module), name)
+    except ModuleNotFoundError as error:
+        missing = (error.name or "").partition(".")[0]
+        if extra is None or not missing or missing == "tickwheel":
+            raise
+        raise ImportError(
+            f"tickwheel.{name} needs {missing}, which comes with an extra: "
+            f"pip install 'tickwheel[{extra}]'",
+            name=missing,
+        ) from error
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -384,6 +384,25 @@ def test_receiver_without_the_testing_extra_names_it(monkeypatch: pytest.MonkeyP
     assert "pip install 'tickwheel[testing]'" in result.stderr
 
 
+@pytest.mark.parametrize("args", [[], ["ls"], ["serve", "--help"]])
+def test_the_command_without_the_service_extra_names_it(args: list[str]) -> None:
+    # a fresh interpreter in which typer, and so the command line, cannot be imported
+    code = (
+        "import sys\n"
+        "sys.modules['typer'] = None\n"
+        f"sys.argv = ['tickwheel', *{args!r}]\n"
+        "from tickwheel.cli import main\n"
+        "main()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert "pip install 'tickwheel[service]'" in result.stderr
+
+
 def test_version() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert (result.exit_code, result.stdout) == (0, f"tickwheel {version('tickwheel')}\n")

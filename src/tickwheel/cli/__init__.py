@@ -2,10 +2,65 @@
 
 Exit statuses: 0 success, 1 failure (an API error, an unreachable service, a missing timer),
 2 bad input (a usage error, or the API refusing the request as invalid).
+
+The command comes with the ``service`` extra. Without it this package still imports, so that
+`main` can say in one line what to install instead of ending in a traceback.
 """
 
-from tickwheel.cli import commands, processes
-from tickwheel.cli.app import app, main
-from tickwheel.cli.parse import parse_duration, parse_header, parse_time
+import sys
+
+# what the service extra brings that the command imports (directly, or as typer does)
+_SERVICE_PACKAGES = frozenset(
+    {
+        "click",
+        "fastapi",
+        "httptools",
+        "prometheus_client",
+        "pydantic",
+        "rich",
+        "starlette",
+        "typer",
+        "uvicorn",
+        "yarl",
+    }
+)
+
+
+def _needs_service(error: ModuleNotFoundError) -> bool:
+    return (error.name or "").partition(".")[0] in _SERVICE_PACKAGES
+
+
+def _missing_service(error: ModuleNotFoundError) -> int:
+    print(
+        f"tickwheel: the command needs the service extra ({error.name} is not installed): "
+        "pip install 'tickwheel[service]'",
+        file=sys.stderr,
+    )
+    return 2
+
+
+try:
+    from tickwheel.cli import commands, processes
+    from tickwheel.cli.app import app
+    from tickwheel.cli.parse import parse_duration, parse_header, parse_time
+except ModuleNotFoundError as _error:
+    if not _needs_service(_error):
+        raise
+    _missing: ModuleNotFoundError | None = _error
+else:
+    _missing = None
+
+
+def main() -> None:
+    """Entry point of the ``tickwheel`` script and ``python -m tickwheel``."""
+    if _missing is not None:
+        raise SystemExit(_missing_service(_missing))
+    try:
+        app(prog_name="tickwheel")
+    except ModuleNotFoundError as error:  # a command's own import, say uvicorn for serve
+        if not _needs_service(error):
+            raise
+        raise SystemExit(_missing_service(error)) from None
+
 
 __all__ = ["app", "commands", "main", "parse_duration", "parse_header", "parse_time", "processes"]

@@ -50,8 +50,3 @@ err = Console(stderr=True, highlight=False)
 def fail(message: str, status: int = 1) -> NoReturn:
     err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(status)
-
-
-def main() -> None:
-    """Entry point of the ``tickwheel`` script and ``python -m tickwheel``."""
-    app(prog_name="tickwheel")
