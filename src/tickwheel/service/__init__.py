@@ -1,1 +1,2 @@
-"""The timer service: HTTP API, worker wiring, receiver."""
+"""The timer service: the HTTP API (`api`, `routes`, `gate`) and the processes that run it with a
+worker (`serve`, `process`)."""
