@@ -89,12 +89,13 @@ class SpecCodec:
 
     def __init__(self) -> None:
         self._specs: dict[str | bytes, Spec] = {}
+        self._kept = self._specs.get  # (bound once: a claim decodes a spec per timer)
         self._callback = functools.lru_cache(maxsize=4096)(_new_callback)
         self._retry = functools.lru_cache(maxsize=1024)(_new_retry)
 
     def decode(self, spec: str | bytes) -> Spec:
         """Return the callback, payload and retry policy `encode_spec` wrote as `spec`."""
-        decoded = self._specs.get(spec)
+        decoded = self._kept(spec)
         if decoded is not None:
             return decoded
         # json.loads sniffs the encoding of bytes first; decoding them here is cheaper
