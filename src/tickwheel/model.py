@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
@@ -21,11 +20,9 @@ from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
-
-import idna
 
 from tickwheel.errors import InvalidTimer
+from tickwheel.urls import parse_url
 
 R = TypeVar("R", "Callback", "RetryPolicy", "Timer")
 
@@ -42,7 +39,6 @@ MAX_JSON_DEPTH = 128
 and decode, and a stored record too deep to decode would fail every claim of its queue."""
 MAX_HOST_CHARS = 253
 """A host name's length as DNS spells it (ASCII, punycode for other scripts, no final dot)."""
-MAX_LABEL_CHARS = 63
 MAX_DUE_MS = 253_402_300_799_999
 """9999-12-31T23:59:59.999Z, the last instant RFC 3339 can write; a store's horizon is nearer."""
 MAX_ATTEMPTS = 1000
@@ -113,69 +109,20 @@ def _check_name(argument: str, value: object, max_chars: int) -> None:
         )
 
 
-def _dns_name(host: str) -> str:
-    """Return `host` as the resolver is given it when the timer fires: ASCII, other scripts in
-    punycode; yarl encodes with the `idna` package (UTS 46) or else the standard library's
-    IDNA 2003 codec, and the socket module encodes that with the latter again.
-
-    Raises:
-        UnicodeError: no encoder can spell `host`: an empty label, one over 63 characters.
-    """
-    if not host.isascii():
-        try:
-            host = idna.encode(host, uts46=True).decode("ascii")
-        except UnicodeError:
-            host = host.encode("idna").decode("ascii")
-    host.encode("idna")
-    return host
-
-
-def _check_host(host: str) -> None:
-    """Refuse a host that would fail only when the timer fires: the resolver's IDNA codec
-    raises on an empty label or one over 63 characters, and DNS has no names over 253."""
-    # only a name that ends in a digit or holds a colon may be an address (the parse is slow)
-    if host[-1].isdigit() or ":" in host:
-        try:
-            ipaddress.ip_address(host)
-        except ValueError:
-            pass
-        else:
-            return
-    try:
-        name = _dns_name(host).removesuffix(".")
-    except UnicodeError as error:
-        raise InvalidTimer(
-            "callback.url",
-            f"host {_shown(host)} is not a valid domain name ({error}): each dot-separated "
-            f"label must be 1-{MAX_LABEL_CHARS} characters, as punycode for other scripts",
-        ) from None
-    if len(name) > MAX_HOST_CHARS:
-        raise InvalidTimer(
-            "callback.url", f"host is over {MAX_HOST_CHARS} characters as DNS spells it"
-        )
-
-
 def _check_url(url: object) -> None:
+    """Refuse a URL that cannot be called, or that would fail only when the timer fires."""
     if not isinstance(url, str) or len(url) > MAX_URL_CHARS:
         raise InvalidTimer("callback.url", f"must be a string of at most {MAX_URL_CHARS} chars")
     if not _is_unicode(url):
         raise InvalidTimer("callback.url", "must be valid Unicode: it holds a lone surrogate")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as error:
-        raise InvalidTimer("callback.url", f"is not a valid URL: {error}") from None
-    if parts.scheme not in {"http", "https"}:
-        raise InvalidTimer("callback.url", f"scheme must be http or https, got {_shown(url)}")
-    if not parts.hostname:
-        raise InvalidTimer("callback.url", f"has no host: {_shown(url)}")
-    if parts.username is not None or parts.password is not None:
-        raise InvalidTimer("callback.url", "must not carry credentials; send them in headers")
-    if port == 0:
-        raise InvalidTimer("callback.url", "port must not be 0")
+    parsed = parse_url(url)  # its InvalidUrl is an InvalidTimer naming callback.url
     if any(ord(char) <= 32 or ord(char) == 127 for char in url):
         raise InvalidTimer("callback.url", "must not contain spaces or control characters")
-    _check_host(parts.hostname)
+    # a name longer than DNS carries would fail every lookup; an address is no name
+    if not parsed.is_ip and len(parsed.host.removesuffix(".")) > MAX_HOST_CHARS:
+        raise InvalidTimer(
+            "callback.url", f"host is over {MAX_HOST_CHARS} characters as DNS spells it"
+        )
 
 
 def _check_headers(headers: object) -> None:
