@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from tickwheel.service.receiver import Receiver
 from tickwheel.stores import MemoryStore, Store
 from tickwheel.stores.redis import RedisStore
 from tickwheel.stores.sqlite import SqliteStore
+from tickwheel.testing.receiver import Receiver
 
 MakeReceiver = Callable[..., Awaitable[Receiver]]
 

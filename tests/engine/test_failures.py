@@ -24,10 +24,11 @@ import pytest
 from engine.support import running, until
 from tickwheel.engine import Worker, WorkerSettings
 from tickwheel.engine.http import HttpTarget
+from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, RetryPolicy, State, Timer
-from tickwheel.service.receiver import Received, Reply
 from tickwheel.stores import Store
 from tickwheel.stores.redis import RedisStore
+from tickwheel.testing.receiver import Received, Reply
 
 # fixtures from the conftest files: a RedisServer and a Receiver factory
 RedisServer = Any
@@ -41,7 +42,7 @@ SECRET = "whsec_test_only"
 async def worker_running(
     store: Store, settings: WorkerSettings | None = None, **target: Any
 ) -> AsyncIterator[Worker]:
-    http = HttpTarget(allow_private_targets=True, **target)
+    http = HttpTarget(HttpSettings(allow_private_targets=True, **target))
     worker = Worker(store, http, settings or WorkerSettings(lookahead_ms=500, lease_ms=10_000))
     try:
         async with running(worker):
@@ -264,7 +265,7 @@ async def test_a_stop_during_a_redis_outage_ends_within_the_grace_and_loses_noth
             callbacks(50, f"{receiver.url}/t", start_ms=store.now_ms() + 2000, spread_ms=50)
         )
         held = WorkerSettings(lookahead_ms=3000, lease_ms=4000, grace_s=0.5)
-        http = HttpTarget(allow_private_targets=True)
+        http = HttpTarget(HttpSettings(allow_private_targets=True))
         worker = Worker(store, http, held)
         task = asyncio.create_task(worker.run())
         await until(lambda: leased(store, 50))

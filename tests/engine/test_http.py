@@ -20,21 +20,19 @@ import aiohttp
 import pytest
 
 from tickwheel.engine import httpclient
-from tickwheel.engine.http import HttpTarget, PrivateAddressRefused, retry_after_s
-from tickwheel.engine.httpclient import (
-    READ_LIMIT_BYTES,
-    AddressInfo,
-    ConnectFailed,
-    HttpClient,
-    PoolTimeout,
-    getaddrinfo,
-    keep_public,
-)
+from tickwheel.engine import resolver as dns
+from tickwheel.engine.connection import READ_LIMIT_BYTES
+from tickwheel.engine.guard import PrivateAddressRefused, keep_public
+from tickwheel.engine.http import HttpTarget, retry_after_s
+from tickwheel.engine.httpclient import HttpClient
 from tickwheel.engine.outcome import ACKED, Outcome, Verdict
+from tickwheel.engine.pool import PoolTimeout
+from tickwheel.engine.resolver import AddressInfo, ConnectFailed, getaddrinfo
+from tickwheel.engine.settings import HttpSettings
 from tickwheel.engine.signing import sign, verify_signature
 from tickwheel.errors import Closed, InvalidArgument
 from tickwheel.model import Callback, RetryPolicy, Timer, restore
-from tickwheel.service.receiver import Received, Receiver, Reply, describe
+from tickwheel.testing.receiver import Received, Receiver, Reply, describe
 
 from .conftest import MakeReceiver
 from .support import until
@@ -139,7 +137,7 @@ def timer_for(
 @pytest.fixture
 async def target() -> AsyncIterator[HttpTarget]:
     """A target that may call loopback (the receiver), with a signing secret."""
-    target = HttpTarget(signing_secret=SECRET, allow_private_targets=True)
+    target = HttpTarget(HttpSettings(signing_secret=SECRET, allow_private_targets=True))
     yield target
     await target.close()
 
@@ -175,7 +173,7 @@ async def test_signature_verifies_at_a_receiver_with_the_secret(
 async def test_no_signature_without_a_secret_and_no_invented_content_type(
     receiver: Receiver,
 ) -> None:
-    target = HttpTarget(allow_private_targets=True, user_agent="acme-timers/1")
+    target = HttpTarget(HttpSettings(allow_private_targets=True, user_agent="acme-timers/1"))
     try:
         assert await target.fire(timer_for(receiver.url, method="GET", body=None), 1) == ACKED
     finally:
@@ -436,7 +434,7 @@ def test_resolution_refuses_a_name_with_only_private_addresses() -> None:
 
 
 async def test_secrets_stay_out_of_errors(make_receiver: MakeReceiver) -> None:
-    target = HttpTarget(signing_secret=SECRET)
+    target = HttpTarget(HttpSettings(signing_secret=SECRET))
     headers = {"Authorization": TOKEN}
     url = f"http://127.0.0.1:{closed_port()}/x?token=query-secret"
     try:
@@ -468,7 +466,7 @@ async def test_connections_are_bounded_per_host_and_queueing_does_not_count_as_t
         return Reply()
 
     receiver = await make_receiver(respond=slow)
-    target = HttpTarget(allow_private_targets=True, max_connections=8, max_per_host=4)
+    target = HttpTarget(HttpSettings(allow_private_targets=True, max_connections=8, max_per_host=4))
     try:
         timers = [timer_for(receiver.url, timer_id=f"t{i}", timeout_s=0.5) for i in range(8)]
         started = time.monotonic()
@@ -483,7 +481,7 @@ async def test_connections_are_bounded_per_host_and_queueing_does_not_count_as_t
 
 
 async def test_the_wait_for_a_slot_ends_with_the_attempts_timeout() -> None:
-    target = HttpTarget(allow_private_targets=True, max_connections=8, max_per_host=1)
+    target = HttpTarget(HttpSettings(allow_private_targets=True, max_connections=8, max_per_host=1))
     async with RawServer(always(None)) as server:
         stuck = asyncio.create_task(target.fire(timer_for(server.url, timeout_s=5), 1))
         await until(lambda: server.requests == 1, timeout_s=2)
@@ -515,8 +513,8 @@ async def test_the_wait_for_a_slot_is_bounded_below_long_timeouts(
 
 async def test_fire_checks_its_arguments_and_close_is_idempotent(receiver: Receiver) -> None:
     with pytest.raises(InvalidArgument, match="max_per_host"):
-        HttpTarget(max_per_host=0)
-    target = HttpTarget(allow_private_targets=True)
+        HttpSettings(max_per_host=0)
+    target = HttpTarget(HttpSettings(allow_private_targets=True))
     with pytest.raises(ValueError, match="no HTTP callback"):
         await target.fire(Timer(id="q", due_ms=0, payload={"a": 1}), 1)
     await target.close()
@@ -801,7 +799,7 @@ async def test_close_closes_idle_connections(target: HttpTarget) -> None:
 async def test_open_connections_stay_within_both_bounds() -> None:
     # idle connections count too: never more than 2 open to one origin, 3 over both
     both = Tally()
-    target = HttpTarget(allow_private_targets=True, max_connections=3, max_per_host=2)
+    target = HttpTarget(HttpSettings(allow_private_targets=True, max_connections=3, max_per_host=2))
     try:
         async with (
             RawServer(always(ok()), delay_s=0.005, shared=both) as one,
@@ -848,8 +846,8 @@ async def test_tls_is_verified_against_the_trusted_roots(
     server = await asyncio.start_server(serve_ok_once, "127.0.0.1", 0, ssl=server_side)
     port = server.sockets[0].getsockname()[1]
     untrusted, trusted = (
-        HttpTarget(allow_private_targets=True),
-        HttpTarget(allow_private_targets=True),
+        HttpTarget(HttpSettings(allow_private_targets=True)),
+        HttpTarget(HttpSettings(allow_private_targets=True)),
     )
     try:
         refused = await untrusted.fire(timer_for(f"https://127.0.0.1:{port}/?token=t"), 1)
@@ -979,7 +977,7 @@ class CountingResolver:
 async def test_names_are_looked_up_once_for_requests_at_once_and_cached_a_while(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(httpclient, "DNS_CACHE_S", 0.5)
+    monkeypatch.setattr(dns, "DNS_CACHE_S", 0.5)
     resolver = CountingResolver(delay_s=0.05)
     client = HttpClient(allow_private=True, max_connections=64, resolve=resolver)
     # the server closes every connection: each request connects, and so looks its name up
@@ -998,7 +996,7 @@ async def test_names_are_looked_up_once_for_requests_at_once_and_cached_a_while(
 async def test_a_slow_lookup_fails_as_dns_in_bounded_time_and_is_not_repeated(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(httpclient, "DNS_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(dns, "DNS_TIMEOUT_S", 0.2)
     resolver = CountingResolver(delay_s=1.0)
     client = HttpClient(allow_private=True, max_connections=64, resolve=resolver)
     origin = ("http", "localhost", closed_port())

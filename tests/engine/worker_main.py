@@ -12,12 +12,13 @@ import sys
 
 from tickwheel.engine import Worker, WorkerSettings
 from tickwheel.engine.http import HttpTarget
+from tickwheel.engine.settings import HttpSettings
 from tickwheel.stores import open_store
 
 
 async def main(store_url: str, lease_ms: int) -> None:
     store = open_store(store_url)
-    target = HttpTarget(allow_private_targets=True)
+    target = HttpTarget(HttpSettings(allow_private_targets=True))
     worker = Worker(store, target, WorkerSettings(lookahead_ms=500, lease_ms=lease_ms))
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, worker.stop)
     print("worker ready", flush=True)

@@ -19,6 +19,7 @@ from engine.support import running, until
 
 from tickwheel.engine import Worker, WorkerSettings
 from tickwheel.engine.http import HttpTarget
+from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, RetryPolicy, Timer
 from tickwheel.stores import MemoryStore
 
@@ -95,7 +96,7 @@ async def deliver_all(
     store: MemoryStore, receiver: SmallReceiver, added: list[Timer], started: float
 ) -> float:
     """Run a worker until every timer has arrived once; return the seconds from `started`."""
-    target = HttpTarget(allow_private_targets=True)
+    target = HttpTarget(HttpSettings(allow_private_targets=True))
     worker = Worker(store, target, WorkerSettings(lookahead_ms=200, lease_ms=30_000))
     try:
         async with running(worker):

@@ -23,9 +23,9 @@ import pytest
 from engine.support import until
 
 from tickwheel.model import Callback, RetryPolicy, Timer
-from tickwheel.service.receiver import Receiver
 from tickwheel.stores.redis import RedisStore
 from tickwheel.stores.redis.clock import ServerClock
+from tickwheel.testing.receiver import Receiver
 
 RedisServer = Any  # the `start_redis` fixture's servers (tests/conftest.py)
 

@@ -19,15 +19,17 @@ import pytest
 from engine.support import until
 from engine.test_http import RawServer, always, ok, serve_ok_once, timer_for
 
-from tickwheel.engine import httpclient
+from tickwheel.engine import httpclient, resolver
+from tickwheel.engine.connection import HEAD_LIMIT_BYTES
 from tickwheel.engine.http import HttpTarget
-from tickwheel.engine.httpclient import HEAD_LIMIT_BYTES, AddressInfo
 from tickwheel.engine.outcome import ACKED, Outcome, Verdict
+from tickwheel.engine.resolver import AddressInfo
+from tickwheel.engine.settings import HttpSettings
 
 
 @pytest.fixture
 async def target() -> AsyncIterator[HttpTarget]:
-    target = HttpTarget(allow_private_targets=True)
+    target = HttpTarget(HttpSettings(allow_private_targets=True))
     yield target
     await target.close()
 
@@ -162,7 +164,7 @@ async def test_bytes_after_a_response_cost_the_connection_not_the_next_callback(
 
 
 async def test_an_origin_that_never_answers_does_not_hold_up_a_healthy_one() -> None:
-    target = HttpTarget(allow_private_targets=True, max_connections=8)
+    target = HttpTarget(HttpSettings(allow_private_targets=True, max_connections=8))
     async with RawServer(always(None)) as stuck, RawServer(always(ok())) as healthy:
         stuck_timers = [timer_for(stuck.url, timer_id=f"s{i}", timeout_s=10) for i in range(20)]
         waiting = [asyncio.create_task(target.fire(t, 1)) for t in stuck_timers]
@@ -185,7 +187,7 @@ async def test_endpoints_holding_every_connection_leave_a_bounded_wait_not_a_sta
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(httpclient, "SLOT_WAIT_S", 0.3)
-    target = HttpTarget(allow_private_targets=True, max_connections=2)
+    target = HttpTarget(HttpSettings(allow_private_targets=True, max_connections=2))
     async with (
         RawServer(always(None)) as one,
         RawServer(always(None)) as two,
@@ -278,7 +280,7 @@ async def test_a_slow_name_server_holds_up_only_its_own_names(
 ) -> None:
     # every lookup of slow.test blocks a resolver thread for 1.5 s, as a name server that
     # does not answer; the loop's default executor has a handful of threads
-    monkeypatch.setattr(httpclient, "DNS_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(resolver, "DNS_TIMEOUT_S", 0.3)
     loop = asyncio.get_running_loop()
     real = loop.getaddrinfo
     lookups: list[str] = []

@@ -22,8 +22,8 @@ import pytest
 from engine.support import until
 
 from tickwheel.model import Callback, RetryPolicy, State, Timer
-from tickwheel.service.receiver import Received, Receiver, Reply
 from tickwheel.stores.redis import RedisStore
+from tickwheel.testing.receiver import Received, Receiver, Reply
 
 RedisServer = Any  # the `start_redis` fixture's servers (tests/conftest.py)
 

@@ -18,9 +18,10 @@ import pytest
 from tickwheel.engine import signing
 from tickwheel.engine.http import HttpTarget
 from tickwheel.engine.outcome import ACKED
+from tickwheel.engine.settings import HttpSettings
 from tickwheel.engine.signing import sign, verify_signature
 from tickwheel.model import Callback, Timer
-from tickwheel.service.receiver import Receiver
+from tickwheel.testing.receiver import Receiver
 
 SECRET = "whsec-hostile"
 README = Path(__file__).parents[2] / "README.md"
@@ -88,7 +89,7 @@ async def capture() -> AsyncIterator[CaptureServer]:
 
 @pytest.fixture
 async def target() -> AsyncIterator[HttpTarget]:
-    target = HttpTarget(signing_secret=SECRET, allow_private_targets=True)
+    target = HttpTarget(HttpSettings(signing_secret=SECRET, allow_private_targets=True))
     yield target
     await target.close()
 

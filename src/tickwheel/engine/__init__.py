@@ -1,16 +1,44 @@
-"""The firing engine: claim due timers from a store, fire them on the due ms, settle the outcome."""
+"""The firing engine: claim due timers from a store, fire them on the due ms, settle the outcome.
 
-from tickwheel.engine.consume import Delivery, consume
-from tickwheel.engine.guard import check_target_url, is_public_address
-from tickwheel.engine.http import HttpTarget
-from tickwheel.engine.metrics import Metrics
-from tickwheel.engine.outcome import ACKED, Outcome, Target, Verdict
-from tickwheel.engine.settings import WorkerSettings
-from tickwheel.engine.worker import Worker
+Names are imported on first use, so ``from tickwheel.engine import consume`` loads neither the
+HTTP client (httptools) nor prometheus-client.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tickwheel.engine.consume import Delivery, consume
+    from tickwheel.engine.guard import check_target_url, is_public_address
+    from tickwheel.engine.http import HttpTarget
+    from tickwheel.engine.metrics import Metrics
+    from tickwheel.engine.outcome import ACKED, Outcome, Target, Verdict
+    from tickwheel.engine.settings import HttpSettings, WorkerSettings
+    from tickwheel.engine.worker import Worker
+
+# where each name lives: tickwheel.engine.<module>
+_MODULES = {
+    "ACKED": "outcome",
+    "Delivery": "consume",
+    "HttpSettings": "settings",
+    "HttpTarget": "http",
+    "Metrics": "metrics",
+    "Outcome": "outcome",
+    "Target": "outcome",
+    "Verdict": "outcome",
+    "Worker": "worker",
+    "WorkerSettings": "settings",
+    "check_target_url": "guard",
+    "consume": "consume",
+    "is_public_address": "guard",
+}
 
 __all__ = [
     "ACKED",
     "Delivery",
+    "HttpSettings",
     "HttpTarget",
     "Metrics",
     "Outcome",
@@ -22,3 +50,12 @@ __all__ = [
     "consume",
     "is_public_address",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # looked up once
+    return value

@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from urllib.parse import urlsplit
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tickwheel.errors import InvalidTimer
+from tickwheel.urls import parse_url
+
+if TYPE_CHECKING:
+    from tickwheel.engine.resolver import AddressInfo
 
 ALLOW_PRIVATE_ENV = "TICKWHEEL_ALLOW_PRIVATE_TARGETS"
 _LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".localdomain")
@@ -72,16 +77,33 @@ def is_legacy_ipv4(host: str) -> bool:
     return False
 
 
+class PrivateAddressRefused(OSError):
+    """A callback host resolved only to addresses tickwheel may not call."""
+
+    def __init__(self, host: str, address: str) -> None:
+        super().__init__(f"refused: {host} resolves to private address {address}")
+
+
+def keep_public(host: str, found: Sequence[AddressInfo]) -> list[AddressInfo]:
+    """Return the public addresses in `found`; raise `PrivateAddressRefused` if none are."""
+    public = [info for info in found if is_public_address(str(info[4][0]))]
+    if not public and found:
+        raise PrivateAddressRefused(host, str(found[0][4][0]))
+    return public
+
+
 def check_target_url(url: str, *, allow_private: bool) -> None:
     """Refuse a callback URL whose host is a private address or a local-only name.
 
-    Names are resolved only when the timer fires; this catches what is knowable without DNS.
+    The host is read as the request will read it (`parse_url`); names are resolved only when
+    the timer fires, so this catches what is knowable without DNS.
+
     Raises:
         InvalidTimer: naming `callback.url`.
     """
     if allow_private:
         return
-    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    host = parse_url(url).host.rstrip(".")
     try:
         public = is_public_address(host)
     except ValueError:

@@ -1,88 +1,39 @@
 """The HTTP callback target: every timer's callback goes through one pooled `HttpClient`.
 
-The client is our own (engine/httpclient.py) rather than aiohttp or httpx, chosen by measurement
-(bench/http_clients.py, docs/decisions.md #15). Each attempt waits for a connection slot (per
-host, then global) before its timeout starts, so a burst of due timers queues here instead of
-opening a connection each; the wait is bounded too (`SLOT_WAIT_S`), so callbacks to a healthy
-receiver do not sit behind ones to endpoints that never answer.
+The client is our own (engine/httpclient.py) rather than aiohttp or httpx: measured with
+bench/http_clients.py, their general request paths cost most of a worker's CPU per callback.
+Each attempt waits for a connection slot (per host, then global) before its timeout starts, so
+a burst of due timers queues here instead of opening a connection each; the wait is bounded
+too (`SLOT_WAIT_S`), so callbacks to a healthy receiver do not sit behind ones to endpoints
+that never answer.
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import ssl
 import time
-from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from importlib import metadata
-from urllib.parse import urlsplit
+from typing import Any
 
-from yarl import URL
-
-from tickwheel.engine.guard import is_public_address
-from tickwheel.engine.httpclient import (
-    READ_LIMIT_BYTES,
-    BadResponse,
-    ConnectFailed,
-    Disconnected,
-    HttpClient,
-    InvalidHost,
-    Origin,
-    PoolTimeout,
-    PrivateAddressRefused,
-    Response,
-    default_per_host,
-)
+from tickwheel.engine.connection import BadResponse, Disconnected, Response
+from tickwheel.engine.guard import PrivateAddressRefused, is_public_address
+from tickwheel.engine.httpclient import HttpClient
 from tickwheel.engine.outcome import ACKED, Outcome, Verdict
+from tickwheel.engine.pool import Origin, PoolTimeout
+from tickwheel.engine.resolver import ConnectFailed, InvalidHost
+from tickwheel.engine.settings import HttpSettings
 from tickwheel.engine.signing import SIGNATURE_HEADER, sign
-from tickwheel.errors import Closed, InvalidArgument
+from tickwheel.errors import Closed
 from tickwheel.model import Callback, Timer, truncate_error
+from tickwheel.urls import CallbackUrl, InvalidUrl, parse_url
 
-__all__ = [
-    "ERROR_BODY_CHARS",
-    "READ_LIMIT_BYTES",
-    "HttpTarget",
-    "PrivateAddressRefused",
-    "retry_after_s",
-]
+__all__ = ["ERROR_BODY_CHARS", "HttpTarget", "retry_after_s"]
 
 ERROR_BODY_CHARS = 200
 _RETRY_STATUSES = frozenset({408, 429})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # send Content-Length: 0 without a body
-
-
-@dataclass(frozen=True, slots=True)
-class _Route:
-    """Where a callback URL goes, parsed once per URL."""
-
-    origin: Origin
-    target: str  # path and query, percent-encoded; no fragment
-    host_header: str
-    private_literal: bool  # the host is an IP literal that is not public
-
-
-@functools.lru_cache(maxsize=1024)
-def _route(url: str) -> _Route:
-    """Parse `url` as aiohttp did (yarl: IDNA host, requoted path); raises ValueError if invalid."""
-    parsed = URL(url, encoded=False)
-    host = parsed.raw_host
-    if not host or parsed.port is None or parsed.scheme not in ("http", "https"):
-        raise ValueError("not an absolute http(s) URL")
-    try:
-        private_literal = not is_public_address(host)
-    except ValueError:
-        private_literal = False
-    origin = (parsed.scheme, host, parsed.port)
-    host_header = parsed.host_port_subcomponent or host
-    return _Route(origin, parsed.raw_path_qs, host_header, private_literal)
-
-
-def _host_of(url: str) -> str:
-    try:
-        return urlsplit(url).hostname or "?"
-    except ValueError:
-        return "?"
 
 
 def _version() -> str:
@@ -149,47 +100,33 @@ def _judge(response: Response) -> Outcome:
 class HttpTarget:
     """Fire timers by making their HTTP callbacks (implements `tickwheel.engine.outcome.Target`).
 
-    Args:
-        signing_secret: sign every body (``Tickwheel-Signature``); never logged or recorded.
-        allow_private_targets: let callbacks reach loopback, private and link-local addresses.
-        max_connections: connections open at once, over all hosts.
-        max_per_host: connections open at once to one scheme, host and port; by default a
-            quarter of `max_connections`, so endpoints that never answer cannot take them all.
-            A host starts with 4 and earns more by answering promptly (`HttpClient`).
-        user_agent: the ``User-Agent`` sent unless a timer sets its own.
+    `settings` say how (`HttpSettings`; its defaults when None). Callers not yet building the
+    settings may pass their fields as keywords instead.
     """
 
-    def __init__(
-        self,
-        *,
-        signing_secret: str | None = None,
-        allow_private_targets: bool = False,
-        max_connections: int = 256,
-        max_per_host: int | None = None,
-        user_agent: str | None = None,
-    ) -> None:
-        if max_per_host is None and isinstance(max_connections, int):
-            max_per_host = default_per_host(max_connections)
-        for name, value in (("max_connections", max_connections), ("max_per_host", max_per_host)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidArgument(name, f"must be an integer >= 1, got {value!r}")
-        agent = user_agent or f"tickwheel/{_version()}"
-        if any(char in agent for char in "\r\n\0"):
-            raise InvalidArgument("user_agent", "must not contain line breaks or NUL")
-        self._key = None if signing_secret is None else signing_secret.encode()
-        self._allow_private = allow_private_targets
-        self._agent_line = f"User-Agent: {agent}\r\n"
+    def __init__(self, settings: HttpSettings | None = None, **fields: Any) -> None:
+        if fields:
+            if settings is not None:
+                raise TypeError("HttpTarget takes settings or their fields, not both")
+            settings = HttpSettings(**fields)
+        elif settings is None:
+            settings = HttpSettings()
+        self.settings = settings
+        secret = settings.signing_secret
+        self._key = None if secret is None else secret.encode()
+        self._allow_private = settings.allow_private_targets
+        self._agent_line = f"User-Agent: {settings.user_agent or f'tickwheel/{_version()}'}\r\n"
         self._client = HttpClient(
-            allow_private=allow_private_targets,
-            max_connections=max_connections,
-            max_per_host=max_per_host,
+            allow_private=settings.allow_private_targets,
+            max_connections=settings.max_connections,
+            max_per_host=settings.max_per_host,
         )
         self._closed = False
 
-    def _request(self, timer: Timer, callback: Callback, route: _Route, attempt: int) -> bytes:
+    def _request(self, timer: Timer, callback: Callback, url: CallbackUrl, attempt: int) -> bytes:
         """Return the whole request: the timer's method, headers and body plus tickwheel's."""
         body = b"" if callback.body is None else callback.body.encode()
-        lines = [f"{callback.method} {route.target} HTTP/1.1\r\nHost: {route.host_header}\r\n"]
+        lines = [f"{callback.method} {url.target} HTTP/1.1\r\nHost: {url.host_header}\r\n"]
         own = callback.headers
         names = {name.lower() for name in own} if own else ()
         if "user-agent" not in names:
@@ -207,7 +144,7 @@ class HttpTarget:
                 body,
                 int(time.time()),
                 method=callback.method,
-                target=route.target,
+                target=url.target,
                 timer_id=timer.id,
                 attempt=attempt,
             )
@@ -233,23 +170,23 @@ class HttpTarget:
         if self._closed:
             raise Closed("HttpTarget is closed")
         try:
-            route = _route(callback.url)
-        except ValueError:
+            url = parse_url(callback.url)
+        except InvalidUrl as error:
             # not the error's text: it may quote the URL, whose query may carry a token
-            return Outcome(Verdict.KILL, f"invalid URL: host {_host_of(callback.url)}")
-        origin = route.origin
-        host = origin[1]
-        if route.private_literal and not self._allow_private:
+            return Outcome(Verdict.KILL, f"invalid URL: host {error.host or '?'}")
+        origin = url.origin
+        host = url.host
+        if url.is_ip and not self._allow_private and not is_public_address(host):
             return Outcome(Verdict.KILL, f"refused: {host} is a private address")
         timeout_s = timer.retry.timeout_s
         try:
-            request = self._request(timer, callback, route, attempt)
+            request = self._request(timer, callback, url, attempt)
             response = await self._client.request(origin, request, timeout_s)
             return _judge(response)
         except TimeoutError:
             return Outcome(Verdict.RETRY, f"timeout after {timeout_s} s")
         except PoolTimeout as error:
-            where = f"{host}:{origin[2]}"
+            where = f"{host}:{url.port}"
             return Outcome(
                 Verdict.RETRY, f"no free connection to {where} within {error.waited_s:g} s"
             )

@@ -1,24 +1,21 @@
-"""Prometheus metrics of the firing engine, on a registry of the caller's choosing.
+"""What a worker or consumer did, counted in plain integers and exported to Prometheus on demand.
 
-The engine counts in plain integers and a registered collector turns them into metric families
-when scraped: prometheus-client's own counters and histograms take a lock per update, which
-cost ~15 µs per delivered timer (a third of a 20,000-timer burst's client time, bench/engine.py).
-The engine updates them on its event loop's thread; a scrape from another thread reads ints.
+The engine counts in ints and a registered collector (`export.py`) turns them into metric
+families when scraped: prometheus-client's own counters and histograms take a lock per update,
+which cost ~15 µs per delivered timer (a third of a 20,000-timer burst's client time,
+bench/engine.py). The engine updates them on its event loop's thread; a scrape from another
+thread reads ints. prometheus-client is imported only once the counts are registered.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 # seconds: the engine aims at single-digit ms; the tail buckets show outages and backlogs
 LATENESS_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60)
@@ -51,12 +48,12 @@ class Buckets:
 class Metrics:
     """What one worker or consumer did: counts per queue, lateness, claims, store errors.
 
-    Each instance registers on its own `CollectorRegistry` unless given one, so tests and
-    several workers in one process never collide on the global registry.
+    Given a `registry`, the counts are exported on it; else `registry` is a registry of their
+    own, made on first use, so tests and several workers in one process never collide on the
+    global one.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry()
         self.fired: Counter[str] = Counter()
         self.acked: Counter[str] = Counter()
         self.retried: Counter[str] = Counter()
@@ -66,7 +63,28 @@ class Metrics:
         self.in_flight = 0
         self.lateness: dict[str, Buckets] = {}
         self.claimed = Buckets(BATCH_BUCKETS)
-        self.registry.register(_Collector(self))
+        self._registry: CollectorRegistry | None = None
+        if registry is not None:
+            self.register(registry)
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The registry the counts are exported on; one of their own unless registered."""
+        if self._registry is not None:
+            return self._registry
+        from prometheus_client import CollectorRegistry
+
+        registry = CollectorRegistry()
+        self.register(registry)
+        return registry
+
+    def register(self, registry: CollectorRegistry) -> None:
+        """Export the counts on `registry` (as ``tickwheel_*`` metrics) from now on."""
+        from tickwheel.engine.export import MetricsCollector
+
+        registry.register(MetricsCollector(self))
+        if self._registry is None:
+            self._registry = registry
 
     def observe_fired(self, queue: str, late_s: float) -> None:
         """Count a delivery attempt of `queue` and how late it started."""
@@ -75,48 +93,3 @@ class Metrics:
         if lateness is None:
             lateness = self.lateness[queue] = Buckets(LATENESS_BUCKETS)
         lateness.observe(max(late_s, 0.0))
-
-
-class _Collector:
-    """Renders a `Metrics` as Prometheus families at scrape time."""
-
-    def __init__(self, metrics: Metrics) -> None:
-        self._metrics = metrics
-
-    def collect(self) -> Iterator[Metric]:
-        m = self._metrics
-        for name, help_text, counts in (
-            ("tickwheel_fired", "Delivery attempts started", m.fired),
-            ("tickwheel_acked", "Timers delivered and acked", m.acked),
-            ("tickwheel_retried", "Timers scheduled again (failed or handed back)", m.retried),
-            ("tickwheel_dead_lettered", "Timers moved to the dead letters", m.dead),
-        ):
-            family = CounterMetricFamily(name, help_text, labels=["queue"])
-            for queue, count in sorted(counts.items()):
-                family.add_metric([queue], count)
-            yield family
-        lateness = HistogramMetricFamily(
-            "tickwheel_lateness_seconds",
-            "Fired time minus due time, by the store's clock",
-            labels=["queue"],
-        )
-        for queue, buckets in sorted(m.lateness.items()):
-            lateness.add_metric([queue], buckets.cumulative(), buckets.total)
-        yield lateness
-        yield GaugeMetricFamily(
-            "tickwheel_in_flight", "Timers claimed and not yet settled", value=m.in_flight
-        )
-        claimed = HistogramMetricFamily("tickwheel_claim_batch_size", "Timers per claim")
-        claimed.add_metric([], m.claimed.cumulative(), m.claimed.total)
-        yield claimed
-        errors = CounterMetricFamily(
-            "tickwheel_store_errors", "Store calls that failed", labels=["operation"]
-        )
-        for operation, count in sorted(m.store_errors.items()):
-            errors.add_metric([operation], count)
-        yield errors
-        yield CounterMetricFamily(
-            "tickwheel_leases_lost",
-            "Settles refused because the lease had passed on",
-            value=m.leases_lost,
-        )

@@ -73,8 +73,8 @@ class Settler:
         self._max_ahead_ms = _max_ahead_ms(store)
         self._metrics = metrics
         self._throttled = throttled
-        # acks go out at most this often: on this kind of host each round trip costs ~100 µs
-        # of CPU to sleep and wake for, however few acks it carries (decisions 25)
+        # acks go out at most this often: on a small host each round trip costs ~100 µs of
+        # CPU to sleep and wake for, however few acks it carries, so fewer, fuller calls win
         self._ack_every_s = ack_every_s
         self._last_flush = -ack_every_s
         # queued acks and their futures, as two lists: no tuple per ack for the GC to follow

@@ -1,0 +1,63 @@
+"""Render an engine's `Metrics` as Prometheus metric families when a registry is scraped.
+
+Apart from the counting (`metrics.py`) so that the engine runs without prometheus-client: it is
+imported only when metrics are registered on a registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from tickwheel.engine.metrics import Metrics
+
+
+class MetricsCollector:
+    """A registry's collector for one `Metrics`: its counts as Prometheus families."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._metrics
+        for name, help_text, counts in (
+            ("tickwheel_fired", "Delivery attempts started", m.fired),
+            ("tickwheel_acked", "Timers delivered and acked", m.acked),
+            ("tickwheel_retried", "Timers scheduled again (failed or handed back)", m.retried),
+            ("tickwheel_dead_lettered", "Timers moved to the dead letters", m.dead),
+        ):
+            family = CounterMetricFamily(name, help_text, labels=["queue"])
+            for queue, count in sorted(counts.items()):
+                family.add_metric([queue], count)
+            yield family
+        lateness = HistogramMetricFamily(
+            "tickwheel_lateness_seconds",
+            "Fired time minus due time, by the store's clock",
+            labels=["queue"],
+        )
+        for queue, buckets in sorted(m.lateness.items()):
+            lateness.add_metric([queue], buckets.cumulative(), buckets.total)
+        yield lateness
+        yield GaugeMetricFamily(
+            "tickwheel_in_flight", "Timers claimed and not yet settled", value=m.in_flight
+        )
+        claimed = HistogramMetricFamily("tickwheel_claim_batch_size", "Timers per claim")
+        claimed.add_metric([], m.claimed.cumulative(), m.claimed.total)
+        yield claimed
+        errors = CounterMetricFamily(
+            "tickwheel_store_errors", "Store calls that failed", labels=["operation"]
+        )
+        for operation, count in sorted(m.store_errors.items()):
+            errors.add_metric([operation], count)
+        yield errors
+        yield CounterMetricFamily(
+            "tickwheel_leases_lost",
+            "Settles refused because the lease had passed on",
+            value=m.leases_lost,
+        )
