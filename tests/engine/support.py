@@ -1,13 +1,20 @@
-"""What the engine tests share: polling for a condition, running a worker for a block."""
+"""What the engine tests share: the wall clock in ms, polling for a condition, running a worker
+for a block."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import inspect
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from tickwheel.engine import Worker
+
+
+def wall_ms() -> int:
+    """The wall clock in epoch ms: the clock of a scripted store that keeps none of its own."""
+    return time.time_ns() // 1_000_000
 
 
 async def until(

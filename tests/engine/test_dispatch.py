@@ -4,7 +4,6 @@ latest claim's due time."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from typing import cast
 
@@ -17,6 +16,8 @@ from tickwheel.engine.settle import Settler, Throttled
 from tickwheel.model import Timer
 from tickwheel.stores import Lease, Store
 
+from .support import wall_ms
+
 
 class ScriptedStore:
     """Claims return the given batches in turn, then nothing; every settle succeeds."""
@@ -26,7 +27,7 @@ class ScriptedStore:
         self.handed_back: list[Lease] = []
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        return wall_ms()
 
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         return self.batches.pop(0) if self.batches else []
@@ -49,7 +50,7 @@ class ScriptedStore:
 async def test_a_timer_claimed_again_is_delivered_once_at_its_new_due_time(
     second_in_ms: int,
 ) -> None:
-    now = time.time_ns() // 1_000_000
+    now = wall_ms()
     first = Timer(id="t1", due_ms=now + 300)
     again = Timer(id="t1", due_ms=now + second_in_ms)
     store = ScriptedStore([[Lease(first, 1, now + 60_000)], [Lease(again, 2, now + 60_000)]])

@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from email.utils import formatdate
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -521,6 +522,39 @@ async def test_fire_checks_its_arguments_and_close_is_idempotent(receiver: Recei
     await target.close()
     with pytest.raises(Closed):
         await target.fire(timer_for(receiver.url), 1)
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"max_connections": 0}, "max_connections"),
+        ({"max_connections": True}, "max_connections"),
+        ({"max_per_host": 1.5}, "max_per_host"),
+        ({"user_agent": "agent\r\nX-Injected: 1"}, "user_agent"),
+        ({"signing_secret": b"bytes"}, "signing_secret"),
+        ({"allow_private_targets": "yes"}, "allow_private_targets"),
+    ],
+)
+def test_http_settings_are_validated_naming_the_field(fields: dict[str, Any], named: str) -> None:
+    with pytest.raises(InvalidArgument, match=f"^{named}: "):
+        HttpSettings(**fields)
+
+
+def test_http_settings_keep_the_secret_out_of_their_repr() -> None:
+    settings = HttpSettings(signing_secret=SECRET, max_connections=8)
+    assert SECRET not in repr(settings)
+    assert "max_connections=8" in repr(settings)
+
+
+async def test_http_target_takes_settings_or_their_fields_not_both() -> None:
+    settings = HttpSettings(allow_private_targets=True, max_connections=8)
+    targets = [HttpTarget(settings), HttpTarget(allow_private_targets=True, max_connections=8)]
+    assert [target.settings for target in targets] == [settings, settings]
+    assert HttpTarget().settings == HttpSettings()
+    with pytest.raises(TypeError, match="not both"):
+        HttpTarget(settings, max_connections=8)
+    for target in targets:
+        await target.close()
 
 
 def closed_port() -> int:

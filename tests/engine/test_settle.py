@@ -16,6 +16,8 @@ from tickwheel.errors import InvalidTimer
 from tickwheel.model import RetryPolicy, State, Timer
 from tickwheel.stores import Lease, MemoryStore, Store
 
+from .support import wall_ms
+
 
 class AckRecorder:
     """Records each ack_many call's size and start time; every ack lands."""
@@ -24,7 +26,7 @@ class AckRecorder:
         self.calls: list[tuple[int, float]] = []
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        return wall_ms()
 
     async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
         self.calls.append((len(leases), time.monotonic()))
