@@ -32,6 +32,7 @@ from harness.report import Table, emit, fmt, write_markdown
 from tickwheel.engine.http import HttpTarget
 from tickwheel.engine.httpclient import HttpClient
 from tickwheel.engine.outcome import Verdict
+from tickwheel.engine.settings import HttpSettings
 from tickwheel.engine.signing import sign
 from tickwheel.model import Callback, RetryPolicy, Timer
 
@@ -145,7 +146,12 @@ async def open_httpclient(url: str, pool: int) -> tuple[Post, Callable[[], Await
 async def open_target(url: str, pool: int) -> tuple[Post, Callable[[], Awaitable[None]]]:
     """tickwheel's HttpTarget (on HttpClient), private targets allowed, one Timer fired repeatedly."""
     target = HttpTarget(
-        signing_secret=SECRET, allow_private_targets=True, max_connections=pool, max_per_host=pool
+        HttpSettings(
+            signing_secret=SECRET,
+            allow_private_targets=True,
+            max_connections=pool,
+            max_per_host=pool,
+        )
     )
     callback = Callback(url=url, headers={"Content-Type": "application/json"}, body=BODY.decode())
     timer = Timer(

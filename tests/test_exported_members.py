@@ -30,11 +30,12 @@ def test_a_name_whose_extra_is_missing_says_which_to_install() -> None:
     # a fresh interpreter in which the service extra's packages cannot be imported
     code = (
         "import sys\n"
-        "for name in ('httptools', 'prometheus_client', 'yarl'):\n"
+        "for name in ('httptools', 'prometheus_client'):\n"
         "    sys.modules[name] = None\n"
         "import tickwheel\n"
+        "tickwheel.Worker, tickwheel.consume  # the engine itself needs no extra\n"
         "try:\n"
-        "    tickwheel.Worker\n"
+        "    tickwheel.HttpTarget\n"
         "except ImportError as error:\n"
         "    print(error)\n"
     )
@@ -42,3 +43,21 @@ def test_a_name_whose_extra_is_missing_says_which_to_install() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert "pip install 'tickwheel[service]'" in result.stdout
+
+
+def test_redis_names_the_redis_extra_when_redis_py_is_missing() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['redis'] = None\n"
+        "import tickwheel\n"
+        "for attempt in (lambda: tickwheel.RedisStore,\n"
+        "                lambda: tickwheel.open_store('redis://127.0.0.1:1/0')):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "    except ImportError as error:\n"
+        "        print(error)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.count("pip install 'tickwheel[redis]'") == 2, result.stdout

@@ -2,7 +2,8 @@
 
 Importing tickwheel imports nothing outside the standard library: the in-process timers, the
 model and the stores come with it; the engine's names load on first use, and one that needs an
-extra (`Worker`: ``pip install 'tickwheel[service]'``) names it when it is missing.
+extra (`HttpTarget`: ``pip install 'tickwheel[service]'``, `RedisStore`: ``tickwheel[redis]``)
+names it when it is missing.
 """
 
 import importlib as _importlib
@@ -26,6 +27,7 @@ from tickwheel.runtime import (
     DelayQueue,
     FakeClock,
     Scheduler,
+    Series,
     SystemClock,
     TimerHandle,
 )
@@ -33,13 +35,18 @@ from tickwheel.stores import Lease, MemoryStore, SqliteStore, Store, StoreSettin
 
 if _typing.TYPE_CHECKING:
     from tickwheel.engine.consume import Delivery, consume
-    from tickwheel.engine.settings import WorkerSettings
+    from tickwheel.engine.http import HttpTarget
+    from tickwheel.engine.settings import HttpSettings, WorkerSettings
     from tickwheel.engine.worker import Worker
+    from tickwheel.stores.redis import RedisStore
 
 # names loaded on first use: their module, and the extra it needs (None: the base install)
 _LAZY = {
     "Delivery": ("tickwheel.engine.consume", None),
-    "Worker": ("tickwheel.engine.worker", "service"),
+    "HttpSettings": ("tickwheel.engine.settings", None),
+    "HttpTarget": ("tickwheel.engine.http", "service"),
+    "RedisStore": ("tickwheel.stores.redis", "redis"),
+    "Worker": ("tickwheel.engine.worker", None),
     "WorkerSettings": ("tickwheel.engine.settings", None),
     "consume": ("tickwheel.engine.consume", None),
 }
@@ -54,13 +61,17 @@ __all__ = [
     "DelayQueue",
     "Delivery",
     "FakeClock",
+    "HttpSettings",
+    "HttpTarget",
     "InvalidArgument",
     "InvalidTimer",
     "Lease",
     "LeaseLost",
     "MemoryStore",
+    "RedisStore",
     "RetryPolicy",
     "Scheduler",
+    "Series",
     "SqliteStore",
     "State",
     "Store",

@@ -546,15 +546,12 @@ def test_http_settings_keep_the_secret_out_of_their_repr() -> None:
     assert "max_connections=8" in repr(settings)
 
 
-async def test_http_target_takes_settings_or_their_fields_not_both() -> None:
+async def test_http_target_takes_one_settings_record() -> None:
     settings = HttpSettings(allow_private_targets=True, max_connections=8)
-    targets = [HttpTarget(settings), HttpTarget(allow_private_targets=True, max_connections=8)]
-    assert [target.settings for target in targets] == [settings, settings]
+    target = HttpTarget(settings)
+    assert target.settings == settings
     assert HttpTarget().settings == HttpSettings()
-    with pytest.raises(TypeError, match="not both"):
-        HttpTarget(settings, max_connections=8)
-    for target in targets:
-        await target.close()
+    await target.close()
 
 
 def closed_port() -> int:

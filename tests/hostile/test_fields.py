@@ -18,6 +18,7 @@ import pytest
 
 from tickwheel.engine.http import HttpTarget
 from tickwheel.engine.outcome import ACKED
+from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import MAX_BODY_BYTES, State
 from tickwheel.stores.memory import MemoryStore
 from tickwheel.testing.receiver import Receiver
@@ -351,7 +352,7 @@ async def test_json_body_reaches_the_receiver_as_json(
         assert (await client.post("/v1/timers", json=body)).status_code == 201
         stored = await store.get("e")
         assert stored is not None
-        target = HttpTarget(allow_private_targets=True)
+        target = HttpTarget(HttpSettings(allow_private_targets=True))
         try:
             assert await target.fire(stored, 1) == ACKED
         finally:

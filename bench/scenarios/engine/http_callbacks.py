@@ -23,6 +23,7 @@ from scenarios.engine.runs import Run, Sizes
 from scenarios.engine.timing import sleep_until
 from tickwheel.engine import Metrics, Worker
 from tickwheel.engine.http import HttpTarget
+from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, Timer
 
 URL_PATH = "/callback"
@@ -49,7 +50,7 @@ async def http_run(
         await bench.load(store, timers, label)
         await receiver.report()  # start counting from here
         metrics = Metrics()
-        target = HttpTarget(allow_private_targets=True)
+        target = HttpTarget(HttpSettings(allow_private_targets=True))
         worker = Worker(store, target, bench.settings, metrics=metrics)
         run.calls = calls = instrument(store, count)
 

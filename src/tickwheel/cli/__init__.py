@@ -21,7 +21,6 @@ _SERVICE_PACKAGES = frozenset(
         "starlette",
         "typer",
         "uvicorn",
-        "yarl",
     }
 )
 

@@ -15,7 +15,6 @@ import ssl
 import time
 from email.utils import parsedate_to_datetime
 from importlib import metadata
-from typing import Any
 
 from tickwheel.engine.connection import BadResponse, Disconnected, Response
 from tickwheel.engine.guard import PrivateAddressRefused, is_public_address
@@ -104,13 +103,8 @@ class HttpTarget:
     settings may pass their fields as keywords instead.
     """
 
-    def __init__(self, settings: HttpSettings | None = None, **fields: Any) -> None:
-        if fields:
-            if settings is not None:
-                raise TypeError("HttpTarget takes settings or their fields, not both")
-            settings = HttpSettings(**fields)
-        elif settings is None:
-            settings = HttpSettings()
+    def __init__(self, settings: HttpSettings | None = None) -> None:
+        settings = HttpSettings() if settings is None else settings
         self.settings = settings
         secret = settings.signing_secret
         self._key = None if secret is None else secret.encode()

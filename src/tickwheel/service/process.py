@@ -71,10 +71,11 @@ class Process:
         """Build the worker that fires the store's timers over HTTP; `start_worker` runs it."""
         from tickwheel.engine.http import HttpTarget
         from tickwheel.engine.metrics import Metrics
+        from tickwheel.engine.settings import HttpSettings
         from tickwheel.engine.worker import Worker
 
         target = HttpTarget(
-            signing_secret=signing_secret, allow_private_targets=allow_private_targets
+            HttpSettings(signing_secret=signing_secret, allow_private_targets=allow_private_targets)
         )
         self.cleanup.push_async_callback(target.close)
         self.worker = Worker(self.store, target, settings, metrics=Metrics(self.registry))

@@ -70,8 +70,17 @@ _STORE_PARAMS = ("prefix", "shards")  # the store's own; the rest of the query i
 
 def _redis(url: str, settings: StoreSettings | None) -> Store:
     # imported here so that memory and SQLite users never import redis-py
-    from tickwheel.stores.redis import RedisStore
-    from tickwheel.stores.redis.keys import DEFAULT_PREFIX, DEFAULT_SHARDS
+    try:
+        from tickwheel.stores.redis import RedisStore
+        from tickwheel.stores.redis.keys import DEFAULT_PREFIX, DEFAULT_SHARDS
+    except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] != "redis":
+            raise
+        raise ImportError(
+            "a Redis store needs redis-py, which comes with an extra: "
+            "pip install 'tickwheel[redis]'",
+            name="redis",
+        ) from error
 
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
