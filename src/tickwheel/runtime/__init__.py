@@ -5,6 +5,7 @@ from tickwheel.runtime.clock import Clock, FakeClock, SystemClock
 from tickwheel.runtime.delay_queue import AsyncDelayQueue, DelayQueue
 from tickwheel.runtime.pauses import steady_gc
 from tickwheel.runtime.scheduler import Scheduler
+from tickwheel.runtime.series import Series
 from tickwheel.runtime.timers import TimerHandle
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "DelayQueue",
     "FakeClock",
     "Scheduler",
+    "Series",
     "SystemClock",
     "TimerHandle",
     "steady_gc",

@@ -8,7 +8,8 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from tickwheel.core import TimingWheel
-from tickwheel.errors import Closed
+from tickwheel.errors import Closed, InvalidArgument
+from tickwheel.recurrence import Cron, Recurrence, every_seconds
 from tickwheel.runtime._args import (
     check_callable,
     check_due_ms,
@@ -18,12 +19,13 @@ from tickwheel.runtime._args import (
     due_at,
 )
 from tickwheel.runtime.clock import NS_PER_MS, Clock, SystemClock
+from tickwheel.runtime.series import Series
 
 
 class TimerHandle:
     """One scheduled call, returned by `call_later` and `call_at`; cancel or move it."""
 
-    __slots__ = ("_args", "_due_ms", "_fn", "_owner", "key")
+    __slots__ = ("_args", "_due_ms", "_fn", "_owner", "key", "series")
 
     def __init__(
         self,
@@ -32,12 +34,14 @@ class TimerHandle:
         due_ms: int,
         fn: Callable[..., Any],
         args: tuple[Any, ...],
+        series: Series | None = None,
     ) -> None:
         self._owner = owner
         self.key = key
         self._due_ms = due_ms
         self._fn = fn
         self._args = args
+        self.series = series  # the recurring call this occurrence belongs to
 
     @property
     def when(self) -> float:
@@ -78,6 +82,8 @@ class WheelTimers(ABC):
         )
         self._wake_at: int | None = None
         self._closed = False
+        # the series holding each key, so a later timer under its key ends it
+        self._series: dict[Hashable, Series] = {}
 
     def __len__(self) -> int:
         return len(self._wheel)
@@ -103,11 +109,113 @@ class WheelTimers(ABC):
         check_callable(fn)
         return self._add(check_due_ms(due_ms), fn, args, key)
 
+    def every(
+        self,
+        interval: float,
+        fn: Callable[..., Any],
+        *args: Any,
+        key: Hashable | None = None,
+        start: float | None = None,
+    ) -> Series:
+        """Call ``fn(*args)`` every `interval` seconds (at least 1), at `start` + k * `interval`.
+
+        `start` is epoch seconds or an aware datetime, and is the first call unless it has
+        passed (then the first call is the next occurrence from now); without it the series
+        starts now and first calls one interval later. See `Series` for overlaps and misses.
+        """
+        check_callable(fn)
+        now_ms = self._now_ms()
+        if start is None:
+            return self._start_series(every_seconds(interval, now_ms), fn, args, key, now_ms)
+        rule = every_seconds(interval, due_at(start))
+        return self._start_series(rule, fn, args, key, now_ms - 1)
+
+    def cron(
+        self,
+        expression: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        tz: str | None = None,
+        key: Hashable | None = None,
+    ) -> Series:
+        """Call ``fn(*args)`` by a cron rule: 5 fields, or 6 with seconds first, in IANA zone
+        `tz` (UTC by default). A local time that happens twice runs once; one that a DST gap
+        skips runs when the gap ends (`tickwheel.recurrence`). See `Series` for overlaps."""
+        check_callable(fn)
+        if tz is not None and not isinstance(tz, str):
+            raise InvalidArgument("tz", f"must be an IANA time zone name, got {tz!r}")
+        return self._start_series(Cron(expression, tz or "UTC"), fn, args, key, self._now_ms())
+
     def cancel(self, key: Hashable) -> bool:
-        """Cancel the timer scheduled under `key`; return whether it was pending."""
+        """Cancel the timer or series scheduled under `key`; return whether it was pending."""
         check_key(key)
         with self._lock:
+            self._end_keyed(key)
             return self._wheel.cancel(key)
+
+    def end_series(self, series: Series) -> bool:
+        with self._lock:
+            if series.ended:
+                return False
+            series.ended = True
+            wheel_key = series if series.key is None else series.key
+            pending = self._wheel.get(wheel_key)
+            if pending is not None and pending.series is series:
+                self._wheel.cancel(wheel_key)
+            if series.key is not None and self._series.get(series.key) is series:
+                del self._series[series.key]
+            return True
+
+    def rearm_series(self, series: Series, nominal_ms: int) -> None:
+        """Arm the occurrence after `nominal_ms`, or after now if the driver fell behind."""
+        due_ms = series.next_after(max(nominal_ms, self._now_ms() - 1))
+        with self._lock:
+            if series.ended or self._closed:
+                return
+            self._arm(series, due_ms)
+
+    def _start_series(
+        self,
+        rule: Recurrence,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        key: Hashable | None,
+        after_ms: int,
+    ) -> Series:
+        if key is not None:
+            check_key(key)
+        series = Series(self, rule, fn, args, key)
+        due_ms = series.next_after(after_ms)
+        with self._lock:
+            if self._closed:
+                raise Closed(f"{type(self).__name__} is closed")
+            if key is not None:
+                self._end_keyed(key)
+                self._wheel.cancel(key)
+                self._series[key] = series
+            self._arm(series, due_ms)
+        return series
+
+    def _arm(self, series: Series, due_ms: int | None) -> None:
+        """Put the series' next occurrence in the wheel; called with the lock held."""
+        series.armed(due_ms)
+        if due_ms is None:
+            if series.key is not None and self._series.get(series.key) is series:
+                del self._series[series.key]
+            return
+        handle = TimerHandle(self, series.key, due_ms, series.occur, (due_ms,), series)
+        self._wheel.add(series if series.key is None else series.key, due_ms, handle)
+        self._wake_if_earlier(due_ms)
+
+    def _end_keyed(self, key: Hashable) -> None:
+        """End the series holding `key`, if any; called with the lock held."""
+        if self._series:
+            replaced = self._series.pop(key, None)
+            if replaced is not None:
+                replaced.ended = True
+
+    def _now_ms(self) -> int:
+        return self._clock.now_ns() // NS_PER_MS
 
     def cancel_handle(self, handle: TimerHandle) -> bool:
         wheel_key = handle if handle.key is None else handle.key
@@ -139,6 +247,8 @@ class WheelTimers(ABC):
         with self._lock:
             if self._closed:
                 raise Closed(f"{type(self).__name__} is closed")
+            if key is not None:
+                self._end_keyed(key)
             self._wheel.add(handle if key is None else key, due_ms, handle)
             self._wake_if_earlier(due_ms)
         return handle
