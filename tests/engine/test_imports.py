@@ -12,9 +12,7 @@ from tickwheel.engine.metrics import Metrics
 
 # a fresh interpreter in which the service extra's packages cannot be imported
 BLOCKED = (
-    "import sys\n"
-    "for name in ('httptools', 'prometheus_client'):\n"
-    "    sys.modules[name] = None\n"
+    "import sys\nfor name in ('httptools', 'prometheus_client'):\n    sys.modules[name] = None\n"
 )
 
 

@@ -18,7 +18,7 @@ from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled, jittered_pause
 from tickwheel.errors import LeaseLost, StoreUnavailable
 from tickwheel.runtime import AsyncScheduler
-from tickwheel.runtime.clock import NS_PER_MS
+from tickwheel.runtime.clock import NS_PER_MS, unwatched
 from tickwheel.stores import Lease, Store
 
 logger = logging.getLogger("tickwheel.engine")
@@ -38,11 +38,7 @@ class StoreClock:
 
     def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
         """The store's clock moves on its own; the scheduler computes its own sleeps."""
-        return _nothing
-
-
-def _nothing() -> None:
-    """Nothing to undo."""
+        return unwatched
 
 
 @runtime_checkable

@@ -39,7 +39,7 @@ class SystemClock:
 
     def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
         """Real time moves on its own; sleepers compute their own timeouts."""
-        return _nothing
+        return unwatched
 
 
 class FakeClock:
@@ -79,5 +79,5 @@ class FakeClock:
         return unwatch
 
 
-def _nothing() -> None:
-    """Stop watching a clock that never calls back."""
+def unwatched() -> None:
+    """What `Clock.watch` returns for a clock that never calls back: there is nothing to stop."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -10,6 +11,11 @@ from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer
 
 DAY_MS = 86_400_000
+
+
+def wall_ms() -> int:
+    """The wall clock in epoch ms: the clock of the stores that live on this host."""
+    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
 from tickwheel.core import DelayHeap
 from tickwheel.errors import Closed, LeaseLost, TimerExists
 from tickwheel.model import State, Timer, truncate_error
-from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
+from tickwheel.stores.base import Lease, Page, Stats, StoreSettings, wall_ms
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
@@ -20,15 +19,11 @@ from tickwheel.stores.rebuild import as_scheduled
 from tickwheel.stores.wake import Wakeups
 
 
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class MemoryStore:
     """Timers in this process only: lost on exit. For tests, and as the model the others follow."""
 
     def __init__(
-        self, settings: StoreSettings | None = None, *, clock: Callable[[], int] = _wall_ms
+        self, settings: StoreSettings | None = None, *, clock: Callable[[], int] = wall_ms
     ) -> None:
         self.settings = settings or StoreSettings()
         self._clock = clock

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from tickwheel.errors import Closed, LeaseLost, StoreUnavailable, TimerExists
 from tickwheel.model import State, Timer, truncate_error
-from tickwheel.stores.base import Lease, Page, Stats, StoreSettings, new_lease
+from tickwheel.stores.base import Lease, Page, Stats, StoreSettings, new_lease, wall_ms
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
@@ -42,10 +41,6 @@ PURGE_BATCH = 1000
 WATCH_INTERVAL_S = 0.005
 """How often `wait` checks whether another connection committed (``PRAGMA data_version``)."""
 _BATCH = 1000  # timers per transaction in add_many
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _data_version(conn: sqlite3.Connection, now: int) -> int:
@@ -73,7 +68,7 @@ class SqliteStore:
         path: str | Path,
         settings: StoreSettings | None = None,
         *,
-        clock: Callable[[], int] = _wall_ms,
+        clock: Callable[[], int] = wall_ms,
     ) -> None:
         self.path = Path(path)
         self.settings = settings or StoreSettings()
