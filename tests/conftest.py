@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -225,3 +226,33 @@ def start_redis(
     finally:
         for server in started:
             server.stop()
+
+
+WORKER_MAIN = Path(__file__).parent / "engine" / "worker_main.py"
+
+
+@pytest.fixture
+def worker_process() -> Iterator[Callable[[str, int], subprocess.Popen[str]]]:
+    """Start worker processes (tests/engine/worker_main.py) on a store URL with a lease in ms;
+    any still running are killed after the test."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(store_url: str, lease_ms: int) -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            [sys.executable, str(WORKER_MAIN), store_url, str(lease_ms)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+        )
+        started.append(process)
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "worker ready"
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()

@@ -12,11 +12,9 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -34,7 +32,6 @@ from tickwheel.testing.receiver import Received, Reply
 RedisServer = Any
 MakeReceiver = Any
 
-WORKER_MAIN = Path(__file__).with_name("worker_main.py")
 SECRET = "whsec_test_only"
 
 
@@ -56,32 +53,6 @@ async def redis_store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
     opened = RedisStore.from_url(redis_server.url, prefix=f"f{uuid.uuid4().hex[:10]}")
     yield opened
     await opened.close()
-
-
-@pytest.fixture
-def worker_process() -> Iterator[Callable[[str, int], subprocess.Popen[str]]]:
-    """Start worker processes (worker_main.py); any still running are killed after the test."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(store_url: str, lease_ms: int) -> subprocess.Popen[str]:
-        process = subprocess.Popen(
-            [sys.executable, str(WORKER_MAIN), store_url, str(lease_ms)],
-            stdout=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
-        )
-        started.append(process)
-        assert process.stdout is not None
-        assert process.stdout.readline().strip() == "worker ready"
-        return process
-
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
-        if process.stdout is not None:
-            process.stdout.close()
 
 
 def callbacks(count: int, url: str, *, start_ms: int, spread_ms: int) -> list[Timer]:

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from service.conftest import ClientFactory, serve
 
-from tickwheel.service.api import create_app
-from tickwheel.service.settings import ServiceSettings
 from tickwheel.stores.memory import MemoryStore
-
-ClientFactory = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
 
 @pytest.fixture
@@ -24,15 +19,6 @@ async def store() -> AsyncIterator[MemoryStore]:
         yield opened
     finally:
         await opened.close()
-
-
-@asynccontextmanager
-async def serve(store: MemoryStore, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
-    """Yield a client of a fresh app over `store` with `settings` (in process, no sockets)."""
-    app = create_app(ServiceSettings(store_url="memory://", **settings), store)
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://tickwheel.test") as client:
-        yield client
 
 
 @pytest.fixture

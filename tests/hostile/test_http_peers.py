@@ -41,10 +41,14 @@ def invalid(reason: str) -> Outcome:
 # --- response heads -----------------------------------------------------------------------------
 
 
-class EndlessHead:
-    """A server that answers every request with a status line and then one header forever."""
+Behaviour = Callable[[asyncio.StreamWriter], Awaitable[None]]
 
-    def __init__(self) -> None:
+
+class Scripted:
+    """A server that reads a request's head, then runs `behaviour` on the connection."""
+
+    def __init__(self, behaviour: Behaviour) -> None:
+        self.behaviour = behaviour
         self.connections = 0
         self.open = 0
         self._server: asyncio.Server | None = None
@@ -52,9 +56,9 @@ class EndlessHead:
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/?token=s3cret"
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/hook?token=s3cret"
 
-    async def __aenter__(self) -> EndlessHead:
+    async def __aenter__(self) -> Scripted:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return self
 
@@ -68,10 +72,7 @@ class EndlessHead:
         self.open += 1
         try:
             await reader.readuntil(b"\r\n\r\n")
-            writer.write(b"HTTP/1.1 200 OK\r\nX-Padding: ")
-            while True:
-                writer.write(b"a" * 65536)
-                await writer.drain()
+            await self.behaviour(writer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -79,10 +80,18 @@ class EndlessHead:
             writer.close()
 
 
+async def endless_head(writer: asyncio.StreamWriter) -> None:
+    """A status line, then one header forever."""
+    writer.write(b"HTTP/1.1 200 OK\r\nX-Padding: ")
+    while True:
+        writer.write(b"a" * 65536)
+        await writer.drain()
+
+
 async def test_an_endless_header_fails_promptly_and_costs_its_connection(
     target: HttpTarget,
 ) -> None:
-    async with EndlessHead() as server:
+    async with Scripted(endless_head) as server:
         started = time.monotonic()
         outcome = await target.fire(timer_for(server.url, timeout_s=10), 1)
         took_s = time.monotonic() - started
@@ -313,42 +322,6 @@ async def test_a_slow_name_server_holds_up_only_its_own_names(
 
 
 # --- bodies that never end, bytes that trickle, connections reset ---------------------------------
-
-Behaviour = Callable[[asyncio.StreamWriter], Awaitable[None]]
-
-
-class Scripted:
-    """A server that reads a request's head, then runs `behaviour` on the connection."""
-
-    def __init__(self, behaviour: Behaviour) -> None:
-        self.behaviour = behaviour
-        self.open = 0
-        self._server: asyncio.Server | None = None
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/hook"
-
-    async def __aenter__(self) -> Scripted:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        await self._server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.open += 1
-        try:
-            await reader.readuntil(b"\r\n\r\n")
-            await self.behaviour(writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            self.open -= 1
-            writer.close()
 
 
 async def endless_chunked_body(writer: asyncio.StreamWriter) -> None:

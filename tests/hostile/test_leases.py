@@ -13,9 +13,7 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -27,35 +25,8 @@ from tickwheel.testing.receiver import Received, Receiver, Reply
 
 RedisServer = Any  # the `start_redis` fixture's servers (tests/conftest.py)
 
-WORKER_MAIN = Path(__file__).parents[1] / "engine" / "worker_main.py"
 LEASE_MS = 2000
 LONG_TIMEOUT = RetryPolicy(max_attempts=3, timeout_s=600)
-
-
-@pytest.fixture
-def start_worker() -> Iterator[Callable[[str], subprocess.Popen[str]]]:
-    """Start worker processes with `LEASE_MS` leases; any still running are killed after."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(store_url: str) -> subprocess.Popen[str]:
-        process = subprocess.Popen(
-            [sys.executable, str(WORKER_MAIN), store_url, str(LEASE_MS)],
-            stdout=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
-        )
-        started.append(process)
-        assert process.stdout is not None
-        assert process.stdout.readline().strip() == "worker ready"
-        return process
-
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
-        if process.stdout is not None:
-            process.stdout.close()
 
 
 @pytest.fixture
@@ -74,7 +45,7 @@ async def store(redis_url: str) -> AsyncIterator[RedisStore]:
 
 
 async def test_a_killed_worker_s_hanging_callback_is_claimable_within_a_lease(
-    redis_url: str, store: RedisStore, start_worker: Callable[[str], subprocess.Popen[str]]
+    redis_url: str, store: RedisStore, worker_process: Callable[[str, int], subprocess.Popen[str]]
 ) -> None:
     answer = asyncio.Event()
 
@@ -88,7 +59,7 @@ async def test_a_killed_worker_s_hanging_callback_is_claimable_within_a_lease(
             timer = await store.add(
                 Timer(due_ms=store.now_ms(), callback=callback, retry=LONG_TIMEOUT)
             )
-            worker = start_worker(redis_url)
+            worker = worker_process(redis_url, LEASE_MS)
             await until(lambda: receiver.count >= 1, timeout_s=15, every_s=0.005)
             os.kill(worker.pid, signal.SIGKILL)
             worker.wait(timeout=10)
@@ -108,7 +79,7 @@ async def test_a_killed_worker_s_hanging_callback_is_claimable_within_a_lease(
 
 
 async def test_a_callback_lasting_several_leases_fires_once_while_its_worker_lives(
-    redis_url: str, store: RedisStore, start_worker: Callable[[str], subprocess.Popen[str]]
+    redis_url: str, store: RedisStore, worker_process: Callable[[str, int], subprocess.Popen[str]]
 ) -> None:
     answer_after_s = 3.5 * LEASE_MS / 1000
 
@@ -118,8 +89,8 @@ async def test_a_callback_lasting_several_leases_fires_once_while_its_worker_liv
 
     async with Receiver(respond=slow) as receiver:
         # a second worker claims whatever lease the first lets lapse
-        start_worker(redis_url)
-        start_worker(redis_url)
+        worker_process(redis_url, LEASE_MS)
+        worker_process(redis_url, LEASE_MS)
         callback = Callback(url=f"{receiver.url}/slow")
         timer = await store.add(Timer(due_ms=store.now_ms(), callback=callback, retry=LONG_TIMEOUT))
 
