@@ -168,7 +168,7 @@ def test_help_lists_every_command_from_the_script_and_the_module() -> None:
 
 def test_startup_line_names_url_store_and_worker(service: Service) -> None:
     assert service.first_line.startswith(f"tickwheel serving {service.url} · store sqlite:///")
-    assert service.first_line.rstrip().endswith("· worker on")
+    assert service.first_line.rstrip().endswith("· worker on · queues all")
 
 
 # --- client commands -------------------------------------------------------------------------

@@ -272,3 +272,28 @@ async def test_a_worker_stops_within_its_grace_and_hands_back_a_hung_callback(
             assert stored.due_ms <= store.now_ms()
         finally:
             await store.close()
+
+
+async def test_a_plain_serve_fires_a_timer_of_another_queue(
+    tmp_path: Path, receiver: Receiver, procs: Processes
+) -> None:
+    """No --queue: the worker fires every queue, one first seen after it started included."""
+    server = await procs.start(
+        "serve", "--port", "0", "--store", f"sqlite:///{tmp_path}/t.db", "--allow-private-targets"
+    )
+    assert "worker on · queues all" in server.first_line
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        for n, queue in enumerate(("emails", "default")):
+            body = {
+                "id": f"q-{queue}",
+                "delay": 0.2,
+                "queue": queue,
+                "callback": {"url": f"{receiver.url}/{queue}", "body": str(n)},
+            }
+            answer = await client.post("/v1/timers", json=body)
+            assert answer.status_code == 201, answer.text
+    await receiver.wait_for(2, 15)
+    assert sorted(received.path for received in receiver.received) == ["/default", "/emails"]
+    counts = await _stats(server.url)
+    assert counts == {"scheduled": 0, "leased": 0, "done": 2, "dead": 0}
+    assert await server.stop(signal.SIGTERM) == 0, server.stderr()

@@ -475,3 +475,47 @@ async def test_ack_many_acks_a_lease_given_twice_once(store: Store, clock: Manua
     await store.add(timer(clock, 0, id="t"))
     (lease,) = await store.claim("default", clock.now_ms, 1, 1000)
     assert await store.ack_many([lease, lease]) == [True, False]
+
+
+async def test_queues_of_an_empty_store_is_empty(store: Store) -> None:
+    assert await store.queues() == []
+
+
+async def test_queues_lists_each_queue_with_timers_once_sorted(
+    store: Store, clock: ManualClock
+) -> None:
+    await store.add(timer(clock, 1000, id="a", queue="sms"))
+    await store.add(timer(clock, 2000, id="b", queue="emails"))
+    await store.add(timer(clock, 3000, id="c", queue="emails"))
+    await store.add(timer(clock, 90 * MINUTE, id="d", queue="default"))
+    assert await store.queues() == ["default", "emails", "sms"]
+
+
+async def test_queues_lists_a_queue_whose_only_timer_is_leased(
+    store: Store, clock: ManualClock
+) -> None:
+    await store.add(timer(clock, 1000, id="mail", queue="emails"))
+    await store.add(timer(clock, 5000, id="other", queue="default"))
+    clock.advance(1000)
+    assert await claim_all(store, clock, "emails") == ["mail"]
+    assert await store.queues() == ["default", "emails"]
+    # an expired lease still holds its timer until a claim returns it
+    clock.advance(60_000)
+    assert await store.queues() == ["default", "emails"]
+
+
+async def test_queues_drops_a_queue_once_its_timers_are_finished(
+    store: Store, clock: ManualClock
+) -> None:
+    for n, queue in enumerate(("acked", "killed", "cancelled", "kept")):
+        await store.add(timer(clock, 1000 + n, id=queue, queue=queue))
+    clock.advance(2000)
+    (acked,) = await store.claim("acked", clock.now_ms, 10, 30_000)
+    (killed,) = await store.claim("killed", clock.now_ms, 10, 30_000)
+    await store.ack(acked)
+    await store.kill(killed, "no")
+    assert await store.cancel("cancelled")
+    assert await store.queues() == ["kept"]
+    (kept,) = await store.claim("kept", clock.now_ms, 10, 30_000)
+    await store.ack_many([kept])
+    assert await store.queues() == []

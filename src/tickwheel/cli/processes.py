@@ -25,6 +25,10 @@ GraceOption = Annotated[
         help="Seconds running callbacks get to finish on SIGTERM before hand-back (default: 10).",
     ),
 ]
+QueueOption = Annotated[
+    list[str] | None,
+    typer.Option("--queue", help="Fire only this queue (repeat for more; default: every queue)."),
+]
 SigningSecretOption = Annotated[
     str | None, typer.Option(help="Sign callbacks with HMAC-SHA256.", show_default=False)
 ]
@@ -122,6 +126,7 @@ def serve(
         ),
     ] = False,
     no_worker: Annotated[bool, typer.Option("--no-worker", help="Serve the API only.")] = False,
+    queue: QueueOption = None,
     grace: GraceOption = None,
 ) -> None:
     """Run the HTTP API and a worker in one process (TICKWHEEL_* variables set the defaults)."""
@@ -137,7 +142,8 @@ def serve(
         worker=False if no_worker else None,
         insecure=True if insecure else None,
     )
-    _run_or_exit(run_service(settings, worker_settings=_worker_settings(grace=grace)))
+    worker_settings = _worker_settings(queues=tuple(queue) if queue else None, grace=grace)
+    _run_or_exit(run_service(settings, worker_settings=worker_settings))
 
 
 @app.command()
@@ -149,9 +155,7 @@ def worker(
             "--store", help="The store URL (default: TICKWHEEL_STORE or the SQLite file)."
         ),
     ] = None,
-    queue: Annotated[
-        list[str] | None, typer.Option("--queue", help="A queue to serve (repeat for more).")
-    ] = None,
+    queue: QueueOption = None,
     allow_private_targets: Annotated[
         bool, typer.Option(help="Let callbacks reach loopback and private addresses.")
     ] = False,
@@ -180,7 +184,7 @@ def worker(
         signing_secret=secret_from(ctx, "signing_secret", signing_secret, signing_secret_file),
     )
     worker_settings = _worker_settings(
-        queues=tuple(queue or ("default",)), concurrency=concurrency, grace=grace
+        queues=tuple(queue) if queue else None, concurrency=concurrency, grace=grace
     )
     _run_or_exit(
         work(

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import deque
 from collections.abc import AsyncIterator
 
@@ -104,7 +105,10 @@ async def consume(
     Breaking out of the loop or cancelling the task stops claiming and hands back every timer
     not yet settled (wrap it in `contextlib.aclosing` to have that happen at once on break).
     """
-    settings = WorkerSettings(queues=(queue,)) if settings is None else settings
+    # settings for every queue (the default) mean this one queue here
+    settings = WorkerSettings() if settings is None else settings
+    if settings.queues is None:
+        settings = dataclasses.replace(settings, queues=(queue,))
     if settings.queues != (queue,):
         raise InvalidArgument("settings.queues", f"must be ({queue!r},) for consume({queue!r})")
     metrics = metrics or Metrics()

@@ -25,6 +25,11 @@ logger = logging.getLogger("tickwheel.engine")
 
 HAND_BACK_CONCURRENCY = 64
 RENEW_CONCURRENCY = 64
+DISCOVER_EVERY_S = 1.0
+"""With every queue to serve, how often the store is asked for queues it has not seen yet."""
+DEFAULT_QUEUE = "default"
+MAX_DISCOVERED_QUEUES = 256
+"""Claim loops a dispatcher starts for discovered queues at most; past it, name the queues."""
 
 
 class StoreClock:
@@ -52,6 +57,10 @@ class SyncsClock(Protocol):
 
 class Dispatcher:
     """Leases due timers of some queues and calls `deliver(leases)` on their due ms.
+
+    With `settings.queues` None it serves every queue: it asks the store for its queues at
+    start and every `DISCOVER_EVERY_S`, and starts a claim loop for each new one (up to
+    `MAX_DISCOVERED_QUEUES`). A loop stays when its queue empties; it then mostly sleeps.
 
     The owner (a worker or a consumer) fires the timer, settles it through the `Settler` and
     then calls `settled`. `run` returns after `stop`: unfired timers go back to the store at
@@ -115,7 +124,10 @@ class Dispatcher:
             await self._sync_clock()
             # the wheel starts at the store's time: read it only once it is the server's
             self._scheduler = AsyncScheduler(clock=StoreClock(self._store))
-            loops += [asyncio.create_task(self._claim_loop(q)) for q in self._settings.queues]
+            if self._settings.queues is None:
+                loops.append(asyncio.create_task(self._discover_loop(loops)))
+            else:
+                loops += [asyncio.create_task(self._claim_loop(q)) for q in self._settings.queues]
             loops.append(asyncio.create_task(self._renew_loop()))
             await self._stopping.wait()
         finally:
@@ -196,6 +208,52 @@ class Dispatcher:
             self.settled(lease.timer.id)
 
         await asyncio.gather(*(one(lease) for lease in leases))
+
+    async def _discover_loop(self, loops: list[asyncio.Task[None]]) -> None:
+        """Start a claim loop in `loops` for every queue the store lists that has none yet.
+
+        The default queue's loop starts at once, listed or not, so a timer added to it wakes
+        an idle worker as before; another new queue waits for the next listing (≤ 1 s).
+        """
+        served = {DEFAULT_QUEUE}
+        loops.append(asyncio.create_task(self._claim_loop(DEFAULT_QUEUE)))
+        failures = 0
+        warned = False
+        while not self._stopping.is_set():
+            try:
+                queues = await self._store.queues()
+                failures = 0
+            except StoreUnavailable as error:
+                failures += 1
+                self._metrics.store_errors["queues"] += 1
+                self._throttled.warning(
+                    "queues", "store unavailable, listing queues again soon: %s", error
+                )
+                await self._unless_stopping(jittered_pause(failures))
+                continue
+            except Exception:
+                # policy: as in the claim loop, a surprise must not end the discovery
+                failures += 1
+                self._metrics.store_errors["queues"] += 1
+                logger.exception("listing queues failed; trying again")
+                await self._unless_stopping(jittered_pause(failures))
+                continue
+            if self._stopping.is_set():
+                return  # `run` is gathering the loops: start none it would not wait for
+            new = [queue for queue in queues if queue not in served]
+            room = MAX_DISCOVERED_QUEUES - len(served)
+            if len(new) > room and not warned:
+                warned = True
+                logger.warning(
+                    "serving the first %d queues only; %s and others are not fired: "
+                    "name the queues to serve (--queue)",
+                    MAX_DISCOVERED_QUEUES,
+                    new[room],
+                )
+            for queue in new[: max(room, 0)]:
+                served.add(queue)
+                loops.append(asyncio.create_task(self._claim_loop(queue)))
+            await self._unless_stopping(asyncio.sleep(DISCOVER_EVERY_S))
 
     async def _claim_loop(self, queue: str) -> None:
         settings = self._settings

@@ -23,9 +23,11 @@ class WorkerSettings:
     A claimed timer waits up to `lookahead_ms` in the local wheel and then fires; the worker
     renews held leases by `lease_ms` while they wait or their callbacks run, so a worker that
     dies gives its timers back within one `lease_ms`, whatever their callbacks' timeouts.
+    `queues` None fires every queue the store holds, found as they appear; a tuple fires
+    only those.
     """
 
-    queues: tuple[str, ...] = ("default",)
+    queues: tuple[str, ...] | None = None
     batch: int = 1000  # most timers one claim takes
     lookahead_ms: int = 250  # claim timers due this far ahead, to fire them on their ms
     lease_ms: int = 60_000
@@ -35,9 +37,9 @@ class WorkerSettings:
     idle_s: float = 60.0  # longest sleep between claims when the store reports nothing due
 
     def __post_init__(self) -> None:
-        if not isinstance(self.queues, tuple) or not self.queues:
-            raise InvalidArgument("queues", "must be a non-empty tuple of queue names")
-        for queue in self.queues:
+        if self.queues is not None and (not isinstance(self.queues, tuple) or not self.queues):
+            raise InvalidArgument("queues", "must be None (every queue) or a tuple of queue names")
+        for queue in self.queues or ():
             if not isinstance(queue, str) or not 0 < len(queue) <= MAX_QUEUE_CHARS:
                 raise InvalidArgument("queues", f"invalid queue name {queue!r}")
         for name in ("batch", "lookahead_ms", "lease_ms", "max_in_flight", "concurrency"):

@@ -22,7 +22,8 @@ NO_CALLBACK = Outcome(Verdict.KILL, "timer has no callback: consume its queue fr
 
 
 class Worker:
-    """Claims due timers of `settings.queues` from `store` and fires them through `target`.
+    """Claims due timers of `settings.queues` (every queue if None) from `store` and fires them
+    through `target`.
 
     Delivery is at least once: a worker that dies loses its leases, and the timers fire again
     elsewhere once the leases lapse. `run` returns after `stop`, having handed back what it held.

@@ -82,6 +82,8 @@ async def serve(
             f"tickwheel serving {_url(sock)} · store {redact(settings.store_url)}"
             f" · worker {'off' if process.worker is None else 'on'}"
         )
+        if process.worker is not None:
+            line += f" · {_queues(process.worker.settings)}"
         # held timers are handed back before the API goes away
         await process.run(line if server.started else None, out)
         server.should_exit = True
@@ -123,10 +125,15 @@ async def work(
         process.start_worker()
         line = (
             f"tickwheel worker · store {redact(store_url)} · "
-            f"queues {', '.join(worker_settings.queues)} · "
+            f"{_queues(worker_settings)} · "
             f"concurrency {worker_settings.concurrency}{shown}"
         )
         await process.run(line, out)
+
+
+def _queues(settings: WorkerSettings) -> str:
+    """The startup line's words for the queues a worker fires."""
+    return "queues " + (", ".join(settings.queues) if settings.queues else "all")
 
 
 def _export(host: str, port: int, registry: CollectorRegistry) -> WSGIServer:

@@ -138,6 +138,15 @@ class Store(Protocol):
         """
         ...
 
+    async def queues(self) -> list[str]:
+        """Return the queues that hold scheduled or leased timers, sorted.
+
+        A worker asks it to find the queues it should claim from. A queue whose last timer
+        was just settled or cancelled may still be listed for a moment (Redis keeps it while
+        a stale entry of a cancelled timer due more than an hour ahead remains in its wheel).
+        """
+        ...
+
     async def wait(self, queue: str, timeout_s: float) -> bool:
         """Block until something may have made `next_due_ms(queue)` earlier, or `timeout_s`.
 

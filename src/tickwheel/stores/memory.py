@@ -134,6 +134,11 @@ class MemoryStore:
         dues = [heap.next_due_ms() for heap in heaps if heap is not None]
         return min((due for due in dues if due is not None), default=None)
 
+    async def queues(self) -> list[str]:
+        self._open()
+        held = (*self._due.items(), *self._queue_leases.items())
+        return sorted({queue for queue, heap in held if heap})
+
     async def wait(self, queue: str, timeout_s: float) -> bool:
         self._open()
         check_timeout(timeout_s)

@@ -35,6 +35,7 @@ NAMES = (
     "next_due",
     "peek",
     "purge",
+    "queues",
     "release",
     "replay",
     "reschedule",

@@ -214,6 +214,13 @@ class RedisStore:
         dues = [int(due) for due in await self._shards.run_many(calls) if due]
         return min(dues, default=None)
 
+    async def queues(self) -> list[str]:
+        """The union of every shard's queues, from one pipeline of `queues.lua` calls."""
+        self._open()
+        calls = [self._shards.call("queues", s, ()) for s in range(self.shards)]
+        replies = await self._shards.run_many(calls)
+        return sorted({name.decode() for reply in replies for name in reply})
+
     async def wait(self, queue: str, timeout_s: float) -> bool:
         """Wait for a wake message naming `queue`, or `timeout_s`.
 

@@ -92,6 +92,22 @@ NEXT_DUE = f"""SELECT min(t) FROM (
     SELECT (SELECT deadline_ms FROM timers WHERE queue = :queue AND state = {LEASED}
             ORDER BY deadline_ms LIMIT 1))"""
 
+
+def _each_queue(state: int) -> str:
+    # a loose index scan: one probe of the state's partial index per queue, not a row scan
+    return f"""SELECT name FROM (
+        WITH RECURSIVE q(name) AS (
+            SELECT min(queue) FROM timers WHERE state = {state}
+            UNION ALL
+            SELECT (SELECT min(queue) FROM timers WHERE state = {state} AND queue > q.name)
+            FROM q WHERE q.name IS NOT NULL)
+        SELECT name FROM q WHERE name IS NOT NULL)"""
+
+
+# the queues with scheduled or leased timers, sorted: over the timers_due and
+# timers_lease_queue partial indexes, both led by queue
+QUEUES = f"{_each_queue(SCHEDULED)} UNION {_each_queue(LEASED)} ORDER BY 1"
+
 # one count per state, each over that state's partial index rather than the table
 COUNT_SCHEDULED = f"SELECT count(*), min(due_ms) FROM timers WHERE state = {SCHEDULED}"
 COUNT_LEASED = f"SELECT count(*) FROM timers WHERE state = {LEASED}"

@@ -188,6 +188,12 @@ class SqliteStore:
 
         return await self._run(None, work)
 
+    async def queues(self) -> list[str]:
+        def work(conn: sqlite3.Connection, now: int) -> list[str]:
+            return [name for (name,) in conn.execute(sql.QUEUES)]
+
+        return await self._run(None, work)
+
     async def wait(self, queue: str, timeout_s: float) -> bool:
         """Wait for a change to `queue` by this store, or a commit by any other connection.
 
