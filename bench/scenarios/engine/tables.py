@@ -252,7 +252,7 @@ def http_table(runs: list[Run], load: float) -> Table:
         "receiver: a minimal keep-alive HTTP/1.1 server on httptools + uvloop (this script), "
         "so that the far end takes little of the 2 cores; the last row calls tickwheel's own "
         "Receiver (aiohttp, `tickwheel receiver`) instead",
-        "this process runs steady_gc() as `tickwheel worker` does (decisions 25); the "
+        "this process runs steady_gc() as `tickwheel worker` does, so collector pauses stay short; the "
         "producer's input timers are gc.freeze()d once added",
         f"HttpTarget defaults: max_connections 256, max_per_host 64; POST with a {len(BODY)} B "
         "body; no signing",

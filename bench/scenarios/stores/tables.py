@@ -145,7 +145,7 @@ def memory_table(r: Results, inputs: Inputs, n: int, spread_ms: int, shards: int
         f"due times random over {spread_ms / 3_600_000:g} h starting an hour ahead: about "
         f"{per_minute:,.0f} timers per minute per shard ({shards} shards), in day slots (due "
         "an hour or more ahead) or minute slots: lists, ~28 B an entry at any spread "
-        "(--spread-hours changes it; decisions 23)",
+        "(--spread-hours changes it)",
         "the ZADD + HSET floor keeps a record of the store's record size in one hash",
     ]
     return table
