@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from tickwheel.model import Timer
 from tickwheel.stores import MemoryStore, Store, StoreSettings
+from tickwheel.stores.base import ANY_QUEUE
 
 from .conftest import ManualClock, StoreFactory
 
@@ -61,6 +62,20 @@ async def test_an_add_elsewhere_wakes_a_waiter(
         await quiet(store, "jobs")
         add = Timer(due_ms=clock.now_ms, queue="jobs")
         assert await woken_after(store, "jobs", lambda: other.add(add)) < WAKE_LIMIT_S
+    finally:
+        if other is not store:
+            await other.close()
+
+
+async def test_any_queue_hears_of_a_queue_nobody_waits_on(
+    store: Store, make_store: StoreFactory, clock: ManualClock, settings: StoreSettings
+) -> None:
+    other = other_of(store, make_store, clock, settings)
+    try:
+        assert await store.queues() == []
+        await quiet(store, ANY_QUEUE)
+        new = Timer(due_ms=clock.now_ms + 60_000, queue="brand-new")
+        assert await woken_after(store, ANY_QUEUE, lambda: other.add(new)) < WAKE_LIMIT_S
     finally:
         if other is not store:
             await other.close()

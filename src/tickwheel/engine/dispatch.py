@@ -20,13 +20,16 @@ from tickwheel.errors import LeaseLost, StoreUnavailable
 from tickwheel.runtime import AsyncScheduler
 from tickwheel.runtime.clock import NS_PER_MS, unwatched
 from tickwheel.stores import Lease, Store
+from tickwheel.stores.base import ANY_QUEUE
 
 logger = logging.getLogger("tickwheel.engine")
 
 HAND_BACK_CONCURRENCY = 64
 RENEW_CONCURRENCY = 64
 DISCOVER_EVERY_S = 1.0
-"""With every queue to serve, how often the store is asked for queues it has not seen yet."""
+"""With every queue to serve, the longest wait between two listings of the store's queues."""
+DISCOVER_SPACING_S = 0.05
+"""The shortest: a change to a queue nobody waits on wakes the listing, at most this often."""
 DEFAULT_QUEUE = "default"
 MAX_DISCOVERED_QUEUES = 256
 """Claim loops a dispatcher starts for discovered queues at most; past it, name the queues."""
@@ -212,8 +215,10 @@ class Dispatcher:
     async def _discover_loop(self, loops: list[asyncio.Task[None]]) -> None:
         """Start a claim loop in `loops` for every queue the store lists that has none yet.
 
-        The default queue's loop starts at once, listed or not, so a timer added to it wakes
-        an idle worker as before; another new queue waits for the next listing (≤ 1 s).
+        The default queue's loop starts at once, listed or not. A change to a queue that no
+        claim loop waits on (a new queue, from this process or another) wakes the listing, so
+        a new queue's first timer is claimed within tens of ms; where a store cannot tell,
+        the listing runs every `DISCOVER_EVERY_S` anyway.
         """
         served = {DEFAULT_QUEUE}
         loops.append(asyncio.create_task(self._claim_loop(DEFAULT_QUEUE)))
@@ -253,7 +258,8 @@ class Dispatcher:
             for queue in new[: max(room, 0)]:
                 served.add(queue)
                 loops.append(asyncio.create_task(self._claim_loop(queue)))
-            await self._unless_stopping(asyncio.sleep(DISCOVER_EVERY_S))
+            await self._unless_stopping(self._store.wait(ANY_QUEUE, DISCOVER_EVERY_S))
+            await self._unless_stopping(asyncio.sleep(DISCOVER_SPACING_S))
 
     async def _claim_loop(self, queue: str) -> None:
         settings = self._settings

@@ -11,6 +11,9 @@ from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer
 
 DAY_MS = 86_400_000
+ANY_QUEUE = "*"
+"""`Store.wait` on this hears of changes to queues no one waits on: a queue that is new, say.
+No queue can have this name (queue names are ids)."""
 
 
 def wall_ms() -> int:
@@ -157,6 +160,9 @@ class Store(Protocol):
         A store may skip a change that cannot bring the next due time forward (Redis wakes
         only for a timer that becomes the earliest of its queue in its shard). A True may be
         spurious; the caller just claims again.
+
+        `queue` may be `ANY_QUEUE`: then a change to any queue that no task waits on wakes it,
+        counted since the last `queues()` began, so a worker hears of a queue that appears.
         """
         ...
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from tickwheel.core import DelayHeap
 from tickwheel.errors import Closed, LeaseLost, TimerExists
 from tickwheel.model import State, Timer, truncate_error
-from tickwheel.stores.base import Lease, Page, Stats, StoreSettings, wall_ms
+from tickwheel.stores.base import ANY_QUEUE, Lease, Page, Stats, StoreSettings, wall_ms
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
@@ -136,6 +136,7 @@ class MemoryStore:
 
     async def queues(self) -> list[str]:
         self._open()
+        self._wakeups.mark(ANY_QUEUE)
         held = (*self._due.items(), *self._queue_leases.items())
         return sorted({queue for queue, heap in held if heap})
 

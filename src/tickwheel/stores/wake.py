@@ -1,10 +1,13 @@
-"""`Wakeups`: per-queue events that wake the tasks blocked in `Store.wait`."""
+"""`Wakeups`: per-queue events that wake the tasks blocked in `Store.wait` (`ANY_QUEUE`: the
+tasks watching for changes to queues that no task waits on)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+
+from tickwheel.stores.base import ANY_QUEUE
 
 
 class Wakeups:
@@ -22,7 +25,13 @@ class Wakeups:
 
     def notify(self, queue: str) -> None:
         self._changes[queue] = self._changes.get(queue, 0) + 1
-        for event in self._waiting.get(queue, ()):
+        waiters = self._waiting.get(queue)
+        if waiters is None:
+            # nobody serves this queue yet: tell those who watch for queues nobody serves
+            queue = ANY_QUEUE
+            self._changes[queue] = self._changes.get(queue, 0) + 1
+            waiters = self._waiting.get(queue, set())
+        for event in waiters:
             event.set()
 
     def notify_all(self) -> None:

@@ -19,7 +19,7 @@ from redis.backoff import NoBackoff
 
 from tickwheel.errors import Closed, InvalidArgument, LeaseLost, TimerExists
 from tickwheel.model import State, Timer, truncate_error
-from tickwheel.stores.base import Lease, Page, Stats, StoreSettings
+from tickwheel.stores.base import ANY_QUEUE, Lease, Page, Stats, StoreSettings
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
@@ -217,6 +217,7 @@ class RedisStore:
     async def queues(self) -> list[str]:
         """The union of every shard's queues, from one pipeline of `queues.lua` calls."""
         self._open()
+        self._listener.wakeups.mark(ANY_QUEUE)
         calls = [self._shards.call("queues", s, ()) for s in range(self.shards)]
         replies = await self._shards.run_many(calls)
         return sorted({name.decode() for reply in replies for name in reply})

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tickwheel.errors import Closed, LeaseLost, StoreUnavailable, TimerExists
 from tickwheel.model import State, Timer, truncate_error
-from tickwheel.stores.base import Lease, Page, Stats, StoreSettings, new_lease, wall_ms
+from tickwheel.stores.base import ANY_QUEUE, Lease, Page, Stats, StoreSettings, new_lease, wall_ms
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
@@ -189,6 +189,8 @@ class SqliteStore:
         return await self._run(None, work)
 
     async def queues(self) -> list[str]:
+        self._wakeups.mark(ANY_QUEUE)
+
         def work(conn: sqlite3.Connection, now: int) -> list[str]:
             return [name for (name,) in conn.execute(sql.QUEUES)]
 
