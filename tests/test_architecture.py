@@ -15,66 +15,29 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tickwheel"
 
-# what each layer may import from tickwheel itself (DESIGN.md, "Layers")
-ALLOWED = {
-    "core": {"core"},
-    "recurrence": {"recurrence", "errors"},
-    "runtime": {"core", "recurrence", "runtime", "errors"},
-    "errors": {"errors"},
-    "urls": {"urls", "errors"},
-    "model": {"model", "errors", "urls"},
-    "schedule": {"schedule", "model", "recurrence", "errors", "urls"},
-    "stores": {"core", "model", "schedule", "stores", "errors", "recurrence", "urls"},
-    "engine": {
-        "core",
-        "runtime",
-        "model",
-        "schedule",
-        "stores",
-        "errors",
-        "engine",
-        "recurrence",
-        "urls",
-    },
-    "service": {
-        "core",
-        "runtime",
-        "model",
-        "schedule",
-        "stores",
-        "errors",
-        "engine",
-        "service",
-        "recurrence",
-        "urls",
-    },
-    "testing": {
-        "core",
-        "runtime",
-        "model",
-        "schedule",
-        "stores",
-        "errors",
-        "engine",
-        "testing",
-        "recurrence",
-        "urls",
-    },
-    "cli": {
-        "core",
-        "runtime",
-        "model",
-        "schedule",
-        "stores",
-        "errors",
-        "engine",
-        "service",
-        "testing",
-        "cli",
-        "recurrence",
-        "urls",
-    },
+# each layer and the layers it stands on (docs/design.md, "Floors"); a layer may import from
+# tickwheel itself, and from everything below it
+STANDS_ON: dict[str, tuple[str, ...]] = {
+    "core": (),
+    "errors": (),
+    "recurrence": ("errors",),
+    "urls": ("errors",),
+    "runtime": ("core", "recurrence"),
+    "model": ("urls",),
+    "schedule": ("model", "recurrence"),
+    "stores": ("core", "schedule"),
+    "engine": ("runtime", "stores"),
+    "service": ("engine",),
+    "testing": ("engine",),
+    "cli": ("service", "testing"),
 }
+
+
+def _below(layer: str) -> set[str]:
+    return {layer}.union(*(_below(lower) for lower in STANDS_ON[layer]))
+
+
+ALLOWED = {layer: _below(layer) for layer in STANDS_ON}
 
 
 def _layer(path: Path) -> str:

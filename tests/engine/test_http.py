@@ -12,7 +12,7 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from email.utils import formatdate
 from pathlib import Path
 from typing import Any
@@ -777,8 +777,9 @@ async def test_a_server_that_never_answers_times_out_and_loses_the_connection(
     assert server.closed_by_client == 1
 
 
-async def test_a_connect_that_never_completes_times_out(target: HttpTarget) -> None:
-    # a listener whose backlog is full and never accepted drops further SYNs (Linux)
+@contextlib.contextmanager
+def full_listener() -> Iterator[socket.socket]:
+    """A loopback listener whose accept queue is full: the kernel drops further SYNs."""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(0)
@@ -789,12 +790,19 @@ async def test_a_connect_that_never_completes_times_out(target: HttpTarget) -> N
                 filler.setblocking(False)
                 with contextlib.suppress(BlockingIOError):
                     filler.connect(("127.0.0.1", port))
-            started = time.monotonic()
-            outcome = await target.fire(timer_for(f"http://127.0.0.1:{port}/", timeout_s=0.2), 1)
-            assert time.monotonic() - started < 1
+            yield listener
         finally:
             for filler in fillers:
                 filler.close()
+
+
+async def test_a_connect_that_never_completes_times_out(target: HttpTarget) -> None:
+    # a listener whose backlog is full and never accepted drops further SYNs (Linux)
+    with full_listener() as listener:
+        port = listener.getsockname()[1]
+        started = time.monotonic()
+        outcome = await target.fire(timer_for(f"http://127.0.0.1:{port}/", timeout_s=0.2), 1)
+        assert time.monotonic() - started < 1
     assert outcome == Outcome(Verdict.RETRY, "timeout after 0.2 s")
 
 

@@ -13,11 +13,11 @@ import logging
 import socket
 import struct
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import pytest
 from engine.support import until
-from engine.test_http import RawServer, always, ok, serve_ok_once, timer_for
+from engine.test_http import RawServer, always, full_listener, ok, serve_ok_once, timer_for
 
 from tickwheel.engine import httpclient, resolver
 from tickwheel.engine.connection import HEAD_LIMIT_BYTES
@@ -218,25 +218,6 @@ async def test_endpoints_holding_every_connection_leave_a_bounded_wait_not_a_sta
         port = healthy.port
     assert outcome == Outcome(Verdict.RETRY, f"no free connection to 127.0.0.1:{port} within 0.3 s")
     assert took_s < 2
-
-
-@contextlib.contextmanager
-def full_listener() -> Iterator[socket.socket]:
-    """A loopback listener whose accept queue is full: the kernel drops further SYNs."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        fillers = [socket.socket() for _ in range(3)]
-        try:
-            for filler in fillers:
-                filler.setblocking(False)
-                with contextlib.suppress(BlockingIOError):
-                    filler.connect(("127.0.0.1", port))
-            yield listener
-        finally:
-            for filler in fillers:
-                filler.close()
 
 
 async def test_a_connect_gets_seconds_not_the_whole_timeout(
