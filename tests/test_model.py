@@ -14,6 +14,8 @@ from tickwheel.model import (
     MAX_RETRY_S,
     MAX_TIMEOUT_S,
     new_id,
+    occurrence_id,
+    occurrence_of,
     restore,
 )
 
@@ -224,3 +226,22 @@ def test_restore_rebuilds_without_validating() -> None:
     assert restore(Timer, **fields) == timer
     # a stored record is trusted as it is: no validation runs on the way out
     assert restore(Timer, **{**fields, "id": "not valid here"}).id == "not valid here"
+
+
+@pytest.mark.parametrize("timer_id", ["s1@0", "report.daily@1700000000000", "a:b@5"])
+def test_an_occurrence_id_names_its_schedule_and_nominal_time(timer_id: str) -> None:
+    timer = Timer(id=timer_id, due_ms=0)
+    schedule_id, _, nominal = timer_id.rpartition("@")
+    assert occurrence_of(timer.id) == (schedule_id, int(nominal))
+    assert occurrence_id(schedule_id, int(nominal)) == timer_id
+
+
+@pytest.mark.parametrize("timer_id", ["@5", "s1@", "s1@x", "s1@05", "s@1@2", "s 1@2", "s1@-1"])
+def test_other_ids_with_an_at_sign_are_refused(timer_id: str) -> None:
+    assert occurrence_of(timer_id) is None
+    with pytest.raises(InvalidTimer, match=r"^id:"):
+        Timer(id=timer_id, due_ms=0)
+
+
+def test_a_plain_id_is_no_occurrence() -> None:
+    assert occurrence_of("plain:123") is None

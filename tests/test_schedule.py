@@ -69,7 +69,7 @@ def test_bad_schedules_name_their_field(fields: dict[str, Any], argument: str) -
 def test_an_occurrence_is_a_timer_whose_id_and_due_time_come_from_the_schedule() -> None:
     schedule = every(60, jitter_s=10)
     first, again = schedule.occurrence(T0), schedule.occurrence(T0)
-    assert first.id == again.id == f"s1:{T0}"
+    assert first.id == again.id == f"s1@{T0}"
     assert first.due_ms == again.due_ms  # the jitter too: creating it twice is a no-op
     assert T0 <= first.due_ms <= T0 + 10_000
     assert first.callback == HOOK

@@ -15,6 +15,7 @@ from tickwheel.errors import (
     InvalidArgument,
     InvalidTimer,
     LeaseLost,
+    ScheduleExists,
     StoreUnavailable,
     TickwheelError,
     TimerExists,
@@ -31,6 +32,7 @@ from tickwheel.runtime import (
     SystemClock,
     TimerHandle,
 )
+from tickwheel.schedule import Misfire, Schedule, ScheduleState
 from tickwheel.stores import Lease, MemoryStore, SqliteStore, Store, StoreSettings, open_store
 
 if _typing.TYPE_CHECKING:
@@ -68,8 +70,12 @@ __all__ = [
     "Lease",
     "LeaseLost",
     "MemoryStore",
+    "Misfire",
     "RedisStore",
     "RetryPolicy",
+    "Schedule",
+    "ScheduleExists",
+    "ScheduleState",
     "Scheduler",
     "Series",
     "SqliteStore",

@@ -7,6 +7,7 @@
      │    └── InvalidTimer                 a timer field failed validation
      ├── Closed (RuntimeError)             the scheduler, queue or store was closed
      ├── TimerExists                       the id is taken by a timer with another spec
+     ├── ScheduleExists                    the id is taken by a schedule with another spec
      ├── LeaseLost                         the lease expired or moved on; nothing was changed
      └── StoreUnavailable                  the store could not be reached; `__cause__` says why
 """
@@ -40,6 +41,14 @@ class TimerExists(TickwheelError):
     def __init__(self, timer_id: str) -> None:
         super().__init__(f"timer {timer_id!r} exists with a different spec")
         self.timer_id = timer_id
+
+
+class ScheduleExists(TickwheelError):
+    """A schedule with this id exists with a different spec (update it instead)."""
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"schedule {schedule_id!r} exists with a different spec")
+        self.schedule_id = schedule_id
 
 
 class LeaseLost(TickwheelError):

@@ -51,6 +51,8 @@ MAX_RETRY_S = 365 * 86_400.0
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 
 _ID = re.compile(r"[A-Za-z0-9._:-]+")
+# a schedule's occurrence: `<schedule id>@<nominal epoch ms>`; no other id holds an "@"
+_OCCURRENCE_ID = re.compile(r"([A-Za-z0-9._:-]+)@(0|[1-9][0-9]{0,14})")
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # headers the firing engine sets itself or that would corrupt the request if copied
 _RESERVED_HEADERS = frozenset(
@@ -274,7 +276,13 @@ class Timer:
     def __post_init__(self) -> None:
         if not self.id:
             object.__setattr__(self, "id", new_id())
-        _check_name("id", self.id, MAX_ID_CHARS)
+        timer_id = self.id
+        if not (
+            isinstance(timer_id, str)
+            and len(timer_id) <= MAX_ID_CHARS
+            and occurrence_of(timer_id) is not None
+        ):
+            _check_name("id", timer_id, MAX_ID_CHARS)
         _check_name("queue", self.queue, MAX_QUEUE_CHARS)
         due_ms = self.due_ms
         if isinstance(due_ms, bool) or not isinstance(due_ms, int):
@@ -312,6 +320,19 @@ class Timer:
     def evolve(self, **changes: Any) -> Timer:
         """Return a copy with `changes` applied (and validated)."""
         return replace(self, **changes)
+
+
+def occurrence_id(schedule_id: str, nominal_ms: int) -> str:
+    """The id of a schedule's occurrence at `nominal_ms`: one timer per occurrence, ever."""
+    return f"{schedule_id}@{nominal_ms}"
+
+
+def occurrence_of(timer_id: str) -> tuple[str, int] | None:
+    """The schedule id and nominal time of an occurrence's timer id, or None for a plain id."""
+    if "@" not in timer_id:
+        return None
+    match = _OCCURRENCE_ID.fullmatch(timer_id)
+    return None if match is None else (match[1], int(match[2]))
 
 
 def restore(cls: type[R], **values: Any) -> R:

@@ -19,16 +19,24 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from tickwheel.errors import InvalidArgument
-from tickwheel.model import DEFAULT_RETRY, MAX_ID_CHARS, Callback, RetryPolicy, Timer
+from tickwheel.model import (
+    DEFAULT_RETRY,
+    MAX_ID_CHARS,
+    Callback,
+    RetryPolicy,
+    State,
+    Timer,
+    occurrence_id,
+)
 from tickwheel.recurrence import Cron, Recurrence, every_seconds, upcoming, zone
 
 MAX_SCHEDULE_ID_CHARS = MAX_ID_CHARS - 16
-"""Room for the occurrence's ``:<epoch ms>`` suffix within a timer id."""
+"""Room for the occurrence's ``@<epoch ms>`` suffix within a timer id."""
 MAX_RUNS = 1_000_000_000
 MAX_JITTER_S = 3600.0
 MAX_CATCH_UP = 100
@@ -36,6 +44,8 @@ MAX_CATCH_UP = 100
 DEFAULT_GRACE_MS = 1000
 """How late an occurrence may come up and still count as on time."""
 UPCOMING = 5
+RECENT_RUNS = 10
+"""Occurrences a schedule remembers, newest first, for `GET /v1/schedules/{id}/runs`."""
 
 
 class Misfire(StrEnum):
@@ -138,7 +148,24 @@ class Schedule:
         return found
 
     def occurrence_id(self, nominal_ms: int) -> str:
-        return f"{self.id}:{nominal_ms}"
+        return occurrence_id(self.id, nominal_ms)
+
+    def spec(self) -> tuple[object, ...]:
+        """What the caller asked for but `paused`: the same spec makes a create idempotent."""
+        return (
+            self.cron,
+            self.every_s,
+            self.timezone,
+            self.start_ms,
+            self.end_ms,
+            self.max_runs,
+            self.jitter_s,
+            self.misfire,
+            self.queue,
+            self.callback,
+            self.payload,
+            self.retry,
+        )
 
     def due_ms(self, nominal_ms: int) -> int:
         """The occurrence's due time: its nominal time plus its fixed share of the jitter."""
@@ -186,3 +213,97 @@ class Turn:
 def _check_ms(argument: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidArgument(argument, f"must be non-negative integer epoch ms, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleState:
+    """A schedule as a store keeps it: its definition and where its series is.
+
+    `next_ms` is the nominal time of the pending occurrence (the one to come up next; its timer
+    exists unless the schedule is paused), None once the schedule has ended. `runs` counts the
+    occurrences fired; `recent` holds the latest ones' nominal times, newest first.
+    """
+
+    schedule: Schedule
+    next_ms: int | None
+    runs: int = 0
+    recent: tuple[int, ...] = ()
+    created_ms: int
+    updated_ms: int
+
+    def upcoming(self, count: int = UPCOMING) -> list[int]:
+        """The next `count` nominal times from the pending occurrence on."""
+        if self.next_ms is None:
+            return []
+        rest = self.schedule.upcoming(self.next_ms, self.runs + 1, count - 1)
+        return [self.next_ms, *rest]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A change a store applies atomically: the state to write (None: none), the occurrence
+    to create (None: none), and whether the occurrence that came up fires."""
+
+    state: ScheduleState | None
+    add: Timer | None = None
+    fire: bool = True
+
+
+def plan_create(schedule: Schedule, now_ms: int) -> Step:
+    """A new schedule: its first occurrence is the first from `now_ms` (and from its start)."""
+    next_ms = schedule.next_after(now_ms - 1)
+    state = ScheduleState(schedule=schedule, next_ms=next_ms, created_ms=now_ms, updated_ms=now_ms)
+    return Step(state, _pending(schedule, next_ms))
+
+
+def plan_advance(state: ScheduleState | None, nominal_ms: int, now_ms: int) -> Step:
+    """An occurrence at `nominal_ms` was claimed at `now_ms`: decide it and its successor.
+
+    Only the pending occurrence moves the series on. Any other one fires without changing
+    anything: it was decided before (its claimer died after recording its successor), or it
+    was in flight when its schedule changed or was deleted, and it runs to its end. A paused
+    schedule's in-flight occurrence fires and moves the series on, creating no successor.
+    """
+    if state is None or state.next_ms != nominal_ms:
+        return Step(None)
+    schedule = state.schedule
+    if schedule.paused:
+        turn = Turn(fire=True, next_ms=schedule.next_after(nominal_ms, state.runs + 1))
+    else:
+        turn = schedule.come_up(nominal_ms, now_ms, state.runs)
+    runs, recent = state.runs, state.recent
+    if turn.fire:
+        runs += 1
+        recent = (nominal_ms, *recent[: RECENT_RUNS - 1])
+    moved = replace(state, next_ms=turn.next_ms, runs=runs, recent=recent, updated_ms=now_ms)
+    return Step(moved, _pending(schedule, turn.next_ms), turn.fire)
+
+
+def plan_update(
+    state: ScheduleState, schedule: Schedule, now_ms: int, pending: Timer | None
+) -> Step:
+    """Replace `state`'s definition by `schedule`, given the pending occurrence's timer.
+
+    A change of `paused` alone keeps the series where it is: pausing cancels the pending
+    occurrence, resuming creates it again at its own time, so when that passed while paused
+    it comes up late and `misfire` decides. Any other change recomputes the pending occurrence
+    as the first after now. The store cancels the old pending timer when it is scheduled; one
+    in flight (leased) runs to its end, and the new pending occurrence comes after it.
+    """
+    in_flight = pending is not None and pending.state is not State.SCHEDULED
+    if schedule.spec() == state.schedule.spec():
+        next_ms = state.next_ms
+    else:
+        after = max(now_ms, state.next_ms or 0) if in_flight else now_ms
+        next_ms = schedule.next_after(after, state.runs)
+    changed = replace(state, schedule=schedule, next_ms=next_ms, updated_ms=now_ms)
+    if in_flight and next_ms == state.next_ms:
+        return Step(changed)  # its timer exists: it moves the series on when it comes up
+    return Step(changed, _pending(schedule, next_ms))
+
+
+def _pending(schedule: Schedule, next_ms: int | None) -> Timer | None:
+    """The timer of the pending occurrence: none while paused or once ended."""
+    if schedule.paused or next_ms is None:
+        return None
+    return schedule.occurrence(next_ms)

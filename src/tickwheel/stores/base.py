@@ -9,6 +9,7 @@ from typing import Protocol
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer
+from tickwheel.schedule import Schedule, ScheduleState
 
 DAY_MS = 86_400_000
 ANY_QUEUE = "*"
@@ -54,6 +55,14 @@ class Page:
     """One page of `Store.list`; pass `cursor` back for the next, None at the end."""
 
     timers: list[Timer]
+    cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulePage:
+    """One page of `Store.list_schedules`; pass `cursor` back for the next, None at the end."""
+
+    schedules: list[ScheduleState]
     cursor: str | None
 
 
@@ -188,6 +197,48 @@ class Store(Protocol):
 
     async def replay(self, timer_id: str) -> bool:
         """Schedule a dead timer again, due now; return whether it was dead."""
+        ...
+
+    async def add_schedule(self, schedule: Schedule) -> ScheduleState:
+        """Store a schedule and, in the same atomic step, its first occurrence's timer.
+
+        The same id with the same spec returns the stored schedule, paused or not
+        (idempotent); another spec raises `ScheduleExists`.
+        """
+        ...
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleState | None:
+        """Return the schedule, or None."""
+        ...
+
+    async def list_schedules(self, limit: int = 100, cursor: str | None = None) -> SchedulePage:
+        """Return a page of schedules; following `cursor` to the end returns each once (by id
+        on memory and SQLite, shard by shard on Redis)."""
+        ...
+
+    async def update_schedule(self, schedule: Schedule) -> ScheduleState | None:
+        """Replace the definition of the schedule `schedule.id` and move its pending occurrence
+        as `schedule.plan_update` says, atomically; None if there is no such schedule.
+
+        Pause and resume are updates of `paused`.
+        """
+        ...
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """Delete a schedule and cancel its pending occurrence unless in flight; return whether
+        it existed."""
+        ...
+
+    async def advance(self, leases: Sequence[Lease]) -> list[bool]:
+        """Move the series of every claimed occurrence among `leases` on; say which to fire.
+
+        For each pending occurrence, atomically with recording its schedule's progress, the
+        next occurrence's timer is created, or (misfire ``skip``) the occurrence is deleted and
+        False returned for it. Leases of other timers return True and change nothing. Called by
+        whoever holds the leases, before firing: a claimer that dies before it leaves the
+        occurrence pending, to be decided by the next claim; one that dies after has recorded
+        the successor, and the reclaimed occurrence just fires.
+        """
         ...
 
     async def list(

@@ -41,8 +41,13 @@ def state_of(code: int) -> State:
 
 def encode_spec(timer: Timer) -> str:
     """Encode what the caller asked for: callback, payload and retry policy."""
+    return encode_target(timer.callback, timer.payload, timer.retry)
+
+
+def encode_target(callback: Callback | None, payload: Any, retry: RetryPolicy) -> str:
+    """A spec from its parts: a schedule's occurrences share the target it holds."""
     return json.dumps(
-        [_callback_fields(timer.callback), timer.payload, _retry_fields(timer.retry)],
+        [_callback_fields(callback), payload, _retry_fields(retry)],
         separators=(",", ":"),
         ensure_ascii=False,
     )

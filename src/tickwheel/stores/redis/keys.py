@@ -61,8 +61,12 @@ def check_layout(prefix: str, shards: int) -> None:
 
 
 def shard_of(timer_id: str, shards: int) -> int:
-    """Return the virtual shard of a timer id: stable across processes and restarts."""
-    return zlib.crc32(timer_id.encode()) % shards
+    """Return the virtual shard of a timer id: stable across processes and restarts.
+
+    An occurrence (``<schedule id>@<ms>``) lives in its schedule's shard, so one script can
+    record the schedule's progress and create its next occurrence.
+    """
+    return zlib.crc32(timer_id.partition("@")[0].encode()) % shards
 
 
 @dataclass(frozen=True, slots=True)

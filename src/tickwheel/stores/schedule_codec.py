@@ -1,0 +1,107 @@
+"""A schedule as the SQLite and Redis stores write it: three lines of compact JSON.
+
+::
+
+    [next_ms, runs, [recent...], created_ms, updated_ms]
+    [cron, every_s, timezone, start_ms, end_ms, max_runs, jitter_s, misfire, queue, paused]
+    <the target as `codec.encode_target` writes a timer's spec>
+
+The first line changes each time an occurrence comes up; the rest only when the schedule is
+changed, so a codec keeps the schedules it decoded by that text (a `Schedule` parses its cron
+expression and checks its target when built).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tickwheel.schedule import Misfire, Schedule, ScheduleState
+from tickwheel.stores.codec import SpecCodec, encode_target
+
+CACHED_SCHEDULES = 4096
+"""Decoded definitions a codec keeps; it forgets them all when full."""
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def encode_schedule(state: ScheduleState) -> str:
+    """Encode a schedule and where its series is."""
+    s = state.schedule
+    return "\n".join(
+        (
+            _dumps(
+                [state.next_ms, state.runs, list(state.recent), state.created_ms, state.updated_ms]
+            ),
+            _dumps(
+                [
+                    s.cron,
+                    s.every_s,
+                    s.timezone,
+                    s.start_ms,
+                    s.end_ms,
+                    s.max_runs,
+                    s.jitter_s,
+                    s.misfire.value,
+                    s.queue,
+                    s.paused,
+                ]
+            ),
+            encode_target(s.callback, s.payload, s.retry),
+        )
+    )
+
+
+class ScheduleCodec:
+    """Decodes the schedules of one store, keeping the definitions it built."""
+
+    def __init__(self) -> None:
+        self._specs = SpecCodec()
+        self._schedules: dict[tuple[str, str], Schedule] = {}
+
+    def decode(self, schedule_id: str, text: str | bytes) -> ScheduleState:
+        """Return the schedule `encode_schedule` wrote as `text`."""
+        if isinstance(text, bytes):
+            text = text.decode()
+        head, _, definition = text.partition("\n")
+        next_ms, runs, recent, created_ms, updated_ms = json.loads(head)
+        key = (schedule_id, definition)
+        schedule = self._schedules.get(key)
+        if schedule is None:
+            schedule = self._build(schedule_id, definition)
+            if len(self._schedules) >= CACHED_SCHEDULES:
+                self._schedules.clear()
+            self._schedules[key] = schedule
+        return ScheduleState(
+            schedule=schedule,
+            next_ms=next_ms,
+            runs=runs,
+            recent=tuple(recent),
+            created_ms=created_ms,
+            updated_ms=updated_ms,
+        )
+
+    def _build(self, schedule_id: str, definition: str) -> Schedule:
+        rule, _, spec = definition.partition("\n")
+        cron, every_s, timezone, start_ms, end_ms, max_runs, jitter_s, misfire, queue, paused = (
+            json.loads(rule)
+        )
+        callback, payload, retry = self._specs.decode(spec)
+        return Schedule(
+            id=schedule_id,
+            cron=cron,
+            every_s=every_s,
+            timezone=timezone,
+            start_ms=start_ms,
+            end_ms=end_ms,
+            max_runs=max_runs,
+            jitter_s=jitter_s,
+            misfire=Misfire(misfire),
+            queue=queue,
+            callback=callback,
+            payload=payload,
+            retry=retry,
+            paused=paused,
+        )
