@@ -32,6 +32,9 @@ class ScriptedStore:
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         return self.batches.pop(0) if self.batches else []
 
+    async def advance(self, leases: Sequence[Lease]) -> list[bool]:
+        return [True] * len(leases)
+
     async def next_due_ms(self, queue: str) -> int | None:
         return None
 

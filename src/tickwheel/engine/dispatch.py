@@ -275,7 +275,7 @@ class Dispatcher:
             try:
                 horizon_ms = self._store.now_ms() + settings.lookahead_ms
                 leases = await self._store.claim(queue, horizon_ms, limit, settings.lease_ms)
-                self._hold(leases)
+                self._hold(await self._advance(leases))
                 if len(leases) == limit:
                     continue  # there may be more due already
                 sleep_s = self._idle_s(await self._store.next_due_ms(queue), horizon_ms)
@@ -295,6 +295,34 @@ class Dispatcher:
                 self._metrics.store_errors["claim"] += 1
                 logger.exception("claiming %s failed; trying again", queue)
                 await self._unless_stopping(jittered_pause(failures))
+
+    async def _advance(self, leases: list[Lease]) -> list[Lease]:
+        """Move the schedules of claimed occurrences on; return the leases to fire.
+
+        This must happen before an occurrence fires, and soon: until it does, the series has
+        no next occurrence. A store that does not answer is asked again while the leases
+        hold; occurrences a misfire policy drops are gone from the store and are not held.
+        """
+        failures = 0
+        while True:
+            try:
+                fire = await self._store.advance(leases)
+                break
+            except StoreUnavailable as error:
+                failures += 1
+                self._metrics.store_errors["advance"] += 1
+                self._throttled.warning(
+                    "advance", "store unavailable, recording schedules again soon: %s", error
+                )
+                if self._stopping.is_set():
+                    return []  # the leases lapse and the next claim decides them
+                await self._unless_stopping(jittered_pause(failures))
+        kept = [lease for lease, go in zip(leases, fire, strict=True) if go]
+        if len(kept) < len(leases):
+            for lease, go in zip(leases, fire, strict=True):
+                if not go:
+                    self._metrics.skipped[lease.timer.queue] += 1
+        return kept
 
     async def _unless_stopping(self, waiting: Awaitable[object]) -> None:
         """Await `waiting` (a sleep, never a store write), cut short by `stop`."""

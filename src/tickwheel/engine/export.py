@@ -31,6 +31,11 @@ class MetricsCollector:
             ("tickwheel_acked", "Timers delivered and acked", m.acked),
             ("tickwheel_retried", "Timers scheduled again (failed or handed back)", m.retried),
             ("tickwheel_dead_lettered", "Timers moved to the dead letters", m.dead),
+            (
+                "tickwheel_occurrences_skipped",
+                "Schedule occurrences that came up late and were dropped (misfire: skip)",
+                m.skipped,
+            ),
         ):
             family = CounterMetricFamily(name, help_text, labels=["queue"])
             for queue, count in sorted(counts.items()):

@@ -25,12 +25,16 @@ from tickwheel.engine.resolver import ConnectFailed, InvalidHost
 from tickwheel.engine.settings import HttpSettings
 from tickwheel.engine.signing import SIGNATURE_HEADER, sign
 from tickwheel.errors import Closed
-from tickwheel.model import Callback, Timer, truncate_error
+from tickwheel.model import Callback, Timer, occurrence_of, truncate_error
 from tickwheel.urls import CallbackUrl, InvalidUrl, parse_url
 
 __all__ = ["ERROR_BODY_CHARS", "HttpTarget", "retry_after_s"]
 
 ERROR_BODY_CHARS = 200
+# an occurrence of a schedule says which, and its nominal time (epoch ms, before any jitter);
+# both come from the timer id, which a signature covers
+SCHEDULE_ID_HEADER = "Tickwheel-Schedule-Id"
+OCCURRENCE_HEADER = "Tickwheel-Occurrence"
 _RETRY_STATUSES = frozenset({408, 429})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # send Content-Length: 0 without a body
 
@@ -132,6 +136,11 @@ class HttpTarget:
             f"Tickwheel-Timer-Id: {timer.id}\r\nTickwheel-Attempt: {attempt}\r\n"
             f"Tickwheel-Due: {timer.due_ms}\r\nIdempotency-Key: {timer.id}\r\n"
         )
+        occurrence = occurrence_of(timer.id)
+        if occurrence is not None:
+            lines.append(
+                f"{SCHEDULE_ID_HEADER}: {occurrence[0]}\r\n{OCCURRENCE_HEADER}: {occurrence[1]}\r\n"
+            )
         if self._key is not None:
             signature = sign(
                 self._key,

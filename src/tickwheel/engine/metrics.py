@@ -58,6 +58,7 @@ class Metrics:
         self.acked: Counter[str] = Counter()
         self.retried: Counter[str] = Counter()
         self.dead: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
         self.store_errors: Counter[str] = Counter()  # by operation
         self.leases_lost = 0
         self.in_flight = 0
