@@ -15,7 +15,8 @@ import pytest
 
 from tickwheel.errors import Closed, LeaseLost, StoreUnavailable
 from tickwheel.model import State, Timer
-from tickwheel.stores import StoreSettings
+from tickwheel.schedule import Schedule
+from tickwheel.stores import Lease, StoreSettings
 from tickwheel.stores.sqlite import SqliteStore, queries, schema
 
 from .conftest import ManualClock
@@ -232,11 +233,12 @@ async def test_claim_reads_the_due_index_not_the_table(tmp_path: Path) -> None:
 
 
 async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
-    """Version 2 added first_claimed_ms and the per-queue lease index; old rows read as unset."""
+    """Version 2 added first_claimed_ms and the per-queue lease index; old rows read as unset.
+    Version 3's schedules table comes on the same way."""
     path = tmp_path / "timers.db"
     with sqlite3.connect(path) as conn:
         for statement in schema.SCHEMA:
-            if "timers_lease_queue" not in statement:
+            if "timers_lease_queue" not in statement and "schedules" not in statement:
                 conn.execute(statement.replace(",\n        first_claimed_ms INTEGER", ""))
         conn.execute("PRAGMA user_version = 1")
         conn.execute(
@@ -252,10 +254,83 @@ async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
         (lease,) = await store.claim("default", 10, 1, 1000)
         assert lease.timer.first_claimed_ms is not None
         assert await store.next_due_ms("default") == lease.deadline_ms
+        assert (await store.list_schedules()).schedules == []
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
+    conn.close()
+
+
+# version 2's schema as that release wrote it, to migrate from
+_VERSION_2 = (
+    """CREATE TABLE timers (
+        id TEXT NOT NULL UNIQUE,
+        queue TEXT NOT NULL,
+        state INTEGER NOT NULL,
+        due_ms INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        deadline_ms INTEGER,
+        attempt INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        last_error TEXT,
+        spec TEXT NOT NULL,
+        first_claimed_ms INTEGER
+    )""",
+    "CREATE INDEX timers_due ON timers (queue, due_ms, seq) WHERE state = 0",
+    "CREATE INDEX timers_lease ON timers (deadline_ms, seq) WHERE state = 1",
+    "CREATE INDEX timers_lease_queue ON timers (queue, deadline_ms) WHERE state = 1",
+    "CREATE INDEX timers_done ON timers (deadline_ms) WHERE state = 2",
+    "CREATE INDEX timers_dead ON timers (id) WHERE state = 3",
+    "PRAGMA user_version = 2",
+)
+
+
+async def test_a_version_2_file_is_migrated_and_keeps_its_timers(tmp_path: Path) -> None:
+    """Version 3 added the schedules table; every timer of a version 2 file stays as it was."""
+    path, clock = tmp_path / "timers.db", ManualClock()
+    now = clock.now_ms
+    hook = '[["https://example.com/x","POST",null,null],null,null]'
+    rows = [  # id, state, due, seq, deadline, attempt, last_error, spec, first_claimed
+        ("a", 0, now, 1, None, 0, None, "[null,1,null]", None),
+        ("b", 1, now, 1, now + 10_000, 1, None, "[null,2,null]", now),
+        ("c", 2, now - 5, 1, now + 60_000, 1, None, "[null,3,null]", now - 5),
+        ("d", 3, now - 9, 1, None, 3, "HTTP 400", hook, now - 9),
+    ]
+    with sqlite3.connect(path) as conn:
+        for statement in _VERSION_2:
+            conn.execute(statement)
+        conn.executemany(
+            "INSERT INTO timers (id, queue, state, due_ms, seq, deadline_ms, attempt, created_ms,"
+            " updated_ms, last_error, spec, first_claimed_ms)"
+            " VALUES (?, 'default', ?, ?, ?, ?, ?, 1, 1, ?, ?, ?)",
+            rows,
+        )
+    conn.close()
+    store = SqliteStore(path, StoreSettings(retention_ms=60_000), clock=clock)
+    try:
+        timers = (await store.list()).timers
+        assert [(t.id, t.state, t.attempt, t.last_error) for t in timers] == [
+            ("a", State.SCHEDULED, 0, None),
+            ("b", State.LEASED, 1, None),
+            ("c", State.DONE, 1, None),
+            ("d", State.DEAD, 3, "HTTP 400"),
+        ]
+        assert [t.payload for t in timers[:3]] == [1, 2, 3]
+        assert timers[3].callback is not None
+        assert timers[3].callback.url == "https://example.com/x"
+        (lease,) = await store.claim("default", now, 10, 10_000)
+        assert (lease.timer.id, lease.token) == ("a", 1)
+        await store.ack(Lease(timers[1], 1, now + 10_000))  # a lease from before still holds
+        assert await store.replay("d") is True
+        await store.add_schedule(Schedule(id="s", every_s=10, start_ms=now, payload=0))
+        assert [s.schedule.id for s in (await store.list_schedules()).schedules] == ["s"]
+        assert await store.get(f"s@{now}") is not None
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
     conn.close()
 
 

@@ -4,6 +4,9 @@ Equal due times are claimed in the order the timers became scheduled, exactly as
 a row's ``seq`` is set past every scheduled row of its queue with the same ``due_ms`` whenever it is
 (re)scheduled, and past every lease with the same deadline when it is leased. ``deadline_ms`` is
 the lease deadline while leased, the end of retention while done.
+
+A schedule is one row of ``schedules``: its id and the record `schedule_codec` encodes. Its
+occurrences are ordinary timers, written by the same statements as any other.
 """
 
 from __future__ import annotations
@@ -83,6 +86,15 @@ RETRY = f"""UPDATE timers SET state = {SCHEDULED}, due_ms = :due, deadline_ms = 
 KILL = f"""UPDATE timers SET state = {DEAD}, deadline_ms = NULL, updated_ms = :now,
                last_error = :error
            WHERE {_HELD}"""
+HOLDS = f"SELECT 1 FROM timers WHERE {_HELD}"
+DROP_HELD = f"DELETE FROM timers WHERE {_HELD}"
+"""Delete an occurrence its schedule skips (misfire ``skip``), while the lease still holds it."""
+# the state and attempt of the row holding an id, finished or not, past retention or not
+STATE_OF = "SELECT state, attempt FROM timers WHERE id = ?"
+
+GET_SCHEDULE = "SELECT record FROM schedules WHERE id = ?"
+PUT_SCHEDULE = "INSERT OR REPLACE INTO schedules (id, record) VALUES (?, ?)"
+DELETE_SCHEDULE = "DELETE FROM schedules WHERE id = ? RETURNING record"
 
 # two index probes; the aggregate min() skips the NULL of an empty side
 NEXT_DUE = f"""SELECT min(t) FROM (
@@ -124,6 +136,13 @@ def list_page(state: State | None, *, after_cursor: bool) -> str:
     if state is not None:
         where.append(f"state = {state_code(state)}")
     return f"SELECT {COLUMNS} FROM timers WHERE {' AND '.join(where)} ORDER BY id LIMIT :limit"
+
+
+def schedule_page(*, after_cursor: bool) -> str:
+    """SQL for a page of schedules (id, record) in id order, after ``:cursor`` if
+    `after_cursor`; it reads ``:limit`` rows."""
+    where = "WHERE id > :cursor " if after_cursor else ""
+    return f"SELECT id, record FROM schedules {where}ORDER BY id LIMIT :limit"
 
 
 class RowCodec:

@@ -22,7 +22,7 @@ from tickwheel.stores.codec import state_code
 R = TypeVar("R")
 Work = Callable[[sqlite3.Connection, int], R]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... FROM (3.33) and RETURNING (3.35)
 BUSY_TIMEOUT_MS = 5000
 FILE_MODE = 0o600
@@ -38,6 +38,9 @@ DEAD = state_code(State.DEAD)
 _LEASE_BY_QUEUE = (
     f"CREATE INDEX timers_lease_queue ON timers (queue, deadline_ms) WHERE state = {LEASED}"
 )
+# a rowid table, not WITHOUT ROWID: a record carries its target (URL, headers, payload), often
+# past the twentieth of a page that SQLite advises a WITHOUT ROWID row to stay under
+_SCHEDULES = "CREATE TABLE schedules (id TEXT PRIMARY KEY, record TEXT NOT NULL)"
 SCHEMA = (
     """CREATE TABLE timers (
         id TEXT NOT NULL UNIQUE,
@@ -59,6 +62,7 @@ SCHEMA = (
     _LEASE_BY_QUEUE,
     f"CREATE INDEX timers_done ON timers (deadline_ms) WHERE state = {DONE}",
     f"CREATE INDEX timers_dead ON timers (id) WHERE state = {DEAD}",
+    _SCHEDULES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 """The statements that make a new file's schema, the last one setting its version."""
@@ -110,15 +114,22 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     if version == 0:
         for statement in SCHEMA:
             conn.execute(statement)
-    elif version == 1:
-        # 1 -> 2: when the current run of attempts began; next_due_ms's lease index
-        conn.execute("ALTER TABLE timers ADD COLUMN first_claimed_ms INTEGER")
-        conn.execute(_LEASE_BY_QUEUE)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    elif version != SCHEMA_VERSION:
+        return
+    if version == SCHEMA_VERSION:
+        return
+    if not 1 <= version < SCHEMA_VERSION:
         raise StoreUnavailable(
             f"{path} has schema version {version}; this tickwheel reads {SCHEMA_VERSION}"
         )
+    # each step takes the file one version on, so an old file passes through them all
+    if version == 1:
+        # 1 -> 2: when the current run of attempts began; next_due_ms's lease index
+        conn.execute("ALTER TABLE timers ADD COLUMN first_claimed_ms INTEGER")
+        conn.execute(_LEASE_BY_QUEUE)
+    if version <= 2:
+        # 2 -> 3: durable schedules; their occurrences are ordinary timers
+        conn.execute(_SCHEDULES)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def _create_private(path: Path) -> None:

@@ -6,6 +6,10 @@ the last transactions, which were written but not yet fsynced. Several processes
 file: a write is one statement or one ``BEGIN IMMEDIATE`` transaction, so they take turns on
 SQLite's write lock, waiting up to `schema.BUSY_TIMEOUT_MS` for it.
 
+Schedules: a schedule is a row of ``schedules`` and its occurrences are ordinary timers; each
+schedule call is one ``BEGIN IMMEDIATE`` transaction that writes the row together with the
+occurrences it cancels, creates or skips, so no crash or other process sees one without the other.
+
 The file, its schema and migrations are `schema.py`'s; the SQL and the rows are `queries.py`'s.
 """
 
@@ -19,9 +23,26 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
-from tickwheel.errors import Closed, LeaseLost, StoreUnavailable, TimerExists
-from tickwheel.model import State, Timer, truncate_error
-from tickwheel.stores.base import ANY_QUEUE, Lease, Page, Stats, StoreSettings, new_lease, wall_ms
+from tickwheel.errors import Closed, LeaseLost, ScheduleExists, StoreUnavailable, TimerExists
+from tickwheel.model import State, Timer, occurrence_id, occurrence_of, truncate_error
+from tickwheel.schedule import (
+    Schedule,
+    ScheduleState,
+    Step,
+    plan_advance,
+    plan_create,
+    plan_update,
+)
+from tickwheel.stores.base import (
+    ANY_QUEUE,
+    Lease,
+    Page,
+    SchedulePage,
+    Stats,
+    StoreSettings,
+    new_lease,
+    wall_ms,
+)
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
@@ -31,9 +52,10 @@ from tickwheel.stores.checks import (
 )
 from tickwheel.stores.codec import SpecCache
 from tickwheel.stores.rebuild import as_scheduled
+from tickwheel.stores.schedule_codec import ScheduleCodec, encode_schedule
 from tickwheel.stores.sqlite import queries as sql
 from tickwheel.stores.sqlite.queries import Row, RowCodec
-from tickwheel.stores.sqlite.schema import R, Work, connect, transaction
+from tickwheel.stores.sqlite.schema import DEAD, DONE, R, Work, connect, transaction
 from tickwheel.stores.wake import Wakeups
 
 PURGE_BATCH = 1000
@@ -77,6 +99,7 @@ class SqliteStore:
         self._conn: sqlite3.Connection | None = None  # used only on the executor's thread
         self._closed = False
         self._rows = RowCodec()  # used only on the executor's thread
+        self._schedules = ScheduleCodec()  # used only on the executor's thread
         self._wakeups = Wakeups()
         self._watcher: asyncio.Task[None] | None = None
         self._seen_version: int | None = None
@@ -250,6 +273,109 @@ class SqliteStore:
 
         return self._woke(await self._run(None, work))
 
+    async def add_schedule(self, schedule: Schedule) -> ScheduleState:
+        def work(conn: sqlite3.Connection, now: int) -> tuple[ScheduleState, str | None]:
+            existing = self._read_schedule(conn, schedule.id)
+            if existing is not None:
+                if self._same_spec(existing.schedule, schedule):
+                    return existing, None
+                raise ScheduleExists(schedule.id)
+            step = plan_create(schedule, now)
+            assert step.state is not None  # a new schedule always has a state to write
+            if step.add is not None:
+                check_due(step.add.due_ms, now, self.settings)
+            return step.state, self._apply(conn, now, step)
+
+        state, woken = await self._run("BEGIN IMMEDIATE", work)
+        self._wake(woken)
+        return state
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleState | None:
+        return await self._run(None, lambda conn, now: self._read_schedule(conn, schedule_id))
+
+    async def list_schedules(self, limit: int = 100, cursor: str | None = None) -> SchedulePage:
+        self._check_open()
+        check_list(limit)
+        page = sql.schedule_page(after_cursor=cursor is not None)
+
+        def work(conn: sqlite3.Connection, now: int) -> list[ScheduleState]:
+            rows = conn.execute(page, {"cursor": cursor, "limit": limit + 1})
+            return [self._schedules.decode(schedule_id, record) for schedule_id, record in rows]
+
+        states = await self._run(None, work)
+        if len(states) > limit:
+            return SchedulePage(states[:limit], states[limit - 1].schedule.id)
+        return SchedulePage(states, None)
+
+    async def update_schedule(self, schedule: Schedule) -> ScheduleState | None:
+        def work(conn: sqlite3.Connection, now: int) -> tuple[ScheduleState | None, str | None]:
+            state = self._read_schedule(conn, schedule.id)
+            if state is None:
+                return None, None
+            pending = self._pending(conn, state, now)
+            step = plan_update(state, schedule, now, pending)
+            if pending is not None and pending.state is State.SCHEDULED:
+                # before the step is applied: its new occurrence may take the same id
+                conn.execute(sql.CANCEL, (pending.id,))
+            return step.state, self._apply(conn, now, step)
+
+        state, woken = await self._run("BEGIN IMMEDIATE", work)
+        self._wake(woken)
+        return state
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        def work(conn: sqlite3.Connection, now: int) -> bool:
+            row = conn.execute(sql.DELETE_SCHEDULE, (schedule_id,)).fetchone()
+            if row is None:
+                return False
+            state = self._schedules.decode(schedule_id, row[0])
+            if state.next_ms is not None:
+                # CANCEL leaves a leased occurrence alone: it is in flight and runs to its end
+                conn.execute(sql.CANCEL, (occurrence_id(schedule_id, state.next_ms),))
+            return True
+
+        return await self._run("BEGIN IMMEDIATE", work)
+
+    async def advance(self, leases: Sequence[Lease]) -> list[bool]:
+        """Move on the series of the occurrences among `leases`, all in one transaction.
+
+        Plain timers' leases are answered here without touching the file, and a batch of only
+        those opens no transaction: a worker calls this on every claimed batch.
+        """
+        self._check_open()
+        occurrences = [
+            (index, lease, occurrence)
+            for index, lease in enumerate(leases)
+            if (occurrence := occurrence_of(lease.timer.id)) is not None
+        ]
+        fire = [True] * len(leases)
+        if not occurrences:
+            return fire
+
+        def work(conn: sqlite3.Connection, now: int) -> tuple[list[bool], set[str]]:
+            decided = []
+            woken = set()
+            for _, lease, (schedule_id, nominal_ms) in occurrences:
+                held = {"id": lease.timer.id, "token": lease.token}
+                if conn.execute(sql.HOLDS, held).fetchone() is None:
+                    decided.append(False)  # no longer this lease's: its holder decides
+                    continue
+                step = plan_advance(self._read_schedule(conn, schedule_id), nominal_ms, now)
+                queue = self._apply(conn, now, step)
+                if queue is not None:
+                    woken.add(queue)
+                if not step.fire:
+                    conn.execute(sql.DROP_HELD, held)
+                decided.append(step.fire)
+            return decided, woken
+
+        decided, woken = await self._run("BEGIN IMMEDIATE", work)
+        for (index, _, _), fires in zip(occurrences, decided, strict=True):
+            fire[index] = fires
+        for queue in woken:
+            self._wakeups.notify(queue)
+        return fire
+
     async def list(
         self, state: State | None = None, limit: int = 100, cursor: str | None = None
     ) -> Page:
@@ -364,6 +490,48 @@ class SqliteStore:
         """
         written = conn.execute(insert, RowCodec.new_row(timer, now, attempt, spec)).rowcount > 0
         return as_scheduled(timer, now, attempt), written
+
+    def _read_schedule(self, conn: sqlite3.Connection, schedule_id: str) -> ScheduleState | None:
+        row = conn.execute(sql.GET_SCHEDULE, (schedule_id,)).fetchone()
+        return None if row is None else self._schedules.decode(schedule_id, row[0])
+
+    def _pending(self, conn: sqlite3.Connection, state: ScheduleState, now: int) -> Timer | None:
+        """The timer of `state`'s pending occurrence, finished ones included while retained."""
+        if state.next_ms is None:
+            return None
+        params = {"id": occurrence_id(state.schedule.id, state.next_ms), "now": now}
+        row = conn.execute(sql.GET, params).fetchone()
+        return None if row is None else self._rows.timer(row)
+
+    def _same_spec(self, stored: Schedule, schedule: Schedule) -> bool:
+        """Whether `schedule` asks for what `stored` does, compared as stored (through JSON),
+        so dict key order and tuple-vs-list in a payload do not count."""
+        if stored.spec() == schedule.spec():
+            return True
+        written = ScheduleState(schedule=schedule, next_ms=None, created_ms=0, updated_ms=0)
+        as_stored = self._schedules.decode(schedule.id, encode_schedule(written))
+        return as_stored.schedule.spec() == stored.spec()
+
+    def _apply(self, conn: sqlite3.Connection, now: int, step: Step) -> str | None:
+        """Write a schedule step: its state, and its new occurrence unless a timer with that id
+        is scheduled or leased; return the queue of the occurrence written, if one was."""
+        if step.state is not None:
+            conn.execute(sql.PUT_SCHEDULE, (step.state.schedule.id, encode_schedule(step.state)))
+        timer = step.add
+        if timer is None:
+            return None
+        if not self._insert(conn, now, timer, sql.INSERT_NEW)[1]:
+            state, attempt = conn.execute(sql.STATE_OF, (timer.id,)).fetchone()
+            if state not in (DONE, DEAD):
+                return None  # pending already, or in flight: that timer carries the occurrence
+            # a finished timer of the same id gives way; its attempt carries over, as when
+            # add replaces, so a stale lease on it can never match a claim of the new one
+            self._insert(conn, now, timer, sql.INSERT_OVER, attempt)
+        return timer.queue
+
+    def _wake(self, queue: str | None) -> None:
+        if queue is not None:
+            self._wakeups.notify(queue)
 
     async def _run(self, begin: str | None, work: Work[R]) -> R:
         self._check_open()
