@@ -15,6 +15,8 @@ from tickwheel.errors import InvalidArgument, StoreUnavailable, TickwheelError
 
 MAX_GRACE_S = 3600.0
 """The longest --grace: a stop that waits longer than an hour is a hung process."""
+MAX_LEASE_S = 3600.0
+"""The longest --lease: a dead worker's timers come back after it, however late."""
 MAX_CONCURRENCY = 10_000
 """The most callbacks in flight at once; each holds a socket, so more runs out of descriptors."""
 
@@ -23,6 +25,15 @@ GraceOption = Annotated[
     typer.Option(
         max=MAX_GRACE_S,
         help="Seconds running callbacks get to finish on SIGTERM before hand-back (default: 10).",
+    ),
+]
+LeaseOption = Annotated[
+    float | None,
+    typer.Option(
+        min=1.0,
+        max=MAX_LEASE_S,
+        help="Seconds a claimed timer stays this worker's if it dies: another takes it after "
+        "(renewed while alive; default: 60).",
     ),
 ]
 QueueOption = Annotated[
@@ -53,12 +64,21 @@ def _settings_or_exit(**overrides: Any) -> Any:
 
 
 def _worker_settings(
-    *, queues: tuple[str, ...] | None = None, concurrency: int | None = None, grace: float | None
+    *,
+    queues: tuple[str, ...] | None = None,
+    concurrency: int | None = None,
+    grace: float | None,
+    lease: float | None,
 ) -> Any:
     """Return `WorkerSettings` with the options given on the command line, or exit 2."""
     from tickwheel.engine.settings import WorkerSettings
 
-    tuning: dict[str, Any] = {"queues": queues, "concurrency": concurrency, "grace_s": grace}
+    tuning: dict[str, Any] = {
+        "queues": queues,
+        "concurrency": concurrency,
+        "grace_s": grace,
+        "lease_ms": None if lease is None else round(lease * 1000),
+    }
     try:
         return WorkerSettings(
             **{name: value for name, value in tuning.items() if value is not None}
@@ -128,6 +148,7 @@ def serve(
     no_worker: Annotated[bool, typer.Option("--no-worker", help="Serve the API only.")] = False,
     queue: QueueOption = None,
     grace: GraceOption = None,
+    lease: LeaseOption = None,
 ) -> None:
     """Run the HTTP API and a worker in one process (TICKWHEEL_* variables set the defaults)."""
     from tickwheel.service.serve import serve as run_service
@@ -142,7 +163,9 @@ def serve(
         worker=False if no_worker else None,
         insecure=True if insecure else None,
     )
-    worker_settings = _worker_settings(queues=tuple(queue) if queue else None, grace=grace)
+    worker_settings = _worker_settings(
+        queues=tuple(queue) if queue else None, grace=grace, lease=lease
+    )
     _run_or_exit(run_service(settings, worker_settings=worker_settings))
 
 
@@ -174,6 +197,7 @@ def worker(
         ),
     ] = None,
     grace: GraceOption = None,
+    lease: LeaseOption = None,
 ) -> None:
     """Run a worker alone: fire due timers of a shared store (Redis) next to `serve --no-worker`."""
     from tickwheel.service.serve import work
@@ -184,7 +208,10 @@ def worker(
         signing_secret=secret_from(ctx, "signing_secret", signing_secret, signing_secret_file),
     )
     worker_settings = _worker_settings(
-        queues=tuple(queue) if queue else None, concurrency=concurrency, grace=grace
+        queues=tuple(queue) if queue else None,
+        concurrency=concurrency,
+        grace=grace,
+        lease=lease,
     )
     _run_or_exit(
         work(
