@@ -327,3 +327,19 @@ async def test_upcoming_starts_at_the_pending_occurrence(store: Store, clock: Ma
     start = clock.now_ms
     state = await store.add_schedule(every(clock, 30))
     assert state.upcoming() == [start + n * 30_000 for n in range(5)]
+
+
+async def test_a_lease_on_a_finished_occurrence_never_settles_its_replacement(
+    store: Store, clock: ManualClock
+) -> None:
+    start = clock.now_ms
+    await store.add_schedule(every(clock))
+    [old] = await claim(store, clock)
+    assert await store.advance([old]) == [True]
+    await store.ack(old)
+    assert await store.delete_schedule("s1")
+    await store.add_schedule(every(clock, start_ms=start, payload=2, callback=None))
+    [new] = await claim(store, clock)
+    assert new.timer.id == old.timer.id
+    assert new.token != old.token
+    assert await store.ack_many([old]) == [False]

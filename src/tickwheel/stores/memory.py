@@ -314,10 +314,13 @@ class MemoryStore:
         """Write a schedule step: its state, and its new occurrence unless one is pending."""
         if step.add is not None:
             existing = self._live(step.add.id, now)
-            if existing is None or existing.state in (State.DONE, State.DEAD):
-                if existing is not None:
-                    self._forget(existing)
+            if existing is None:
                 self._schedule(as_scheduled(step.add, now))
+            elif existing.state in (State.DONE, State.DEAD):
+                # its attempt carries over, as a replaced timer's does: a lease on the finished
+                # timer must never match a claim of the new one
+                self._forget(existing)
+                self._schedule(as_scheduled(step.add, now, existing.attempt))
         if step.state is not None:
             self._schedules[step.state.schedule.id] = step.state
         return step.state
