@@ -29,29 +29,43 @@ def _dumps(value: Any) -> str:
 
 def encode_schedule(state: ScheduleState) -> str:
     """Encode a schedule and where its series is."""
-    s = state.schedule
-    return "\n".join(
-        (
-            _dumps(
-                [state.next_ms, state.runs, list(state.recent), state.created_ms, state.updated_ms]
-            ),
-            _dumps(
-                [
-                    s.cron,
-                    s.every_s,
-                    s.timezone,
-                    s.start_ms,
-                    s.end_ms,
-                    s.max_runs,
-                    s.jitter_s,
-                    s.misfire.value,
-                    s.queue,
-                    s.paused,
-                ]
-            ),
-            encode_target(s.callback, s.payload, s.retry),
-        )
+    head = _dumps(
+        [state.next_ms, state.runs, list(state.recent), state.created_ms, state.updated_ms]
     )
+    return f"{head}\n{_definition(state.schedule)}"
+
+
+# the definition text of schedules encoded or decoded lately, by identity: each occurrence
+# writes its schedule back unchanged, and encoding the target anew cost a quarter of a step
+_DEFINITIONS: dict[int, tuple[Schedule, str]] = {}
+
+
+def _definition(schedule: Schedule) -> str:
+    kept = _DEFINITIONS.get(id(schedule))
+    if kept is not None and kept[0] is schedule:
+        return kept[1]
+    s = schedule
+    rule = [
+        s.cron,
+        s.every_s,
+        s.timezone,
+        s.start_ms,
+        s.end_ms,
+        s.max_runs,
+        s.jitter_s,
+        s.misfire.value,
+        s.queue,
+        s.paused,
+    ]
+    text = f"{_dumps(rule)}\n{encode_target(s.callback, s.payload, s.retry)}"
+    _remember(schedule, text)
+    return text
+
+
+def _remember(schedule: Schedule, text: str) -> None:
+    if len(_DEFINITIONS) >= CACHED_SCHEDULES:
+        _DEFINITIONS.clear()
+    _DEFINITIONS[id(schedule)] = (schedule, text)
 
 
 class ScheduleCodec:
@@ -74,6 +88,7 @@ class ScheduleCodec:
             if len(self._schedules) >= CACHED_SCHEDULES:
                 self._schedules.clear()
             self._schedules[key] = schedule
+            _remember(schedule, definition)
         return ScheduleState(
             schedule=schedule,
             next_ms=next_ms,
