@@ -22,6 +22,12 @@ slot and every script runs on one node::
     {p:s}:q:<queue>:l       zset   deadline → deadline: the queue's lease batches
     {p:s}:b:<queue>:<ms>    list   ids of the queue's timers leased until <ms> (acked ones
                                    stay until the batch's count reaches 0)
+    {p:s}:s                 hash   schedule id → schedule (`schedule_codec.encode_schedule`)
+    {p:s}:si                zset   schedule id, score 0: the shard's schedules in id order, for
+                                   listing them
+
+A schedule lives in the shard of its id, and so do its occurrences (`shard_of`): one script
+records a schedule's progress and creates or cancels its occurrence timers together.
 
 This is a two-level hashed timing wheel: a timer due within the hour goes into its minute
 slot, a later one into its day slot, with one ``RPUSH``; an hour before a day slot starts its
@@ -91,3 +97,8 @@ class ShardKeys:
             f"{tag}:dead",
             f"{tag}:queues",
         )
+
+    @property
+    def schedules(self) -> tuple[str, ...]:
+        """KEYS[7..8] of the schedule scripts: the schedules hash and their id index."""
+        return (f"{self.tag}:s", f"{self.tag}:si")

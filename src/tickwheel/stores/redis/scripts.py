@@ -41,6 +41,9 @@ NAMES = (
     "reschedule",
     "retry",
     "scan",
+    "schedule_get",
+    "schedule_scan",
+    "schedule_step",
     "stats",
 )
 _ERRORS = (RedisError, RedisClusterException, OSError)

@@ -17,6 +17,7 @@ class Shards:
         self._scripts = scripts
         self._keys = [ShardKeys.of(prefix, shard) for shard in range(count)]
         self._fixed = [keys.fixed for keys in self._keys]
+        self._with_schedules = [keys.fixed + keys.schedules for keys in self._keys]
 
     def keys(self, shard: int) -> ShardKeys:
         return self._keys[shard]
@@ -28,6 +29,10 @@ class Shards:
     def call(self, name: str, shard: int, args: Sequence[Arg]) -> ScriptCall:
         """One call of script `name` on `shard`'s fixed keys, for `run_many`."""
         return (name, self._fixed[shard], args)
+
+    def schedule_call(self, name: str, shard: int, args: Sequence[Arg]) -> ScriptCall:
+        """One call of a schedule script on `shard`: its fixed keys, then its schedule keys."""
+        return (name, self._with_schedules[shard], args)
 
     async def run_many(self, calls: Sequence[ScriptCall]) -> list[Any]:
         """Run calls in one pipeline; return their replies in order."""

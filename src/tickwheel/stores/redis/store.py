@@ -5,7 +5,8 @@ script on that shard (``lua/*.lua``), so a timer is never half written. Calls th
 shards (claim, list, stats, add_many) go out as one pipeline, which the Cluster client splits by
 node and sends concurrently. The store's class holds the one-timer transitions; adding batches
 (`adding.py`), claiming (`claiming.py`), and listing and counting (`listing.py`) each have a
-module, and `record.py` writes and reads the records.
+module, and `record.py` writes and reads the records. Durable schedules live in their
+shard beside their occurrences (`schedules.py`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from redis.backoff import NoBackoff
 
 from tickwheel.errors import Closed, InvalidArgument, LeaseLost, TimerExists
 from tickwheel.model import State, Timer, truncate_error
-from tickwheel.stores.base import ANY_QUEUE, Lease, Page, Stats, StoreSettings
+from tickwheel.schedule import Schedule, ScheduleState
+from tickwheel.stores.base import ANY_QUEUE, Lease, Page, SchedulePage, Stats, StoreSettings
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
@@ -33,6 +35,7 @@ from tickwheel.stores.redis.clock import ServerClock
 from tickwheel.stores.redis.keys import DEFAULT_PREFIX, DEFAULT_SHARDS, ShardKeys, check_layout
 from tickwheel.stores.redis.listen import Listener
 from tickwheel.stores.redis.record import RecordCodec, SeqSource, base36
+from tickwheel.stores.redis.schedules import Schedules
 from tickwheel.stores.redis.scripts import Arg, Client, Scripts, unavailable
 from tickwheel.stores.redis.shards import Shards
 from tickwheel.stores.urls import redact
@@ -83,6 +86,9 @@ class RedisStore:
             self._server_clock = self._clock = ServerClock(clock_refresh_s)
         else:
             self._clock = clock
+        self._schedules = Schedules(
+            self._shards, self._records, self._seq, self.settings, self._now
+        )
         self._listener = Listener(client, f"{prefix}:wake")
         self._closed = False
 
@@ -290,6 +296,34 @@ class RedisStore:
         self._open()
         now = await self._now()
         return await self._shards.step("replay", timer_id, now, self._next_seq(), base36(now))
+
+    async def add_schedule(self, schedule: Schedule) -> ScheduleState:
+        self._open()
+        return await self._schedules.add(schedule)
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleState | None:
+        self._open()
+        return await self._schedules.get(schedule_id)
+
+    async def list_schedules(self, limit: int = 100, cursor: str | None = None) -> SchedulePage:
+        """Page through the schedules shard by shard, by id within a shard: each once."""
+        self._open()
+        check_list(limit)
+        return await self._schedules.page(limit, cursor)
+
+    async def update_schedule(self, schedule: Schedule) -> ScheduleState | None:
+        self._open()
+        return await self._schedules.update(schedule)
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        self._open()
+        return await self._schedules.delete(schedule_id)
+
+    async def advance(self, leases: Sequence[Lease]) -> list[bool]:
+        """Move claimed occurrences' schedules on (`schedules.py`): two round trips for any
+        number of shards, none when no lease is an occurrence."""
+        self._open()
+        return await self._schedules.advance(leases)
 
     async def list(
         self, state: State | None = None, limit: int = 100, cursor: str | None = None

@@ -4,6 +4,8 @@
 --   KEYS[3] done list (@<expiry ms>, then the ids acked with it)   KEYS[4] counts hash (code →
 --   timers in that state; <deadline>|<queue> → leases that batch still holds)
 --   KEYS[5] dead letters (id, score 0)   KEYS[6] set of queues that have timers here
+-- Schedule scripts receive two more: KEYS[7] schedules hash (id → encoded schedule, which Lua
+--   never decodes)   KEYS[8] schedule ids (score 0, so in id order)
 -- Queue, slot and batch keys depend on data read inside the script (a record's queue and due
 -- time), so they are built here from the hash tag of KEYS[1]: every key a script touches
 -- shares a slot. Numbers stay decimal strings; arithmetic results are formatted with '%d'
@@ -11,6 +13,7 @@
 
 local RECORDS, LEASES, DONE_LIST, COUNTS, DEAD_SET, QUEUES = KEYS[1], KEYS[2], KEYS[3],
   KEYS[4], KEYS[5], KEYS[6]
+local SCHEDULES, SCHEDULE_IDS = KEYS[7], KEYS[8]
 local SCHEDULED, LEASED, DONE, DEAD = '0', '1', '2', '3'
 local TAG = string.match(RECORDS, '^{[^}]*}')
 -- the store's wake channel, <prefix>:wake (a channel is no key: it has no slot)
@@ -455,4 +458,29 @@ local function forget(id, r)
   end
   redis.call('HDEL', RECORDS, id)
   count(r.state, -1)
+end
+
+-- A schedule's occurrence `id` with its new scheduled record `raw` (add.lua's format), placed
+-- by placer p (the caller flushes it), unless a timer with that id is scheduled or leased: the
+-- occurrence exists already. A done or dead one is replaced. The new record keeps the attempt
+-- of the one it replaces, or `attempt` (that of a timer of this id the caller just cancelled),
+-- so that no lease on an earlier timer of this id can match a claim of the new one. Returns
+-- whether it was created.
+local function occur(id, raw, p, attempt)
+  local old = load(id)
+  if old then
+    if old.state == SCHEDULED or old.state == LEASED then
+      return false
+    end
+    forget(id, old)
+    attempt = old.attempt
+  end
+  if attempt and attempt ~= '0' then
+    raw = '0,' .. attempt .. string.sub(raw, 4) -- a new record starts '0,0,'
+  end
+  local due, seq, queue = scheduled_fields(raw)
+  redis.call('HSET', RECORDS, id, raw)
+  put(p, queue, id, due, seq)
+  count(SCHEDULED, 1)
+  return true
 end
