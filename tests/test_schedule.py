@@ -8,7 +8,7 @@ import pytest
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import Callback
-from tickwheel.schedule import MAX_CATCH_UP, Misfire, Schedule
+from tickwheel.schedule import MAX_CATCH_UP, Misfire, Schedule, restore_schedule
 
 T0 = 1_800_000_000_000  # a whole minute
 HOOK = Callback(url="https://example.com/hook")
@@ -115,3 +115,15 @@ def test_an_occurrence_on_time_fires_and_names_the_next() -> None:
     turn = every(5).come_up(T0, T0 + 3, runs=0)
     assert turn.fire
     assert turn.next_ms == T0 + 5000
+
+
+def test_a_restored_schedule_equals_the_one_built_and_keeps_its_rule() -> None:
+    built = Schedule(
+        id="r", cron="*/5 * * * *", timezone="Europe/Berlin", start_ms=T0, callback=HOOK
+    )
+    values = {name: getattr(built, name) for name in Schedule.__dataclass_fields__}
+    del values["rule"]
+    restored = restore_schedule(**values)
+    assert restored == built
+    assert restored.next_after(T0) == built.next_after(T0)
+    assert restored.rule is built.rule  # one Cron per rule and zone

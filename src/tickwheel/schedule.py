@@ -17,9 +17,10 @@ service was down, or the schedule paused):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
@@ -116,13 +117,7 @@ class Schedule:
         if not isinstance(self.paused, bool):
             raise InvalidArgument("paused", "must be a bool")
         zone(self.timezone)
-        rule: Recurrence
-        if self.cron is not None:
-            rule = Cron(self.cron, self.timezone)
-        else:
-            assert self.every_s is not None
-            rule = every_seconds(self.every_s, self.start_ms)
-        object.__setattr__(self, "rule", rule)
+        object.__setattr__(self, "rule", _rule_of(self))
         # the target is checked as a timer would check it, under an occurrence's id
         self.occurrence(self.start_ms)
 
@@ -200,6 +195,35 @@ class Schedule:
             if len(missed) <= MAX_CATCH_UP:
                 return Turn(fire=True, next_ms=self.next_after(nominal_ms, runs + 1))
         return Turn(fire=True, next_ms=self.next_after(now_ms, runs + 1))
+
+
+_SETTERS = {f.name: getattr(Schedule, f.name).__set__ for f in fields(Schedule)}
+
+
+def restore_schedule(**values: Any) -> Schedule:
+    """Rebuild a schedule a store wrote, from every field but `rule`, without checking it again.
+
+    A worker rebuilds the schedule of each occurrence it claims; the checks (the target's
+    URL, the cron fields) cost more than the rest of the step.
+    """
+    schedule = object.__new__(Schedule)
+    for name, value in values.items():
+        _SETTERS[name](schedule, value)
+    _SETTERS["rule"](schedule, _rule_of(schedule))
+    return schedule
+
+
+def _rule_of(schedule: Schedule) -> Recurrence:
+    if schedule.cron is not None:
+        return _cron(schedule.cron, schedule.timezone)
+    assert schedule.every_s is not None
+    return every_seconds(schedule.every_s, schedule.start_ms)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cron(expression: str, timezone: str) -> Cron:
+    """One `Cron` per rule and zone: it is immutable, and schedules share a few rules."""
+    return Cron(expression, timezone)
 
 
 @dataclass(frozen=True, slots=True)

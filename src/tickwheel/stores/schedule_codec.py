@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tickwheel.schedule import Misfire, Schedule, ScheduleState
+from tickwheel.schedule import Misfire, Schedule, ScheduleState, restore_schedule
 from tickwheel.stores.codec import SpecCodec, encode_target
 
 CACHED_SCHEDULES = 4096
@@ -104,7 +104,7 @@ class ScheduleCodec:
             json.loads(rule)
         )
         callback, payload, retry = self._specs.decode(spec)
-        return Schedule(
+        return restore_schedule(
             id=schedule_id,
             cron=cron,
             every_s=every_s,
