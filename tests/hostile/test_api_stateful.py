@@ -1,5 +1,6 @@
 """Schemathesis in stateful mode: sequences of API calls chained by the ids they return
-(create, read, reschedule, replace, cancel, replay), with the token, on a real SQLite store.
+(create, read, reschedule, replace, cancel, replay; schedules created, changed, paused,
+resumed, deleted), with the token, on a real SQLite store.
 
 Each step must answer without a 5xx and as the OpenAPI document says; the links between
 operations are inferred from the document (a created timer's `id` feeds `{timer_id}`).
@@ -41,6 +42,24 @@ def _plausible(body: Any) -> None:
         body["payload"] = {"n": 1}
 
 
+def _plausible_schedule(body: Any) -> None:
+    """Nudge a generated schedule towards a valid one: a rule the document cannot describe
+    (exactly one of cron and every, a cron expression, a time zone by name)."""
+    if not isinstance(body, dict):
+        return
+    _plausible(body)
+    for name in ("due", "delay"):
+        body.pop(name, None)
+    if body.get("cron") is not None:
+        body["cron"] = "*/5 * * * *"
+        body.pop("every", None)
+    elif body.get("every") is None:
+        body["every"] = 60
+    body.pop("timezone", None)
+    body.pop("start", None)
+    body.pop("end", None)
+
+
 class Workflow(schema.as_state_machine()):  # type: ignore[misc]
     def setup(self) -> None:
         # a fresh SQLite file: a sequence must not meet timers an earlier one left behind
@@ -53,6 +72,8 @@ class Workflow(schema.as_state_machine()):  # type: ignore[misc]
         case.headers = {**(case.headers or {}), "Authorization": f"Bearer {TOKEN}"}
         if case.method in {"POST", "PUT"} and case.path in {"/v1/timers", "/v1/timers/{timer_id}"}:
             _plausible(case.body)
+        if case.method == "POST" and case.path == "/v1/schedules":
+            _plausible_schedule(case.body)
 
     def validate_response(self, response: Any, case: schemathesis.Case, **kwargs: Any) -> None:
         case.validate_response(response, checks=[not_a_server_error, response_schema_conformance])

@@ -47,13 +47,18 @@ def flatten(routes: Iterable[Any]) -> Iterator[Route]:
             yield from flatten(getattr(route, "original_router", route).routes)
 
 
+def plausible(path: str) -> str:
+    """`path` with its parameters filled with plausible ids."""
+    return path.replace("{timer_id}", "some-timer").replace("{schedule_id}", "some-schedule")
+
+
 def routes() -> Iterator[tuple[str, str]]:
     """Every (method, path) the app answers, path parameters filled with a plausible id."""
     app = create_app(ServiceSettings(store_url="memory://"), MemoryStore())
     for route in flatten(app.routes):
         for method in sorted(route.methods or ()):
             if method != "HEAD":
-                yield method, route.path.replace("{timer_id}", "some-timer")
+                yield method, plausible(route.path)
 
 
 ROUTES = sorted(routes())
@@ -62,7 +67,7 @@ ROUTES = sorted(routes())
 def test_the_walk_covers_every_documented_operation_and_the_pages() -> None:
     document = create_app(ServiceSettings(store_url="memory://"), MemoryStore()).openapi()
     documented = {
-        (method.upper(), path.replace("{timer_id}", "some-timer"))
+        (method.upper(), plausible(path))
         for path, operations in document["paths"].items()
         for method in operations
     }

@@ -17,14 +17,17 @@ from tickwheel.service.dashboard import static_routes
 from tickwheel.service.errors import install_error_handlers
 from tickwheel.service.gate import Gate
 from tickwheel.service.request_metrics import RequestMetrics
-from tickwheel.service.routes import dead, ops, timers
+from tickwheel.service.routes import dead, ops, schedules, timers
 from tickwheel.service.routes.deps import Context
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.stores.base import Store
 from tickwheel.stores.open import open_store
 
 DESCRIPTION = """Durable timers over HTTP: tickwheel calls a timer's callback (or hands its payload
-to a queue consumer) at the due millisecond, at least once.
+to a queue consumer) at the due millisecond, at least once. A schedule (`/v1/schedules`) fires a
+timer for each occurrence of a cron rule or an interval; those timers, with ids
+`<schedule id>@<epoch ms>`, can be read and replayed but not moved or cancelled (409): pause,
+change or delete their schedule instead.
 
 Every error is `{"error": {"code", "message", "field"}}`. When the service has a token, every
 path but `/healthz`, `/openapi.json` and the static pages (`/docs`, `/dashboard`) needs
@@ -93,7 +96,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.tickwheel = context
-    for resource in (timers, dead, ops):
+    for resource in (timers, schedules, dead, ops):
         app.include_router(resource.router())
     app.router.routes.extend(static_routes())
     install_error_handlers(app)

@@ -17,7 +17,13 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from tickwheel.errors import Closed, InvalidArgument, StoreUnavailable, TimerExists
+from tickwheel.errors import (
+    Closed,
+    InvalidArgument,
+    ScheduleExists,
+    StoreUnavailable,
+    TimerExists,
+)
 from tickwheel.service.schemas import ErrorDetail
 
 logger = logging.getLogger("tickwheel.service")
@@ -113,7 +119,7 @@ def describe(error: Exception) -> tuple[int, ErrorDetail, dict[str, str]]:
     if isinstance(error, InvalidArgument):
         message = str(error).removeprefix(f"{error.argument}: ")
         return 422, error_detail(422, message, error.argument), {}
-    if isinstance(error, TimerExists):
+    if isinstance(error, TimerExists | ScheduleExists):
         return 409, error_detail(409, str(error), "id"), {}
     if isinstance(error, StoreUnavailable | Closed):
         # the cause (a host, a path) is the operator's business: it goes to the log
@@ -137,6 +143,7 @@ def install_error_handlers(app: FastAPI) -> None:
         HTTPException,
         InvalidArgument,
         TimerExists,
+        ScheduleExists,
         StoreUnavailable,
         Closed,
         Exception,

@@ -51,7 +51,7 @@ def _seconds_ms(value: object, what: str) -> int:
     return value * 1000 if isinstance(value, int) else round(value * 1000)
 
 
-def _due_ms(value: object) -> int:
+def epoch_ms(value: object) -> int:
     """Turn an RFC 3339 timestamp with an offset, or epoch seconds, into epoch ms."""
     if not isinstance(value, str):
         return _seconds_ms(value, "an RFC 3339 timestamp with an offset, or epoch seconds")
@@ -70,7 +70,7 @@ def _due_ms(value: object) -> int:
 
 DueMs = Annotated[
     int,
-    BeforeValidator(_due_ms),
+    BeforeValidator(epoch_ms),
     WithJsonSchema(
         {
             "anyOf": [
@@ -279,6 +279,16 @@ class RetryOut(BaseModel):
     timeout: float
     max_retry: float | None
 
+    @classmethod
+    def of(cls, retry: RetryPolicy) -> RetryOut:
+        return cls(
+            max_attempts=retry.max_attempts,
+            min_backoff=retry.min_backoff_s,
+            max_backoff=retry.max_backoff_s,
+            timeout=retry.timeout_s,
+            max_retry=retry.max_retry_s,
+        )
+
 
 class TimerOut(BaseModel):
     """A timer as stored; times as RFC 3339 UTC and `due_ms` as epoch milliseconds."""
@@ -298,7 +308,6 @@ class TimerOut(BaseModel):
 
     @classmethod
     def of(cls, timer: Timer) -> TimerOut:
-        retry = timer.retry
         return cls(
             id=timer.id,
             queue=timer.queue,
@@ -308,13 +317,7 @@ class TimerOut(BaseModel):
             attempt=timer.attempt,
             callback=None if timer.callback is None else CallbackOut.of(timer.callback),
             payload=timer.payload,
-            retry=RetryOut(
-                max_attempts=retry.max_attempts,
-                min_backoff=retry.min_backoff_s,
-                max_backoff=retry.max_backoff_s,
-                timeout=retry.timeout_s,
-                max_retry=retry.max_retry_s,
-            ),
+            retry=RetryOut.of(timer.retry),
             created=format_ms(timer.created_ms),
             updated=format_ms(timer.updated_ms),
             last_error=timer.last_error,

@@ -7,13 +7,13 @@ from fastapi import APIRouter, Depends
 from tickwheel.model import State
 from tickwheel.service.errors import ApiError
 from tickwheel.service.routes.deps import (
-    VALID_ID,
     Cursor,
     Limit,
     StoreDep,
     declared_query_only,
     errors,
     found,
+    is_timer_id,
 )
 from tickwheel.service.schemas import TimerOut, TimerPage
 
@@ -31,7 +31,7 @@ def router() -> APIRouter:
     @routes.post("/v1/dead/{timer_id}/replay", responses=errors(404))
     async def replay_dead(timer_id: str, store: StoreDep) -> TimerOut:
         """Schedule a dead timer again, due now."""
-        if not (VALID_ID.fullmatch(timer_id) and await store.replay(timer_id)):
+        if not (is_timer_id(timer_id) and await store.replay(timer_id)):
             raise ApiError(404, f"no dead timer {timer_id!r}", field="id")
         return TimerOut.of(await found(store, timer_id))
 

@@ -11,7 +11,7 @@ from fastapi import Depends, Query, Request
 from fastapi.dependencies.models import Dependant
 from prometheus_client import CollectorRegistry
 
-from tickwheel.model import Timer
+from tickwheel.model import MAX_ID_CHARS, Timer, occurrence_of
 from tickwheel.service.errors import ApiError
 from tickwheel.service.schemas import ID_PATTERN, ErrorOut
 from tickwheel.service.settings import ServiceSettings
@@ -63,9 +63,17 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": ErrorOut} for status in sorted(common | set(statuses))}
 
 
+def is_timer_id(timer_id: str) -> bool:
+    """Whether a timer may have the id `timer_id`: one a client gives, or a schedule's
+    occurrence (``<schedule id>@<nominal ms>``)."""
+    if VALID_ID.fullmatch(timer_id) is not None:
+        return True
+    return len(timer_id) <= MAX_ID_CHARS and occurrence_of(timer_id) is not None
+
+
 async def found(store: Store, timer_id: str) -> Timer:
     """Return the timer `timer_id`, or raise a 404 (an id no timer can have is not looked up)."""
-    timer = await store.get(timer_id) if VALID_ID.fullmatch(timer_id) else None
+    timer = await store.get(timer_id) if is_timer_id(timer_id) else None
     if timer is None:
         raise ApiError(404, f"no timer {timer_id!r}", field="id")
     return timer

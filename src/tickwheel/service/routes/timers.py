@@ -1,11 +1,16 @@
-"""The ``/v1/timers`` routes: create (one or a batch), list, put, get, reschedule, cancel."""
+"""The ``/v1/timers`` routes: create (one or a batch), list, put, get, reschedule, cancel.
+
+A schedule's occurrences are timers too, readable here, but their schedule owns them: moving
+or cancelling the pending one would stall the series, and writing a timer under an occurrence's
+id would put words in the schedule's mouth. Those writes are refused (409).
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Response
 
 from tickwheel.errors import InvalidArgument
-from tickwheel.model import State
+from tickwheel.model import State, occurrence_of
 from tickwheel.service.errors import ApiError
 from tickwheel.service.routes import create
 from tickwheel.service.routes.deps import (
@@ -17,6 +22,7 @@ from tickwheel.service.routes.deps import (
     declared_query_only,
     errors,
     found,
+    is_timer_id,
 )
 from tickwheel.service.schemas import (
     BatchIn,
@@ -30,12 +36,35 @@ from tickwheel.stores.base import Store
 
 
 async def _not_scheduled(store: Store, timer_id: str) -> ApiError:
-    timer = await store.get(timer_id) if VALID_ID.fullmatch(timer_id) else None
+    timer = await store.get(timer_id) if is_timer_id(timer_id) else None
     if timer is None:
         return ApiError(404, f"no timer {timer_id!r}", field="id")
     return ApiError(
         404, f"timer {timer_id!r} is {timer.state}, not scheduled", code="not_scheduled", field="id"
     )
+
+
+def _owned(timer_id: str) -> ApiError | None:
+    """The 409 for a write to a schedule's occurrence, None for any other timer."""
+    occurrence = occurrence_of(timer_id)
+    if occurrence is None:
+        return None
+    schedule_id = occurrence[0]
+    return ApiError(
+        409,
+        f"timer {timer_id!r} is an occurrence of schedule {schedule_id!r}: pause, change or "
+        f"delete the schedule instead (/v1/schedules/{schedule_id})",
+        code="schedule_occurrence",
+        field="id",
+    )
+
+
+async def _refuse_occurrence(store: Store, timer_id: str) -> None:
+    """Refuse to move or cancel a schedule's occurrence; one the store lacks is a 404."""
+    refusal = _owned(timer_id)
+    if refusal is not None:
+        await found(store, timer_id)
+        raise refusal
 
 
 def router() -> APIRouter:
@@ -73,14 +102,19 @@ def router() -> APIRouter:
     @routes.put(
         "/v1/timers/{timer_id}",
         status_code=200,
-        responses={201: {"model": TimerOut, "description": "created"}, **errors()},
+        responses={201: {"model": TimerOut, "description": "created"}, **errors(409)},
     )
     async def put_timer(
         timer_id: str, item: TimerIn, response: Response, context: ContextDep, store: StoreDep
     ) -> TimerOut:
-        """Create the timer (201) or replace it (200); the same spec again changes nothing."""
+        """Create the timer (201) or replace it (200); the same spec again changes nothing.
+
+        An id of a schedule's occurrence (``<schedule id>@<ms>``) is refused (409)."""
         if item.id is not None and item.id != timer_id:
             raise ApiError(422, "the body's id differs from the path's", field="id")
+        refusal = _owned(timer_id)
+        if refusal is not None:
+            raise refusal
         timer = create.build(context, item, store.now_ms(), timer_id)
         response.status_code, stored = await create.put(store, timer, item, replace=True)
         return TimerOut.of(stored)
@@ -90,10 +124,11 @@ def router() -> APIRouter:
         """Return the timer, finished ones included while they are retained."""
         return TimerOut.of(await found(store, timer_id))
 
-    @routes.patch("/v1/timers/{timer_id}", responses=errors(404))
+    @routes.patch("/v1/timers/{timer_id}", responses=errors(404, 409))
     async def reschedule_timer(timer_id: str, when: RescheduleIn, store: StoreDep) -> TimerOut:
-        """Move a scheduled timer to a new due time."""
+        """Move a scheduled timer to a new due time; a schedule's occurrence is refused (409)."""
         due_ms = when.due_ms_at(store.now_ms())
+        await _refuse_occurrence(store, timer_id)
         try:
             moved = VALID_ID.fullmatch(timer_id) is not None and await store.reschedule(
                 timer_id, due_ms
@@ -104,9 +139,11 @@ def router() -> APIRouter:
             raise await _not_scheduled(store, timer_id)
         return TimerOut.of(await found(store, timer_id))
 
-    @routes.delete("/v1/timers/{timer_id}", status_code=204, responses=errors(404))
+    @routes.delete("/v1/timers/{timer_id}", status_code=204, responses=errors(404, 409))
     async def cancel_timer(timer_id: str, store: StoreDep) -> Response:
-        """Cancel a scheduled timer; 404 when unknown, or when it is firing or has fired."""
+        """Cancel a scheduled timer; 404 when unknown, or when it is firing or has fired; 409
+        for a schedule's occurrence (pause, change or delete the schedule instead)."""
+        await _refuse_occurrence(store, timer_id)
         if not (VALID_ID.fullmatch(timer_id) and await store.cancel(timer_id)):
             raise await _not_scheduled(store, timer_id)
         return Response(status_code=204)
