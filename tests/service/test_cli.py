@@ -29,7 +29,10 @@ from tickwheel.stores.urls import redact
 pytestmark = pytest.mark.timeout(120)
 
 START_TIMEOUT_S = 30.0
-COMMANDS = ("serve", "worker", "receiver", "add", "get", "cancel", "ls", "dead", "stats", "bench")
+COMMANDS = (
+    "serve", "worker", "receiver", "add", "get", "cancel", "ls", "dead", "stats", "schedule",
+    "bench",
+)  # fmt: skip
 
 
 class Process:

@@ -39,7 +39,7 @@ def _missing_service(error: ModuleNotFoundError) -> int:
 
 
 try:
-    from tickwheel.cli import commands, processes
+    from tickwheel.cli import commands, processes, schedules
     from tickwheel.cli.app import app
     from tickwheel.cli.parse import parse_duration, parse_header, parse_time
 except ModuleNotFoundError as _error:
@@ -62,4 +62,13 @@ def main() -> None:
         raise SystemExit(_missing_service(error)) from None
 
 
-__all__ = ["app", "commands", "main", "parse_duration", "parse_header", "parse_time", "processes"]
+__all__ = [
+    "app",
+    "commands",
+    "main",
+    "parse_duration",
+    "parse_header",
+    "parse_time",
+    "processes",
+    "schedules",
+]

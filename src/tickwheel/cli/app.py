@@ -20,6 +20,11 @@ dead_app = typer.Typer(
     no_args_is_help=False,
 )
 app.add_typer(dead_app, name="dead")
+schedule_app = typer.Typer(
+    help="Recurring timers: tickwheel schedule add | ls | get | pause | resume | rm | runs.",
+    no_args_is_help=True,
+)
+app.add_typer(schedule_app, name="schedule")
 
 
 def _print_version(value: bool) -> None:

@@ -171,6 +171,49 @@ class ApiClient:
         body: dict[str, Any] = self.request("GET", "/v1/stats").body
         return body
 
+    def add_schedule(self, schedule: dict[str, Any]) -> Response:
+        """Create a schedule (201), or find the same one already there (200)."""
+        return self.request("POST", "/v1/schedules", schedule)
+
+    def get_schedule(self, schedule_id: str) -> dict[str, Any]:
+        """Return a schedule with its next occurrences."""
+        body: dict[str, Any] = self.request("GET", _schedule_path(schedule_id)).body
+        return body
+
+    def pause_schedule(self, schedule_id: str) -> dict[str, Any]:
+        """Pause a schedule; return it."""
+        body: dict[str, Any] = self.request("POST", _schedule_path(schedule_id, "pause")).body
+        return body
+
+    def resume_schedule(self, schedule_id: str) -> dict[str, Any]:
+        """Resume a schedule; return it."""
+        body: dict[str, Any] = self.request("POST", _schedule_path(schedule_id, "resume")).body
+        return body
+
+    def schedule_runs(self, schedule_id: str) -> dict[str, Any]:
+        """Return a schedule's latest occurrences, newest first."""
+        body: dict[str, Any] = self.request("GET", _schedule_path(schedule_id, "runs")).body
+        return body
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        """Delete a schedule; a 404 raises `ApiRequestFailed`."""
+        self.request("DELETE", _schedule_path(schedule_id))
+
+    def list_schedules(self, limit: int) -> dict[str, Any]:
+        """Return up to `limit` schedules, following cursors."""
+        schedules: list[Any] = []
+        cursor: str | None = None
+        while True:
+            query: dict[str, str | int | None] = {
+                "limit": min(limit - len(schedules), MAX_PAGE),
+                "cursor": cursor,
+            }
+            page = self.request("GET", "/v1/schedules", query=query).body
+            schedules.extend(page.get("schedules", []))
+            cursor = page.get("cursor")
+            if cursor is None or len(schedules) >= limit:
+                return {"schedules": schedules[:limit], "cursor": cursor}
+
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
     """Hand every redirect back as an `HTTPError`, so `ApiClient.request` refuses it."""
@@ -191,6 +234,11 @@ def _redirected(status: int, location: str | None) -> ApiRequestFailed:
 
 def _segment(timer_id: str) -> str:
     return urllib.parse.quote(timer_id, safe="")
+
+
+def _schedule_path(schedule_id: str, action: str | None = None) -> str:
+    path = f"/v1/schedules/{_segment(schedule_id)}"
+    return path if action is None else f"{path}/{action}"
 
 
 def _decode(raw: bytes) -> Any:

@@ -41,7 +41,7 @@ JsonOption = Annotated[
 ]
 
 
-def _call(
+def call(
     ctx: typer.Context, api: str, token: str | None, token_file: str | None, action: Any
 ) -> Any:
     """Run `action(client)`, turning API errors into one line on stderr and an exit status."""
@@ -56,6 +56,33 @@ def _call(
         fail(str(error), 2 if error.bad_input else 1)
     except ApiUnreachable as error:
         fail(f"{error}: is `tickwheel serve` running at {api}?")
+
+
+def callback_of(
+    url: str, method: str, header: list[str] | None, data: str | None
+) -> dict[str, Any]:
+    """The API's `callback` from the options; a body that parses as JSON is sent as JSON."""
+    headers = dict(parse_header(text) for text in header or ())
+    if data is not None and not any(name.lower() == "content-type" for name in headers):
+        try:
+            json.loads(data)
+            headers["content-type"] = "application/json"
+        except ValueError:
+            pass
+    callback: dict[str, Any] = {"url": url, "method": method.upper(), "headers": headers}
+    if data is not None:
+        callback["body"] = data
+    return callback
+
+
+def retry_of(max_attempts: int | None, timeout: str | None) -> dict[str, Any]:
+    """The API's `retry` from the options; empty for the default policy."""
+    retry: dict[str, Any] = {}
+    if max_attempts is not None:
+        retry["max_attempts"] = max_attempts
+    if timeout is not None:
+        retry["timeout"] = parse_duration(timeout)
+    return retry
 
 
 @app.command()
@@ -105,33 +132,19 @@ def add(
     else:
         assert at is not None
         body["due"] = parse_time(at)
-    headers = dict(parse_header(text) for text in header or ())
-    if data is not None and not any(name.lower() == "content-type" for name in headers):
-        try:
-            json.loads(data)
-            headers["content-type"] = "application/json"
-        except ValueError:
-            pass
-    callback: dict[str, Any] = {"url": url, "method": method.upper(), "headers": headers}
-    if data is not None:
-        callback["body"] = data
-    body["callback"] = callback
+    body["callback"] = callback_of(url, method, header, data)
     if timer_id is not None:
         body["id"] = timer_id
     if queue is not None:
         body["queue"] = queue
-    retry: dict[str, Any] = {}
-    if max_attempts is not None:
-        retry["max_attempts"] = max_attempts
-    if timeout is not None:
-        retry["timeout"] = parse_duration(timeout)
+    retry = retry_of(max_attempts, timeout)
     if retry:
         body["retry"] = retry
     if replace:
         assert timer_id is not None
-        response = _call(ctx, api, token, token_file, lambda client: client.put(timer_id, body))
+        response = call(ctx, api, token, token_file, lambda client: client.put(timer_id, body))
     else:
-        response = _call(ctx, api, token, token_file, lambda client: client.add(body))
+        response = call(ctx, api, token, token_file, lambda client: client.add(body))
     timer = response.body
     if as_json:
         print_json(timer)
@@ -154,7 +167,7 @@ def get(
     as_json: JsonOption = False,
 ) -> None:
     """Show one timer (finished ones too, while they are retained)."""
-    timer = _call(ctx, api, token, token_file, lambda client: client.get(timer_id))
+    timer = call(ctx, api, token, token_file, lambda client: client.get(timer_id))
     if as_json:
         print_json(timer)
     else:
@@ -171,7 +184,7 @@ def cancel(
     as_json: JsonOption = False,
 ) -> None:
     """Cancel a scheduled timer (one that is firing or has fired cannot be cancelled)."""
-    _call(ctx, api, token, token_file, lambda client: client.cancel(timer_id))
+    call(ctx, api, token, token_file, lambda client: client.cancel(timer_id))
     if as_json:
         print_json({"id": timer_id, "cancelled": True})
     else:
@@ -194,9 +207,7 @@ def list_timers(
     """List timers (in id order on SQLite and memory stores; by shard on Redis)."""
     if state is not None and state not in STATES:
         raise typer.BadParameter(f"must be one of {', '.join(STATES)}", param_hint="'--state'")
-    page = _call(
-        ctx, api, token, token_file, lambda client: client.list("/v1/timers", limit, state)
-    )
+    page = call(ctx, api, token, token_file, lambda client: client.list("/v1/timers", limit, state))
     _print_page(page, "timers" if state is None else f"{state} timers", as_json)
 
 
@@ -225,7 +236,7 @@ def dead(
     """List dead-lettered timers; tickwheel dead replay ID schedules one again."""
     if ctx.invoked_subcommand is not None:
         return
-    page = _call(ctx, api, token, token_file, lambda client: client.list("/v1/dead", limit))
+    page = call(ctx, api, token, token_file, lambda client: client.list("/v1/dead", limit))
     _print_page(page, "dead timers", as_json)
 
 
@@ -239,7 +250,7 @@ def replay(
     as_json: JsonOption = False,
 ) -> None:
     """Schedule a dead timer again, due now."""
-    timer = _call(ctx, api, token, token_file, lambda client: client.replay(timer_id)).body
+    timer = call(ctx, api, token, token_file, lambda client: client.replay(timer_id)).body
     if as_json:
         print_json(timer)
     else:
@@ -255,7 +266,7 @@ def stats(
     as_json: JsonOption = False,
 ) -> None:
     """Count timers per state; show the earliest due time."""
-    found = _call(ctx, api, token, token_file, lambda client: client.stats())
+    found = call(ctx, api, token, token_file, lambda client: client.stats())
     if as_json:
         print_json(found)
         return

@@ -1,4 +1,4 @@
-"""How the CLI shows timers: tables for people, JSON for scripts."""
+"""How the CLI shows timers and schedules: tables for people, JSON for scripts."""
 
 from __future__ import annotations
 
@@ -73,4 +73,100 @@ def timer_table(timer: dict[str, Any]) -> Table:
     for name, value in rows:
         if value:
             table.add_row(name, Text(value))
+    return table
+
+
+def describe_rule(schedule: dict[str, Any]) -> str:
+    if schedule.get("cron") is not None:
+        return f"cron {schedule['cron']} ({schedule.get('timezone')})"
+    return f"every {schedule.get('every'):g}s"
+
+
+def schedules_table(schedules: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title, title_justify="left", box=None, header_style="bold")
+    table.add_column("ID", no_wrap=True)
+    table.add_column("RULE", overflow="fold")
+    table.add_column("NEXT RUN", no_wrap=True)
+    table.add_column("RUNS", justify="right", no_wrap=True)
+    table.add_column("STATE", no_wrap=True)
+    table.add_column("TARGET", overflow="fold", min_width=20)
+    for schedule in schedules:
+        row = [
+            schedule["id"],
+            describe_rule(schedule),
+            schedule.get("next_run") or "-",
+            str(schedule["runs"]),
+            schedule_state(schedule),
+            describe_target(schedule),
+        ]
+        table.add_row(*map(Text, row))
+    return table
+
+
+def schedule_state(schedule: dict[str, Any]) -> str:
+    if schedule.get("next_run") is None:
+        return "ended"
+    return "paused" if schedule.get("paused") else "active"
+
+
+def schedule_table(schedule: dict[str, Any]) -> Table:
+    table = Table(box=None, show_header=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    callback = schedule.get("callback") or {}
+    retry = schedule.get("retry") or {}
+    limits = [
+        f"from {schedule['start']}",
+        f"until {schedule['end']}" if schedule.get("end") else "",
+        f"at most {schedule['max_runs']} runs" if schedule.get("max_runs") else "",
+    ]
+    rows = [
+        ("id", schedule["id"]),
+        ("rule", describe_rule(schedule)),
+        ("state", schedule_state(schedule)),
+        ("next run", schedule.get("next_run") or ""),
+        ("upcoming", "\n".join(schedule.get("upcoming") or ())),
+        ("runs", str(schedule["runs"])),
+        ("limits", ", ".join(limit for limit in limits if limit)),
+        ("jitter", f"{schedule['jitter']:g}s" if schedule.get("jitter") else ""),
+        ("misfire", schedule.get("misfire") or ""),
+        ("queue", schedule["queue"]),
+        ("target", describe_target(schedule)),
+        ("headers", ", ".join(f"{k}: {v}" for k, v in callback.get("headers", {}).items())),
+        ("body", callback.get("body") or ""),
+        ("payload", "" if schedule.get("payload") is None else json.dumps(schedule["payload"])),
+        (
+            "retry",
+            f"{retry.get('max_attempts')} attempts, backoff {retry.get('min_backoff')}"
+            f"-{retry.get('max_backoff')} s, timeout {retry.get('timeout')} s",
+        ),
+        ("created", schedule["created"]),
+        ("updated", schedule["updated"]),
+    ]
+    for name, value in rows:
+        if value:
+            table.add_row(name, Text(value))
+    return table
+
+
+def runs_table(runs: list[dict[str, Any]], title: str) -> Table:
+    errors = any(run.get("last_error") for run in runs)
+    table = Table(title=title, title_justify="left", box=None, header_style="bold")
+    table.add_column("NOMINAL", no_wrap=True)
+    table.add_column("TIMER", no_wrap=True)
+    table.add_column("STATE", no_wrap=True)
+    table.add_column("ATTEMPT", justify="right", no_wrap=True)
+    if errors:
+        table.add_column("LAST ERROR", overflow="fold", min_width=20)
+    for run in runs:
+        # a null state: the store no longer keeps that occurrence's timer
+        row = [
+            run["nominal"],
+            run["timer_id"],
+            run["state"] or "expired",
+            "-" if run["attempt"] is None else str(run["attempt"]),
+        ]
+        if errors:
+            row.append(run.get("last_error") or "")
+        table.add_row(*map(Text, row))
     return table
