@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from .conftest import ClientFactory
 
 
@@ -37,3 +39,22 @@ async def test_the_dashboard_is_not_in_the_openapi_document(make_client: ClientF
     async with make_client() as client:
         paths = (await client.get("/openapi.json")).json()["paths"]
     assert not [path for path in paths if path.startswith("/dashboard")]
+
+
+async def test_the_dashboard_lists_schedules_from_the_api(make_client: ClientFactory) -> None:
+    async with make_client() as client:
+        page = (await client.get("/dashboard")).text
+        script = (await client.get("/dashboard.js")).text
+        created = await client.post(
+            "/v1/schedules", json={"id": "dash", "every": 60, "payload": {"n": 1}}
+        )
+        # the very request the script makes, with the fields it reads
+        listed = await client.get("/v1/schedules?limit=50")
+    assert '<tbody id="schedules"></tbody>' in page
+    assert 'api("/v1/schedules?limit=50")' in script
+    assert created.status_code == 201, created.text
+    assert listed.status_code == 200
+    [item] = listed.json()["schedules"]
+    for field in ("id", "cron", "timezone", "every", "next_run", "runs", "paused", "queue"):
+        assert field in item
+        assert re.search(rf"\.{field}\b", script), field
