@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tickwheel.errors import InvalidArgument
-from tickwheel.recurrence import Cron, Every, every_seconds, upcoming
+from tickwheel.recurrence import Cron, Every, every_seconds, upcoming, zone
 
 ZONES = ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe"]
 MINUTE_MS = 60_000
@@ -212,3 +212,14 @@ def test_bad_rules_name_their_argument(build: object, argument: str) -> None:
 
 def test_one_second_is_allowed() -> None:
     assert every_seconds(1, 0).next_after(0) == 1000
+
+
+@pytest.mark.parametrize("name", ["America", "localtime", "posixrules", "../../etc/passwd", ""])
+def test_only_a_zone_of_the_database_is_a_time_zone(name: str) -> None:
+    with pytest.raises(InvalidArgument, match=r"^timezone:"):
+        zone(name)
+
+
+def test_a_rule_with_no_occurrence_before_year_9999_ends() -> None:
+    last_leap_day_before_the_end = 253_370_764_800_000  # 9998-12-01, no 29 February after it
+    assert Cron("0 0 29 2 *").next_after(last_leap_day_before_the_end) is None

@@ -13,12 +13,13 @@ exists), and each matching wall time is then placed on the timeline here:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from tickwheel.errors import InvalidArgument
 
@@ -102,10 +103,19 @@ def zone(name: object) -> ZoneInfo:
     """Return the IANA time zone `name`, or raise `InvalidArgument` naming ``timezone``."""
     if not isinstance(name, str) or not 0 < len(name) <= 64 or not name.isprintable():
         raise InvalidArgument("timezone", f"must be an IANA time zone name, got {name!r}")
+    # only the database's names: not a directory of it, nor "localtime", whose meaning is
+    # the host's
+    if name not in _zone_names():
+        raise InvalidArgument("timezone", f"unknown time zone {name!r}")
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):
         raise InvalidArgument("timezone", f"unknown time zone {name!r}") from None
+
+
+@functools.cache
+def _zone_names() -> frozenset[str]:
+    return frozenset(available_timezones()) - {"localtime"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,12 +141,17 @@ class Cron:
             raise InvalidArgument("cron", f"{self.expression!r}: {error}") from None
 
     def next_after(self, after_ms: int) -> int | None:
+        """The first occurrence after `after_ms`, or None when there is none before year 9999
+        (datetime's end)."""
         after = _EPOCH + after_ms * _MS
         wall = after.astimezone(self._zone).replace(tzinfo=None)
-        for candidate in self._walls(wall - MAX_GAP):
-            instant_ms = _to_ms(self._place(candidate))
-            if instant_ms > after_ms:
-                return instant_ms
+        try:
+            for candidate in self._walls(wall - MAX_GAP):
+                instant_ms = _to_ms(self._place(candidate))
+                if instant_ms > after_ms:
+                    return instant_ms
+        except OverflowError:
+            return None
         return None
 
     def _walls(self, start: datetime) -> Iterator[datetime]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tickwheel.errors import ScheduleExists
+from tickwheel.errors import InvalidTimer, ScheduleExists
 from tickwheel.model import Callback, State, Timer
 from tickwheel.schedule import Misfire, Schedule
 from tickwheel.stores import Lease, Store
@@ -343,3 +343,17 @@ async def test_a_lease_on_a_finished_occurrence_never_settles_its_replacement(
     assert new.timer.id == old.timer.id
     assert new.token != old.token
     assert await store.ack_many([old]) == [False]
+
+
+async def test_a_change_past_the_horizon_is_refused_and_changes_nothing(
+    store: Store, clock: ManualClock
+) -> None:
+    before = await store.add_schedule(every(clock))
+    rare = every(clock, start_ms=clock.now_ms, every_s=None, cron="0 0 29 2 *")
+    far = Schedule(
+        id="s1", cron="0 0 1 1 *", start_ms=clock.now_ms + 20 * 365 * 86_400_000, callback=HOOK
+    )
+    with pytest.raises(InvalidTimer, match="horizon"):
+        await store.update_schedule(far)
+    assert await store.get_schedule("s1") == before
+    assert (await store.update_schedule(rare)) is not None  # within the horizon: fine

@@ -118,15 +118,6 @@ def renamed(error: InvalidArgument) -> InvalidArgument:
     return InvalidArgument(field, str(error).removeprefix(f"{error.argument}: "))
 
 
-def _check_zone(name: str) -> None:
-    """Refuse a zone name as `Schedule` would, and a directory of the zone database too, which
-    `ZoneInfo` tries to open as a file (an `OSError` rather than an unknown zone)."""
-    try:
-        zone(name)
-    except OSError:
-        raise InvalidArgument("timezone", f"unknown time zone {name!r}") from None
-
-
 def _built(make: Callable[[], Schedule]) -> Schedule:
     try:
         return make()
@@ -178,7 +169,7 @@ class ScheduleIn(_Input):
         start_ms = self.default_start_ms(now_ms) if self.start is None else self.start
         if start_ms > now_ms + MAX_START_AHEAD_MS:
             raise InvalidArgument("start", "must be at most 10 years ahead")
-        _check_zone(self.timezone)
+        zone(self.timezone)
         return _built(
             lambda: Schedule(
                 id=self.id or schedule_id,
@@ -232,7 +223,7 @@ class ScheduleChange(_Input):
                 changes["cron"] = None
         if "timezone" in given:
             changes["timezone"] = self.timezone or "UTC"
-            _check_zone(changes["timezone"])
+            zone(changes["timezone"])
         if "end" in given:
             changes["end_ms"] = self.end
         if "max_runs" in given:

@@ -241,6 +241,8 @@ class MemoryStore:
         now = self._clock()
         pending = self._pending(state, now)
         step = plan_update(state, schedule, now, pending)
+        if step.add is not None:
+            check_due(step.add.due_ms, now, self.settings)
         if pending is not None and pending.state is State.SCHEDULED:
             self._forget(pending)
         return self._apply(step, now)

@@ -146,6 +146,8 @@ class Schedules:
                 continue
             pending = None if record is None else self._records.unpack(pending_id, record)
             step = plan_update(state, schedule, now, pending)
+            if step.add is not None:
+                check_due(step.add.due_ms, now, self._settings)
             changed = step.state
             assert changed is not None  # an update always writes the schedule
             args = step_args(

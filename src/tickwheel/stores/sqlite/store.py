@@ -314,6 +314,8 @@ class SqliteStore:
                 return None, None
             pending = self._pending(conn, state, now)
             step = plan_update(state, schedule, now, pending)
+            if step.add is not None:
+                check_due(step.add.due_ms, now, self.settings)
             if pending is not None and pending.state is State.SCHEDULED:
                 # before the step is applied: its new occurrence may take the same id
                 conn.execute(sql.CANCEL, (pending.id,))
