@@ -274,8 +274,15 @@ class Step:
 
 
 def plan_create(schedule: Schedule, now_ms: int) -> Step:
-    """A new schedule: its first occurrence is the first from `now_ms` (and from its start)."""
-    next_ms = schedule.next_after(now_ms - 1)
+    """A new schedule: its first occurrence is the first from `now_ms` (and from its start).
+
+    A start up to `DEFAULT_GRACE_MS` before `now_ms` is the caller's "now", read a moment
+    before the store's: an occurrence at the start itself still comes first.
+    """
+    after = now_ms - 1
+    if now_ms - DEFAULT_GRACE_MS <= schedule.start_ms <= now_ms:
+        after = schedule.start_ms - 1
+    next_ms = schedule.next_after(after)
     state = ScheduleState(schedule=schedule, next_ms=next_ms, created_ms=now_ms, updated_ms=now_ms)
     return Step(state, _pending(schedule, next_ms))
 

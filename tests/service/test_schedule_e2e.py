@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import re
+import shutil
 import signal
 import time
 from collections import Counter, defaultdict
@@ -29,6 +32,8 @@ if TYPE_CHECKING:
     from conftest import RedisServer
 
 pytestmark = pytest.mark.timeout(180)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 RUN_S = 20.0
 LEASE_S = 2.0
@@ -219,3 +224,34 @@ async def test_pause_resume_patch_and_delete_of_running_schedules(
     assert {b - a for a, b in itertools.pairwise(patched)} == {2000}
     slow = [r for r in by["slow"] if r.at_ms > deleted_at + 100]
     assert slow == [], "a deleted schedule fired again"
+
+
+async def test_readme_schedule_session_runs_as_written(procs: Processes, tmp_path: Path) -> None:
+    """The README's schedule session, on free ports instead of 8080 and 9000."""
+    blocks = re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.DOTALL)
+    (session,) = [b for b in blocks if b.startswith("curl -X POST localhost:8080/v1/schedules")]
+    assert (ROOT / ".venv" / "bin" / "tickwheel").exists(), "run `make setup` first"
+    assert shutil.which("curl") is not None, "the session uses curl (`make tools` installs it)"
+    server = await procs.start(
+        "serve", "--port", "0", "--store", f"sqlite:///{tmp_path}/t.db", "--allow-private-targets"
+    )
+    async with Receiver() as receiver:
+        api_port = server.url.rsplit(":", 1)[1]
+        script = session.replace(":8080", f":{api_port}").replace(":9000", f":{receiver.port}")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+        shell = await asyncio.create_subprocess_exec(
+            "bash", "-euo", "pipefail", "-c", script,
+            cwd=ROOT,
+            env={**env, "TICKWHEEL_API": server.url},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        async with asyncio.timeout(60):
+            output = (await shell.communicate())[0].decode()
+        arrived = [nominal(r) for r in receiver.received]
+    assert shell.returncode == 0, output
+    assert '"upcoming"' in output
+    assert "paused heartbeat" in output
+    assert len(arrived) >= 2
+    assert {schedule_id for schedule_id, _ in arrived} == {"heartbeat"}
+    assert await server.stop() == 0, server.stderr()

@@ -357,3 +357,15 @@ async def test_a_change_past_the_horizon_is_refused_and_changes_nothing(
         await store.update_schedule(far)
     assert await store.get_schedule("s1") == before
     assert (await store.update_schedule(rare)) is not None  # within the horizon: fine
+
+
+async def test_a_start_just_passed_is_still_the_first_occurrence(
+    store: Store, clock: ManualClock
+) -> None:
+    start = clock.now_ms
+    clock.advance(300)  # the caller read its clock a moment before the store
+    state = await store.add_schedule(every(clock, start_ms=start))
+    assert state.next_ms == start
+    clock.advance(5000)  # a start long past: the series begins at the next occurrence
+    later = await store.add_schedule(every(clock, id="s2", start_ms=start))
+    assert later.next_ms == start + 10_000
