@@ -180,7 +180,9 @@ async def test_readme_session_runs_as_written(
 ) -> None:
     """The README's copy-paste session, on free ports instead of 8080 and 9000."""
     blocks = re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.DOTALL)
-    (session,) = [block for block in blocks if block.startswith("curl -X POST localhost:8080")]
+    (session,) = [
+        block for block in blocks if block.startswith("curl -X POST localhost:8080/v1/timers")
+    ]
     # `make test` provides both; a run without them must say so, not pass in silence
     assert (ROOT / ".venv" / "bin" / "tickwheel").exists(), "run `make setup` first"
     assert shutil.which("curl") is not None, "the session uses curl (`make tools` installs it)"
