@@ -181,10 +181,20 @@ class Schedule:
         )
 
     def come_up(
-        self, nominal_ms: int, now_ms: int, runs: int, grace_ms: int = DEFAULT_GRACE_MS
+        self,
+        nominal_ms: int,
+        now_ms: int,
+        runs: int,
+        grace_ms: int = DEFAULT_GRACE_MS,
+        taken_ms: int | None = None,
     ) -> Turn:
-        """Decide the occurrence at `nominal_ms`, coming up at `now_ms` after `runs` fired runs."""
-        late = now_ms - self.due_ms(nominal_ms) > grace_ms
+        """Decide the occurrence at `nominal_ms`, coming up at `now_ms` after `runs` fired runs.
+
+        It is late if it was first taken (`taken_ms`, else `now_ms`) more than `grace_ms`
+        after its due time.
+        """
+        taken = now_ms if taken_ms is None else taken_ms
+        late = taken - self.due_ms(nominal_ms) > grace_ms
         if not late:
             return Turn(fire=True, next_ms=self.next_after(nominal_ms, runs + 1))
         if self.misfire is Misfire.SKIP:
@@ -254,6 +264,9 @@ class ScheduleState:
     recent: tuple[int, ...] = ()
     created_ms: int
     updated_ms: int
+    held_to_ms: int | None = None
+    """Occurrences up to this nominal time fell due while a worker held the series (it took
+    one in time and died before moving on): none of them counts as missed."""
 
     def upcoming(self, count: int = UPCOMING) -> list[int]:
         """The next `count` nominal times from the pending occurrence on."""
@@ -287,26 +300,48 @@ def plan_create(schedule: Schedule, now_ms: int) -> Step:
     return Step(state, _pending(schedule, next_ms))
 
 
-def plan_advance(state: ScheduleState | None, nominal_ms: int, now_ms: int) -> Step:
-    """An occurrence at `nominal_ms` was claimed at `now_ms`: decide it and its successor.
+def plan_advance(
+    state: ScheduleState | None, nominal_ms: int, now_ms: int, taken_ms: int | None = None
+) -> Step:
+    """An occurrence at `nominal_ms`, first claimed at `taken_ms`, is decided at `now_ms`.
 
     Only the pending occurrence moves the series on. Any other one fires without changing
     anything: it was decided before (its claimer died after recording its successor), or it
     was in flight when its schedule changed or was deleted, and it runs to its end. A paused
     schedule's in-flight occurrence fires and moves the series on, creating no successor.
+
+    One claimed in time but decided late was held by a worker that died before deciding it:
+    it fires, and so does each occurrence that fell due meanwhile (`held_to_ms`), as none was
+    missed while nothing ran.
     """
     if state is None or state.next_ms != nominal_ms:
         return Step(None)
     schedule = state.schedule
+    held_to = state.held_to_ms
+    due = schedule.due_ms(nominal_ms)
+    if held_to is not None and nominal_ms <= held_to:
+        taken_ms = due
     if schedule.paused:
         turn = Turn(fire=True, next_ms=schedule.next_after(nominal_ms, state.runs + 1))
     else:
-        turn = schedule.come_up(nominal_ms, now_ms, state.runs)
+        turn = schedule.come_up(nominal_ms, now_ms, state.runs, taken_ms=taken_ms)
+        # decided late yet fired with its successor already due: a held series catching up,
+        # whose next occurrences were held too
+        caught_up = turn.next_ms is not None and turn.next_ms <= now_ms
+        if turn.fire and caught_up and now_ms - due > DEFAULT_GRACE_MS:
+            held_to = max(held_to or 0, now_ms)
     runs, recent = state.runs, state.recent
     if turn.fire:
         runs += 1
         recent = (nominal_ms, *recent[: RECENT_RUNS - 1])
-    moved = replace(state, next_ms=turn.next_ms, runs=runs, recent=recent, updated_ms=now_ms)
+    moved = replace(
+        state,
+        next_ms=turn.next_ms,
+        runs=runs,
+        recent=recent,
+        updated_ms=now_ms,
+        held_to_ms=held_to,
+    )
     return Step(moved, _pending(schedule, turn.next_ms), turn.fire)
 
 

@@ -369,3 +369,27 @@ async def test_a_start_just_passed_is_still_the_first_occurrence(
     clock.advance(5000)  # a start long past: the series begins at the next occurrence
     later = await store.add_schedule(every(clock, id="s2", start_ms=start))
     assert later.next_ms == start + 10_000
+
+
+@pytest.mark.parametrize("misfire", [Misfire.SKIP, Misfire.ONCE])
+async def test_occurrences_due_while_a_dead_claimer_held_the_series_are_not_missed(
+    store: Store, clock: ManualClock, misfire: Misfire
+) -> None:
+    start = clock.now_ms
+    await store.add_schedule(every(clock, misfire=misfire))
+    [taken] = await claim(store, clock)  # in time; the claimer dies before deciding it
+    clock.advance(LEASE_MS + 1)  # three more occurrences fall due while its lease holds
+    fired = []
+    while True:
+        leases = [x for x in await claim(store, clock) if x.timer.id.startswith("s1@")]
+        if not leases:
+            break
+        assert await store.advance(leases) == [True] * len(leases)
+        fired += [lease.timer.id for lease in leases]
+        for lease in leases:
+            await store.ack(lease)
+    assert fired == [f"s1@{start + n * 10_000}" for n in range(4)]
+    assert taken.timer.id == fired[0]
+    state = await store.get_schedule("s1")
+    assert state is not None
+    assert (state.next_ms, state.runs) == (start + 40_000, 4)

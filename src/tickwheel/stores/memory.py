@@ -271,7 +271,9 @@ class MemoryStore:
                 fire.append(False)  # no longer this lease's: its holder decides
                 continue
             schedule_id, nominal_ms = occurrence
-            step = plan_advance(self._schedules.get(schedule_id), nominal_ms, now)
+            step = plan_advance(
+                self._schedules.get(schedule_id), nominal_ms, now, timer.first_claimed_ms
+            )
             self._apply(step, now)
             if not step.fire:
                 self._forget(timer)

@@ -2,7 +2,7 @@
 
 ::
 
-    [next_ms, runs, [recent...], created_ms, updated_ms]
+    [next_ms, runs, [recent...], created_ms, updated_ms, held_to_ms]
     [cron, every_s, timezone, start_ms, end_ms, max_runs, jitter_s, misfire, queue, paused]
     <the target as `codec.encode_target` writes a timer's spec>
 
@@ -30,7 +30,14 @@ def _dumps(value: Any) -> str:
 def encode_schedule(state: ScheduleState) -> str:
     """Encode a schedule and where its series is."""
     head = _dumps(
-        [state.next_ms, state.runs, list(state.recent), state.created_ms, state.updated_ms]
+        [
+            state.next_ms,
+            state.runs,
+            list(state.recent),
+            state.created_ms,
+            state.updated_ms,
+            state.held_to_ms,
+        ]
     )
     return f"{head}\n{_definition(state.schedule)}"
 
@@ -80,7 +87,7 @@ class ScheduleCodec:
         if isinstance(text, bytes):
             text = text.decode()
         head, _, definition = text.partition("\n")
-        next_ms, runs, recent, created_ms, updated_ms = json.loads(head)
+        next_ms, runs, recent, created_ms, updated_ms, held_to_ms = json.loads(head)
         key = (schedule_id, definition)
         schedule = self._schedules.get(key)
         if schedule is None:
@@ -96,6 +103,7 @@ class ScheduleCodec:
             recent=tuple(recent),
             created_ms=created_ms,
             updated_ms=updated_ms,
+            held_to_ms=held_to_ms,
         )
 
     def _build(self, schedule_id: str, definition: str) -> Schedule:

@@ -202,7 +202,7 @@ class Schedules:
                     fire[n] = False  # no longer this lease's: its holder decides
                     continue
                 state = None if value is None else self._codec.decode(schedule_id, value)
-                step = plan_advance(state, nominal_ms, now)
+                step = plan_advance(state, nominal_ms, now, lease.timer.first_claimed_ms)
                 fire[n] = step.fire
                 if step.state is None or value is None:
                     continue  # decided before, or no longer pending: it just fires

@@ -362,7 +362,12 @@ class SqliteStore:
                 if conn.execute(sql.HOLDS, held).fetchone() is None:
                     decided.append(False)  # no longer this lease's: its holder decides
                     continue
-                step = plan_advance(self._read_schedule(conn, schedule_id), nominal_ms, now)
+                step = plan_advance(
+                    self._read_schedule(conn, schedule_id),
+                    nominal_ms,
+                    now,
+                    lease.timer.first_claimed_ms,
+                )
                 queue = self._apply(conn, now, step)
                 if queue is not None:
                     woken.add(queue)
