@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
 
 from engine.support import until
 from tickwheel import consume
-from tickwheel.engine import Delivery, WorkerSettings
-from tickwheel.errors import Closed, InvalidArgument, LeaseLost
+from tickwheel.engine import Delivery, Metrics, WorkerSettings
+from tickwheel.errors import Closed, InvalidArgument, LeaseLost, StoreUnavailable
 from tickwheel.model import RetryPolicy, State, Timer
-from tickwheel.stores import MemoryStore, Store
+from tickwheel.stores import Lease, MemoryStore, Store
 
 QUICK = WorkerSettings(queues=("emails",), lookahead_ms=200, lease_ms=10_000)
 
@@ -168,3 +169,94 @@ async def test_settings_must_name_the_consumed_queue() -> None:
         async for _ in consume(store, "emails", settings=WorkerSettings(queues=("sms",))):
             pass
     assert info.value.argument == "settings.queues"
+
+
+class CountingAcks(MemoryStore):
+    """A memory store that counts its ack calls, and can refuse them as an outage would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ack_calls = 0
+        self.down = False
+        self.lost = False
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        self.ack_calls += 1
+        if self.down:
+            raise StoreUnavailable("down for the test")
+        if self.lost:
+            return [False] * len(leases)
+        return await super().ack_many(leases)
+
+
+async def test_a_plain_ack_loop_does_not_wait_for_a_round_trip_per_ack() -> None:
+    store = CountingAcks()
+    added = await store.add_many([email(store, 50, f"u{i}") for i in range(300)])
+    seen = 0
+    async with asyncio.timeout(10):
+        async with contextlib.aclosing(consume(store, "emails", settings=QUICK)) as deliveries:
+            async for delivery in deliveries:
+                await delivery.ack()
+                seen += 1
+                if seen == len(added):
+                    break
+    # closing the loop flushed every queued ack, in a few batches rather than one call each
+    assert [await state_of(store, t.id) for t in added] == [State.DONE] * len(added)
+    assert store.ack_calls <= 10
+
+
+async def test_a_lost_ack_is_counted_or_with_confirm_raised() -> None:
+    store = CountingAcks()
+    store.lost = True
+    await store.add_many([email(store, 0, "a"), email(store, 10, "b")])
+    metrics = Metrics()
+    async with asyncio.timeout(10):
+        deliveries = consume(store, "emails", settings=QUICK, metrics=metrics)
+        async with contextlib.aclosing(deliveries):
+            first = await anext(deliveries)
+            await first.ack()  # queued: the loss is counted, not raised
+            second = await anext(deliveries)
+            with pytest.raises(LeaseLost):
+                await second.ack(confirm=True)
+    assert metrics.leases_lost == 2
+
+
+async def test_an_ack_that_never_lands_means_a_redelivery_not_a_loss() -> None:
+    store = CountingAcks()
+    store.down = True
+    timer = await store.add(email(store, 0, "a"))
+    short = WorkerSettings(queues=("emails",), lookahead_ms=100, lease_ms=500, grace_s=5)
+    [delivery] = await take_and(store, short, lambda d: d.ack())
+    assert delivery.attempt == 1
+    store.down = False  # back after the lease lapsed: the timer comes round again
+    [again] = await take_and(store, short, lambda d: d.ack())
+    assert (again.timer.id, again.attempt) == (timer.id, 2)
+    assert await state_of(store, timer.id) is State.DONE
+
+
+async def test_retry_and_kill_are_queued_and_land_by_the_end_of_the_loop(store: Store) -> None:
+    retried = await store.add(email(store, 0, "a"))
+    killed = await store.add(email(store, 0, "b"))
+    async with asyncio.timeout(10):
+        async with contextlib.aclosing(consume(store, "emails", settings=QUICK)) as deliveries:
+            async for delivery in deliveries:
+                if delivery.timer.id == retried.id:
+                    await delivery.retry(60)
+                else:
+                    await delivery.kill("no such mailbox")
+                if delivery.timer.id == killed.id or await state_of(store, killed.id) is State.DEAD:
+                    break
+    assert await state_of(store, retried.id) is State.SCHEDULED
+    assert await state_of(store, killed.id) is State.DEAD
+
+
+async def take_and(
+    store: Store, settings: WorkerSettings, settle: Callable[[Delivery], Awaitable[None]]
+) -> list[Delivery]:
+    """Take one delivery, settle it with `settle`, and end the loop."""
+    async with asyncio.timeout(10):
+        async with contextlib.aclosing(consume(store, "emails", settings=settings)) as deliveries:
+            async for delivery in deliveries:
+                await settle(delivery)
+                return [delivery]
+    return []

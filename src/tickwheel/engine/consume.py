@@ -4,7 +4,10 @@
 
     async for delivery in consume(store, queue="emails"):
         await send(delivery.timer.payload)
-        await delivery.ack()
+        await delivery.ack()  # queued: acks go to the store in batches
+
+At least once: a timer is delivered again if its settlement never lands (a crash before the
+batch went out, a lease that lapsed), never lost.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
 
 from tickwheel.engine.dispatch import Dispatcher
 from tickwheel.engine.metrics import Metrics
@@ -28,6 +32,15 @@ class Delivery:
 
     Until it is settled its lease is renewed; if the consumer stops first, the timer goes back
     to the store and is delivered again (at least once).
+
+    Settling returns once the settlement is queued: acks go to the store in batches, retries
+    and kills in the background, so a loop that awaits each one does not wait for a round trip
+    per timer. Ending the `consume` loop (break, close, cancel) waits for what was queued. A
+    settlement that does not land because the lease had passed on is counted
+    (`Metrics.leases_lost`) and logged, and the timer is delivered again; one lost to a crash
+    before it landed is delivered again too: at least once, never lost. Pass ``confirm=True``
+    to wait until it has landed (one round trip) and hear of a lost lease as `LeaseLost`;
+    after the loop has ended every settlement is confirmed.
     """
 
     __slots__ = ("_dispatcher", "_lease", "_settled", "_settler")
@@ -47,47 +60,52 @@ class Delivery:
         """1 for the first delivery, one more for each retry or lapsed lease."""
         return self._lease.token
 
-    async def ack(self) -> None:
-        """Mark the timer done.
+    async def ack(self, *, confirm: bool = False) -> None:
+        """Mark the timer done (queued; with `confirm`, landed).
 
         Raises:
-            LeaseLost: the lease lapsed and the timer went to another consumer.
+            LeaseLost: with `confirm`, the lease lapsed and the timer went to another consumer.
         """
         lease = self._take()
-        try:
-            if not await self._settler.ack(lease):
-                raise LeaseLost(lease.timer.id, lease.token)
-        finally:
-            self._dispatcher.settled(lease.timer.id)
+        if not confirm and not self._dispatcher.stopping:
+            self._settler.ack_later(lease)
+            return
+        if not await self._settler.ack(lease):
+            raise LeaseLost(lease.timer.id, lease.token)
 
-    async def retry(self, delay: float | None = None) -> None:
+    async def retry(self, delay: float | None = None, *, confirm: bool = False) -> None:
         """Deliver it again after `delay` seconds, or after the timer's backoff when None."""
         if delay is not None and (
             isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay < 1e9
         ):
             raise InvalidArgument("delay", f"must be a number of seconds >= 0, got {delay!r}")
         lease = self._take()
-        try:
-            if delay is None:
-                await self._settler.fail(lease, "retried by the consumer")
-            else:
-                await self._settler.retry_in(lease, delay, "retried by the consumer")
-        finally:
-            self._dispatcher.settled(lease.timer.id)
+        reason = "retried by the consumer"
+        if delay is None:
+            await self._settle(self._settler.fail(lease, reason), confirm)
+        else:
+            await self._settle(self._settler.retry_in(lease, delay, reason), confirm)
 
-    async def kill(self, reason: str) -> None:
+    async def kill(self, reason: str, *, confirm: bool = False) -> None:
         """Move the timer to the dead letters with `reason`; `replay` brings it back."""
-        lease = self._take()
-        try:
-            await self._settler.kill(lease, reason)
-        finally:
-            self._dispatcher.settled(lease.timer.id)
+        await self._settle(self._settler.kill(self._take(), reason), confirm)
+
+    async def _settle(self, settling: Coroutine[Any, Any, None], confirm: bool) -> None:
+        if confirm or self._dispatcher.stopping:
+            await settling
+        else:
+            self._settler.later(settling)
 
     def _take(self) -> Lease:
+        """The current lease, no longer the dispatcher's to renew or hand back: settling it
+        is this delivery's (the dispatcher's wind-down waits for queued settlements)."""
         if self._settled:
             raise Closed(f"delivery of timer {self._lease.timer.id} is already settled")
         self._settled = True
-        return self._dispatcher.lease(self._lease.timer.id) or self._lease
+        timer_id = self._lease.timer.id
+        lease = self._dispatcher.lease(timer_id) or self._lease
+        self._dispatcher.settled(timer_id)
+        return lease
 
     def __repr__(self) -> str:
         return f"<Delivery timer={self.timer.id} attempt={self.attempt} queue={self.timer.queue}>"

@@ -112,6 +112,11 @@ class Dispatcher:
             if not self._held:
                 self._emptied.set()
 
+    @property
+    def stopping(self) -> bool:
+        """Whether `stop` was called: nothing is claimed or settled in the background after."""
+        return self._stopping.is_set()
+
     def stop(self, *, grace: bool = True) -> None:
         """Ask `run` to stop claiming, hand back what it holds and return.
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from tickwheel.engine.backoff import retry_due_ms
 from tickwheel.engine.metrics import Metrics
@@ -77,10 +77,12 @@ class Settler:
         # CPU to sleep and wake for, however few acks it carries, so fewer, fuller calls win
         self._ack_every_s = ack_every_s
         self._last_flush = -ack_every_s
-        # queued acks and their futures, as two lists: no tuple per ack for the GC to follow
+        # queued acks and their futures (None: nobody waits), as two lists: no tuple per ack
+        # for the GC to follow
         self._acks: list[Lease] = []
-        self._acked: list[asyncio.Future[bool]] = []
+        self._acked: list[asyncio.Future[bool] | None] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
 
     def ack(self, lease: Lease) -> asyncio.Future[bool]:
         """Queue an ack; acks queued while one batch is in flight go out together next.
@@ -89,11 +91,25 @@ class Settler:
         failed; either way the timer comes back once the lease lapses).
         """
         done = asyncio.get_running_loop().create_future()
+        self._queue_ack(lease, done)
+        return done
+
+    def ack_later(self, lease: Lease) -> None:
+        """Queue an ack nobody waits for; one that does not land (the lease had passed on)
+        is counted in `leases_lost` and logged, and its timer is delivered again."""
+        self._queue_ack(lease, None)
+
+    def later(self, settling: Coroutine[Any, Any, None]) -> None:
+        """Run a retry or kill in the background; `drain` waits for it."""
+        task = asyncio.create_task(settling)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _queue_ack(self, lease: Lease, done: asyncio.Future[bool] | None) -> None:
         self._acks.append(lease)
         self._acked.append(done)
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush_acks())
-        return done
 
     async def fail(self, lease: Lease, error: str, retry_after_s: float | None = None) -> None:
         """Retry the timer after a backoff, or dead-letter it once its policy gives up."""
@@ -167,9 +183,12 @@ class Settler:
             self._metrics.retried[lease.timer.queue] += 1
 
     async def drain(self) -> None:
-        """Wait until every queued ack has landed or lapsed."""
-        while self._flusher is not None and not self._flusher.done():
-            await self._flusher
+        """Wait until every queued ack, retry and kill has landed or lapsed."""
+        while self._background or (self._flusher is not None and not self._flusher.done()):
+            if self._background:
+                await asyncio.gather(*self._background)
+            if self._flusher is not None and not self._flusher.done():
+                await self._flusher
 
     async def _flush_acks(self) -> None:
         metrics = self._metrics
@@ -193,7 +212,7 @@ class Settler:
                     "acking %d timers failed; they come back when their leases lapse", len(leases)
                 )
                 for done in futures:
-                    if not done.done():
+                    if done is not None and not done.done():
                         done.set_result(False)
                 continue
             for lease, done, acked in zip(leases, futures, results, strict=True):
@@ -201,7 +220,13 @@ class Settler:
                     metrics.acked[lease.timer.queue] += 1
                 else:
                     metrics.leases_lost += 1
-                if not done.done():
+                    if done is None:
+                        logger.info(
+                            "timer=%s acked after its lease passed on; it is delivered again",
+                            lease.timer.id,
+                            extra={"timer_id": lease.timer.id},
+                        )
+                if done is not None and not done.done():
                     done.set_result(acked)
 
     async def _settle(self, name: str, call: Callable[[], Awaitable[None]], lease: Lease) -> bool:
