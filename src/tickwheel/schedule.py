@@ -33,6 +33,7 @@ from tickwheel.model import (
     State,
     Timer,
     occurrence_id,
+    restore,
 )
 from tickwheel.recurrence import Cron, Recurrence, every_seconds, upcoming, zone
 
@@ -369,7 +370,25 @@ def plan_update(
 
 
 def _pending(schedule: Schedule, next_ms: int | None) -> Timer | None:
-    """The timer of the pending occurrence: none while paused or once ended."""
+    """The timer of the pending occurrence: none while paused or once ended.
+
+    Built without checking it again: the schedule checked its target when it was made (as an
+    occurrence's, under the longest id one can have), and a worker builds one per occurrence.
+    """
     if schedule.paused or next_ms is None:
         return None
-    return schedule.occurrence(next_ms)
+    return restore(
+        Timer,
+        id=schedule.occurrence_id(next_ms),
+        due_ms=schedule.due_ms(next_ms),
+        queue=schedule.queue,
+        callback=schedule.callback,
+        payload=schedule.payload,
+        retry=schedule.retry,
+        attempt=0,
+        state=State.SCHEDULED,
+        created_ms=0,
+        updated_ms=0,
+        last_error=None,
+        first_claimed_ms=None,
+    )
