@@ -66,3 +66,12 @@ def test_metrics_are_exported_on_the_registry_they_are_given() -> None:
     own.leases_lost = 3
     assert own.registry.get_sample_value("tickwheel_leases_lost_total") == 3
     assert own.registry is own.registry
+
+
+def test_a_name_is_the_same_whichever_is_imported_first() -> None:
+    code = (
+        "from tickwheel.engine import Delivery, consume\n"
+        "import inspect\n"
+        "print(inspect.isasyncgenfunction(consume), Delivery.__name__)\n"
+    )
+    assert run(code).split() == ["True", "Delivery"]

@@ -56,6 +56,10 @@ def __getattr__(name: str) -> Any:
     module = _MODULES.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # looked up once
-    return value
+    loaded = importlib.import_module(f"{__name__}.{module}")
+    # every name of the module at once, looked up once: importing `consume.py` binds the
+    # package's `consume` to the module, which the function must then replace
+    for other, home in _MODULES.items():
+        if home == module:
+            globals()[other] = getattr(loaded, other)
+    return globals()[name]
