@@ -105,9 +105,9 @@ def burst_table(runs: list[Run], floor: Run, load: float) -> Table:
         "timers added beforehand with add_many (payload {'n': i}, one queue, 60 s leases); "
         "the consumer starts right after, idles until the lookahead, claims ahead and "
         "hands each over on the due ms; clocks: epoch ms of this host (Redis TIME reads it too)",
-        "'await d.ack() each' is the loop a user writes first: each ack waits for its own "
-        "ack.lua round trip; 'ack tasks' starts each ack as a task, so acks queued while one "
-        "ack_many is in flight go out together",
+        "'await d.ack() each' is the loop a user writes first: each ack returns once queued "
+        "and acks go out in batches, the loop's end waiting for them; 'ack tasks' starts each "
+        "ack as a task with confirm=False as well (the way to write it before acks queued)",
         f"the floor: pipelined single-member ZADD into one zset beforehand; from the due instant "
         f"a Lua claim of {FLOOR_LIMIT:,} (ZRANGEBYSCORE ≤ now LIMIT, ZREM, ZADD to a lease zset), "
         "then a pipeline of one ZREM per id, until all are acked (redis-py with hiredis); the "
