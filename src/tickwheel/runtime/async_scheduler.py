@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from collections.abc import Callable, Hashable
 from types import TracebackType
 from typing import Any
 
-from tickwheel.runtime._args import MAX_SLEEP_S
+from tickwheel.runtime._args import MAX_SLEEP_S, due_after
 from tickwheel.runtime.clock import NS_PER_MS, Clock
-from tickwheel.runtime.timers import WheelTimers
+from tickwheel.runtime.timers import TimerHandle, WheelTimers
 
 logger = logging.getLogger("tickwheel")
 
@@ -32,6 +33,27 @@ class AsyncScheduler(WheelTimers):
         self._alarm: asyncio.Handle | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
         self._unwatch = self._clock.watch(self._wake)
+
+    def call_later(
+        self, delay: float, fn: Callable[..., Any], *args: Any, key: Hashable | None = None
+    ) -> TimerHandle:
+        """Call ``fn(*args)`` after `delay` seconds; a `key` replaces the timer it names."""
+        # the loop's thread owns the wheel: a plain call needs no lock and no key bookkeeping
+        if key is not None or self._closed or not callable(fn):
+            return super().call_later(delay, fn, *args, key=key)
+        due_ms = due_after(delay, self._clock.now_ns())
+        handle = TimerHandle(self, None, due_ms, fn, args)
+        self._wheel.add(handle, due_ms, handle)
+        wake_at = self._wake_at
+        if wake_at is None or due_ms < wake_at:
+            self._wake_before(due_ms)
+        return handle
+
+    def cancel_handle(self, handle: TimerHandle) -> bool:
+        key = handle.key
+        if key is None:
+            return self._wheel.cancel(handle)
+        return self._wheel.get(key) is handle and self._wheel.cancel(key)
 
     async def __aenter__(self) -> AsyncScheduler:
         return self

@@ -218,9 +218,11 @@ class WheelTimers(ABC):
         return self._clock.now_ns() // NS_PER_MS
 
     def cancel_handle(self, handle: TimerHandle) -> bool:
-        wheel_key = handle if handle.key is None else handle.key
+        key = handle.key
         with self._lock:
-            return self._wheel.get(wheel_key) is handle and self._wheel.cancel(wheel_key)
+            if key is None:  # filed under itself: whatever the wheel holds there is this call
+                return self._wheel.cancel(handle)
+            return self._wheel.get(key) is handle and self._wheel.cancel(key)
 
     def reschedule_handle(self, handle: TimerHandle, delay: float) -> bool:
         due_ms = due_after(delay, self._clock.now_ns())
