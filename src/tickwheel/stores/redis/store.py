@@ -29,6 +29,7 @@ from tickwheel.stores.checks import (
     check_list,
     check_timeout,
 )
+from tickwheel.stores.coalesce import Coalescer
 from tickwheel.stores.redis import adding, listing
 from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
@@ -90,6 +91,8 @@ class RedisStore:
             self._shards, self._records, self._seq, self.settings, self._now
         )
         self._listener = Listener(client, f"{prefix}:wake")
+        self._adding = Coalescer(self._add_checked, adding.ADD_CHUNK)
+        self._replacing = Coalescer(self._replace_checked, adding.ADD_CHUNK)
         self._closed = False
 
     @classmethod
@@ -161,10 +164,10 @@ class RedisStore:
         return self._shards.keys(shard)
 
     async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
-        (stored,) = await self._add([timer], replace)
-        if isinstance(stored, TimerExists):
-            raise stored
-        return stored
+        """Add one timer; concurrent adds share a round trip (group commit)."""
+        self._open()
+        check_due(timer.due_ms, self._clock(), self.settings)
+        return await (self._replacing if replace else self._adding).submit(timer)
 
     async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
         """Add many timers in few round trips; return them as stored, in order.
@@ -355,15 +358,26 @@ class RedisStore:
         if self._owns_client:
             await self._client.aclose()
 
-    async def _add(self, timers: Sequence[Timer], replace: bool) -> adding.Added:
+    async def _add(
+        self, timers: Sequence[Timer], replace: bool, *, checked: bool = False
+    ) -> adding.Added:
+        """Add `timers`, each due time checked against the horizon unless `checked` (by
+        `add`, before it queued: a batch of others' timers must not fail for one of them)."""
         self._open()
         now = await self._now()
-        for timer in timers:
-            check_due(timer.due_ms, now, self.settings)
+        if not checked:
+            for timer in timers:
+                check_due(timer.due_ms, now, self.settings)
         first_seq = self._seq.take(len(timers))
         return await adding.add(
             self._shards, self._records, timers, replace=replace, now_ms=now, first_seq=first_seq
         )
+
+    async def _add_checked(self, timers: Sequence[Timer]) -> adding.Added:
+        return await self._add(timers, False, checked=True)
+
+    async def _replace_checked(self, timers: Sequence[Timer]) -> adding.Added:
+        return await self._add(timers, True, checked=True)
 
     async def _settle(self, name: str, lease: Lease, *args: Arg) -> None:
         if not await self._shards.step(name, lease.timer.id, lease.token, *args):

@@ -1,0 +1,69 @@
+"""Single-add benchmark (issue 15): `RedisStore.add` one timer a call beside raw redis-py `ZADD`.
+
+Run ``python bench/adds.py`` (``--timers N``, default 5,000; ``--markdown PATH``). It starts its
+own ``redis-server`` on a free loopback port in a temp dir and stops it at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+import uvloop
+from harness.machine import OtherLoad, machine_table, sample_other_load
+from harness.redis_server import private_redis
+from harness.report import Table, emit, fmt, verdict, write_markdown
+from scenarios.adds.single import CONCURRENCY, Rate, rates
+
+TARGETS = {"sequential": 0.7, f"{CONCURRENCY} at once": 1.5}
+
+
+def table(rows: list[Rate], other: OtherLoad) -> Table:
+    out = Table(
+        "Single adds on Redis: one timer a call",
+        ["run", "per s", "client µs each", "x raw, same way", "target", "result"],
+    )
+    raw = {row.label.split(", ")[1]: row.per_s for row in rows if row.label.startswith("raw")}
+    for row in rows:
+        how = row.label.split(", ")[1]
+        ratio = row.per_s / raw[how]
+        is_store = row.label.startswith("RedisStore")
+        target = TARGETS[how] if is_store else None
+        out.rows.append(
+            [
+                row.label,
+                fmt(row.per_s),
+                fmt(row.client_us, 1),
+                f"{ratio:.2f}",
+                "—" if target is None else f"≥ {target}",
+                "floor" if target is None else verdict(ratio >= target),
+            ]
+        )
+    out.notes = [
+        "each call adds one timer (payload {'n': i}, due an hour ahead, id 'order-<uuid hex>'); "
+        "the raw rows ZADD one member per call into one zset",
+        f"'{CONCURRENCY} at once': {CONCURRENCY} callers on one event loop (uvloop); "
+        "RedisStore.add coalesces the calls made while one batch is in flight",
+        other.note(),
+    ]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--timers", type=int, default=5_000)
+    parser.add_argument("--markdown", metavar="PATH")
+    args = parser.parse_args(argv)
+    tables: list[Table] = []
+    emit(machine_table(sample_other_load()), tables)
+    with private_redis("tickwheel-bench-adds-") as server:
+        tables[0].rows += server.rows()
+        other = OtherLoad(server.pid)
+        rows = uvloop.run(rates(server.url, args.timers))
+        emit(table(rows, other), tables)
+    if args.markdown:
+        write_markdown(args.markdown, tables, "Single-add benchmark")
+
+
+if __name__ == "__main__":
+    main()
