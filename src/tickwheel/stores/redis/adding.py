@@ -77,9 +77,9 @@ async def add(
             for n, result in zip(call.positions, reply, strict=True):
                 results[n] = _added(records, timers[n], now_ms, result)
 
-    if len({timer.id for timer in timers}) < len(timers):
-        # an id repeats: one pipeline, whose calls run in order, so the later add sees the
-        # earlier
+    if len(timers) <= ADD_CHUNK or len({timer.id for timer in timers}) < len(timers):
+        # one pipeline: nothing to overlap, or an id repeats and the calls must run in order,
+        # so that the later add sees the earlier
         await send(plan(timers, 0, now_ms, first_seq, shards))
     else:
         # chunks in flight while the next is encoded, so encoding overlaps Redis's work

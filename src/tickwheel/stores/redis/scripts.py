@@ -117,6 +117,9 @@ class Scripts:
         order within a node. Calls the server refused with NOSCRIPT (it restarted) did not
         run; they are sent again once the scripts are loaded.
         """
+        if len(calls) == 1:  # a pipeline of one costs the client twice a plain call
+            name, keys, args = calls[0]
+            return [await self.run(name, keys, args)]
         replies: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
         with unavailable(calls[0][0] if calls else "pipeline"):
