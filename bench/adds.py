@@ -1,4 +1,5 @@
-"""Single-add benchmark (issue 15): `RedisStore.add` one timer a call beside raw redis-py `ZADD`.
+"""Single-add benchmark (issue 15): `store.add` one timer a call, beside raw redis-py `ZADD` on
+Redis and beside `add_many` on SQLite.
 
 Run ``python bench/adds.py`` (``--timers N``, default 5,000; ``--markdown PATH``). It starts its
 own ``redis-server`` on a free loopback port in a temp dir and stops it at the end.
@@ -13,7 +14,7 @@ import uvloop
 from harness.machine import OtherLoad, machine_table, sample_other_load
 from harness.redis_server import private_redis
 from harness.report import Table, emit, fmt, verdict, write_markdown
-from scenarios.adds.single import CONCURRENCY, Rate, rates
+from scenarios.adds.single import CONCURRENCY, Rate, rates, sqlite_rates
 
 TARGETS = {"sequential": 0.7, f"{CONCURRENCY} at once": 1.5}
 
@@ -49,6 +50,32 @@ def table(rows: list[Rate], other: OtherLoad) -> Table:
     return out
 
 
+def sqlite_table(rows: list[Rate], other: OtherLoad) -> Table:
+    out = Table(
+        "Single adds on SQLite: one timer a call, beside add_many",
+        ["run", "per s", "client µs each", "x add_many", "target", "result"],
+    )
+    floor = rows[0].per_s
+    for n, row in enumerate(rows):
+        ratio = row.per_s / floor
+        out.rows.append(
+            [
+                row.label,
+                fmt(row.per_s),
+                fmt(row.client_us, 1),
+                f"{ratio:.2f}",
+                "—" if n == 0 else "≥ 0.5",
+                "floor" if n == 0 else verdict(ratio >= 0.5),
+            ]
+        )
+    out.notes = [
+        "a fresh file in the server's temp dir for each row (WAL, synchronous=NORMAL); "
+        "SqliteStore.add coalesces the adds made while a transaction is being written",
+        other.note(),
+    ]
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--timers", type=int, default=5_000)
@@ -61,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         other = OtherLoad(server.pid)
         rows = uvloop.run(rates(server.url, args.timers))
         emit(table(rows, other), tables)
+        sqlite_rows = uvloop.run(sqlite_rates(server.directory, args.timers))
+        emit(sqlite_table(sqlite_rows, other), tables)
     if args.markdown:
         write_markdown(args.markdown, tables, "Single-add benchmark")
 

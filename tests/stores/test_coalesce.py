@@ -6,14 +6,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import redis.asyncio as aredis
 
-from tickwheel.errors import TimerExists
-from tickwheel.model import Timer
+from tickwheel.errors import InvalidTimer, TimerExists
+from tickwheel.model import State, Timer
 from tickwheel.stores.coalesce import Coalescer
 from tickwheel.stores.redis import RedisStore
+from tickwheel.stores.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from conftest import RedisServer
@@ -114,4 +116,25 @@ async def test_concurrent_redis_adds_share_round_trips(redis_server: RedisServer
             assert await store.get(timer.id) is not None
     finally:
         await admin.aclose()
+        await store.close()
+
+
+async def test_concurrent_sqlite_adds_each_get_their_own_answer(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "t.db")
+    try:
+        due = store.now_ms() + 60_000
+        await store.add(Timer(id="taken", due_ms=due, payload=1))
+        timers = [Timer(id=f"t{n}", due_ms=due, payload=n) for n in range(CALLERS)]
+        timers.append(Timer(id="taken", due_ms=due, payload=2))
+        timers.append(Timer(id="t0", due_ms=due, payload=0))  # the same again: idempotent
+        far = Timer(id="far", due_ms=due + 20 * 365 * 86_400_000, payload=3)
+        results = await asyncio.gather(*map(store.add, [*timers, far]), return_exceptions=True)
+        assert [getattr(r, "id", None) for r in results[:CALLERS]] == [
+            t.id for t in timers[:CALLERS]
+        ]
+        assert isinstance(results[CALLERS], TimerExists)
+        assert getattr(results[CALLERS + 1], "id", None) == "t0"
+        assert isinstance(results[-1], InvalidTimer)  # past the horizon: its own error
+        assert (await store.stats()).counts[State.SCHEDULED] == CALLERS + 1
+    finally:
         await store.close()

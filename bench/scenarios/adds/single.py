@@ -12,12 +12,14 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import redis.asyncio as aredis
 from harness.machine import own_cpu_s
 
 from tickwheel.model import Timer
 from tickwheel.stores.redis import RedisStore
+from tickwheel.stores.sqlite import SqliteStore
 
 CONCURRENCY = 64
 
@@ -93,4 +95,33 @@ async def rates(url: str, n: int) -> list[Rate]:
             rows.append(await store_row(url, n, concurrency, how))
     finally:
         await admin.aclose()
+    return rows
+
+
+async def sqlite_rates(directory: Path, n: int) -> list[Rate]:
+    """`SqliteStore.add_many` (1,000 a call, the floor), then `add` sequential and 64 at once,
+    each on a fresh file."""
+    rows = []
+    for label, concurrency in (("add_many of 1,000", 0), ("sequential", 1), ("64 at once", 64)):
+        path = directory / f"{uuid.uuid4().hex}.db"
+        store = SqliteStore(path)
+        due = store.now_ms() + 3_600_000
+        timers = [
+            Timer(id=f"order-{uuid.uuid4().hex}", due_ms=due, payload={"n": i}) for i in range(n)
+        ]
+        cpu0, t0 = own_cpu_s(), time.perf_counter()
+        if concurrency == 0:
+            for start in range(0, n, 1000):
+                await store.add_many(timers[start : start + 1000])
+            seconds = time.perf_counter() - t0
+        else:
+
+            async def add(timer: object, store: SqliteStore = store) -> object:
+                assert isinstance(timer, Timer)
+                return await store.add(timer)
+
+            seconds = await each(add, timers, concurrency)
+        name = f"SqliteStore.{label}" if concurrency == 0 else f"SqliteStore.add, {label}"
+        rows.append(Rate(name, n / seconds, (own_cpu_s() - cpu0) / n * 1e6))
+        await store.close()
     return rows

@@ -23,7 +23,14 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
-from tickwheel.errors import Closed, LeaseLost, ScheduleExists, StoreUnavailable, TimerExists
+from tickwheel.errors import (
+    Closed,
+    InvalidArgument,
+    LeaseLost,
+    ScheduleExists,
+    StoreUnavailable,
+    TimerExists,
+)
 from tickwheel.model import State, Timer, occurrence_id, occurrence_of, truncate_error
 from tickwheel.schedule import (
     Schedule,
@@ -50,6 +57,7 @@ from tickwheel.stores.checks import (
     check_list,
     check_timeout,
 )
+from tickwheel.stores.coalesce import Coalescer
 from tickwheel.stores.codec import SpecCache
 from tickwheel.stores.rebuild import as_scheduled
 from tickwheel.stores.schedule_codec import ScheduleCodec, encode_schedule
@@ -101,6 +109,8 @@ class SqliteStore:
         self._rows = RowCodec()  # used only on the executor's thread
         self._schedules = ScheduleCodec()  # used only on the executor's thread
         self._wakeups = Wakeups()
+        self._adding = Coalescer(self._add_new, _BATCH)
+        self._replacing = Coalescer(self._add_replacing, _BATCH)
         self._watcher: asyncio.Task[None] | None = None
         self._seen_version: int | None = None
 
@@ -108,9 +118,42 @@ class SqliteStore:
         return self._clock()
 
     async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
-        stored = await self._run(None, lambda conn, now: self._add(conn, now, timer, replace))
-        self._wakeups.notify(stored.queue)
-        return stored
+        """Add one timer; adds made while one is being written share the next transaction
+        (group commit), each with its own result or error."""
+        self._check_open()
+        return await (self._replacing if replace else self._adding).submit(timer)
+
+    async def _add_new(self, timers: list[Timer]) -> list[Timer | Exception]:
+        return await self._add_each(timers, replace=False)
+
+    async def _add_replacing(self, timers: list[Timer]) -> list[Timer | Exception]:
+        return await self._add_each(timers, replace=True)
+
+    async def _add_each(self, timers: list[Timer], *, replace: bool) -> list[Timer | Exception]:
+        """Add `timers` in one transaction (a lone one in one statement when its id is new);
+        a timer's own refusal (a taken id, a due time past the horizon) is its result."""
+        if len(timers) == 1:
+            (timer,) = timers
+            try:
+                stored = await self._run(None, lambda c, now: self._add(c, now, timer, replace))
+            except (TimerExists, InvalidArgument) as refused:
+                return [refused]
+            self._wakeups.notify(stored.queue)
+            return [stored]
+
+        def work(conn: sqlite3.Connection, now: int) -> list[Timer | Exception]:
+            results: list[Timer | Exception] = []
+            for timer in timers:
+                try:
+                    results.append(self._add_within(conn, now, timer, replace))
+                except (TimerExists, InvalidArgument) as refused:
+                    results.append(refused)
+            return results
+
+        results = await self._run("BEGIN IMMEDIATE", work)
+        for queue in {r.queue for r in results if isinstance(r, Timer)}:
+            self._wakeups.notify(queue)
+        return results
 
     async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
         """Add many timers, up to 1,000 per transaction; return them as stored, in order.
@@ -468,6 +511,15 @@ class SqliteStore:
             self._clock,
             lambda c, now: self._add_over(c, now, timer, replace),
         )
+
+    def _add_within(self, conn: sqlite3.Connection, now: int, timer: Timer, replace: bool) -> Timer:
+        """`_add` inside a transaction the caller holds."""
+        check_due(timer.due_ms, now, self.settings)
+        if not replace:
+            added, written = self._insert(conn, now, timer, sql.INSERT_NEW)
+            if written:
+                return added
+        return self._add_over(conn, now, timer, replace)
 
     def _add_over(self, conn: sqlite3.Connection, now: int, timer: Timer, replace: bool) -> Timer:
         """Add `timer` where its id may be taken: idempotent, conflict or replace."""
