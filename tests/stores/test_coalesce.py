@@ -94,7 +94,7 @@ async def test_batches_are_bounded_and_a_cancelled_caller_does_not_stop_the_rest
     results = await asyncio.gather(*calls, return_exceptions=True)
     assert [r for n, r in enumerate(results) if n != 1] == ["A", "C", "D", "E"]
     assert isinstance(results[1], asyncio.CancelledError)
-    assert flush.batches == [["a", "b"], ["c", "d"], ["e"]]
+    assert flush.batches == [["a"], ["b", "c"], ["d", "e"]]
 
 
 async def test_concurrent_redis_adds_share_round_trips(redis_server: RedisServer) -> None:

@@ -27,15 +27,35 @@ class Coalescer(Generic[T, R]):
         self._items: list[T] = []
         self._waiters: list[asyncio.Future[R]] = []
         self._running: asyncio.Task[None] | None = None
+        self._alone = False  # a lone item is being flushed in its caller's task
 
     async def submit(self, item: T) -> R:
-        """Queue `item` and return its result once its batch has landed (or raise its error)."""
+        """Send `item` and return its result once its batch has landed (or raise its error)."""
+        if not self._alone and not self._items and not self._draining():
+            return await self._send_alone(item)
         done: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._items.append(item)
         self._waiters.append(done)
-        if self._running is None or self._running.done():
+        if not self._alone and not self._draining():
             self._running = asyncio.ensure_future(self._drain())
         return await done
+
+    async def _send_alone(self, item: T) -> R:
+        """Flush a lone item in the caller's own task (no task to start and wake), then hand
+        what queued meanwhile to a drain."""
+        self._alone = True
+        try:
+            (result,) = await self._flush([item])
+        finally:
+            self._alone = False
+            if self._items and not self._draining():
+                self._running = asyncio.ensure_future(self._drain())
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _draining(self) -> bool:
+        return self._running is not None and not self._running.done()
 
     async def _drain(self) -> None:
         while self._items:
