@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import tracemalloc
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Hashable, Sized
 from typing import Any
 
 from scenarios.inproc.workload import (
@@ -95,8 +95,8 @@ def asyncio_add_cancel(w: Workload, cb: Callback) -> Samples:
 
 def heapq_add_cancel(w: Workload, cb: Callback) -> Samples:
     """Time heapq pushes of (due, seq, key, value) tuples, then lazy cancels via a live dict."""
-    heap: list[tuple[int, int, int, Callback]] = []
-    live: dict[int, int] = {}
+    heap: list[tuple[int, int, Hashable, Callback]] = []
+    live: dict[Hashable, int] = {}
     push = heapq.heappush
     t0 = NS()
     for seq, (key, due) in enumerate(zip(w.keys, w.dues, strict=True), 1):
@@ -184,8 +184,8 @@ def timed_fire(
 def heapq_fire(w: Workload, steps: bool) -> float:
     """Fire N timers from a heapq list (heappop while due, skipping stale) in 1 ms steps or once."""
     cb, box = make_counter()
-    heap: list[tuple[int, int, int, Callback]] = []
-    live: dict[int, int] = {}
+    heap: list[tuple[int, int, Hashable, Callback]] = []
+    live: dict[Hashable, int] = {}
     for seq, (key, due) in enumerate(zip(w.keys, w.dues, strict=True)):
         heapq.heappush(heap, (due, seq, key, cb))
         live[key] = seq
@@ -275,8 +275,8 @@ def heapq_memory(w: Workload, cb: Callback) -> float:
     keys, offsets, base = w.keys, w.offsets, w.base_ms
 
     def build() -> object:
-        heap: list[tuple[int, int, int, Callback]] = []
-        live: dict[int, int] = {}
+        heap: list[tuple[int, int, Hashable, Callback]] = []
+        live: dict[Hashable, int] = {}
         push = heapq.heappush
         for seq, (key, off) in enumerate(zip(keys, offsets, strict=True), 1):
             push(heap, (base + off, seq, key, cb))

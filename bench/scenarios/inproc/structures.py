@@ -33,6 +33,7 @@ from scenarios.inproc.workload import (
     fresh,
     make_counter,
     make_workload,
+    with_int_keys,
 )
 
 LARGE = 100_000  # above this N, the slow non-target cells are skipped unless --complete
@@ -75,6 +76,14 @@ STRUCTURES: dict[str, Structure] = {
     ),
     "heapq": Structure(
         heapq_add_cancel, heapq_memory, heapq_fire, True, False, _cells("add", "steps", "memory")
+    ),
+    "TimingWheel, int keys (info)": Structure(
+        lambda w, cb: wheel_add_cancel(with_int_keys(w), cb),
+        lambda w, cb: wheel_memory(with_int_keys(w), cb),
+        None,
+        False,
+        False,
+        _cells("add"),
     ),
     "AsyncScheduler (info)": Structure(
         sched_add_cancel, sched_memory, None, False, False, _cells()
@@ -216,7 +225,8 @@ def structures_table(sizes: list[int], results: dict[tuple[str, int], Cell]) -> 
     table.notes = [
         f"due times uniform over {SPAN_MS // 1000} s after a base epoch ms aligned 1 s past a "
         "64**4 ms boundary (repeatable cascades); asyncio/AsyncScheduler use call_later one hour "
-        "out; keys are pre-made ints; callback = a closure incrementing a counter",
+        "out; keys are pre-made strings 'order-<uuid hex>' (a user's), the int-key row keys "
+        "the wheel by 0..N-1; callback = a closure incrementing a counter",
         "each time is the best (minimum) of interleaved repeats: add/cancel 5 at N<=10k, 3 at "
         "<=100k, 2 above (1 for non-target rows); fire 3, 2, 1; GC on throughout",
         "fire 1ms-steps: advance / pop_due / heappop-while-due at every ms across the span, so it "
@@ -233,8 +243,8 @@ def structures_table(sizes: list[int], results: dict[tuple[str, int], Cell]) -> 
         "counted, due ints / asyncio 'when' floats / contexts are; asyncio and AsyncScheduler "
         "handles are kept in a preallocated list whose 8 B/slot is not counted; the asyncio "
         "loop itself is created before tracing",
-        "AsyncScheduler (info): tickwheel's user-facing call_later (TimerHandle + lock + "
-        "wheel), the like-for-like peer of loop.call_later; no target applies",
+        "AsyncScheduler (info): tickwheel's user-facing call_later (a TimerHandle in the wheel, "
+        "no lock on the loop's thread), the like-for-like peer of loop.call_later",
         f"— = not applicable, or skipped at N > {LARGE:,} to fit the time budget "
         "(run with --complete to fill them)",
     ]

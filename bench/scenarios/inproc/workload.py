@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import random
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 NS = time.perf_counter_ns
@@ -49,22 +51,29 @@ class Workload:
 
     n: int
     base_ms: int
-    keys: list[int]
+    keys: list[Hashable]
     offsets: list[int]
     dues: list[int]
-    cancel_keys: list[int]
+    cancel_keys: list[Hashable]
     cancel_index: list[int]
 
 
 def make_workload(n: int, base_ms: int, lead_ms: int = 0) -> Workload:
-    """Build N keys with due times uniform over (base + lead, base + lead + SPAN_MS]."""
+    """Build N keys as a user's look, ``order-<uuid hex>``, with due times uniform over
+    (base + lead, base + lead + SPAN_MS]: ints 0..N-1 would hash to neighbouring dict slots,
+    which real keys never do (`with_int_keys` gives them, for an info row)."""
     rng = random.Random(SEED + n)
-    keys = list(range(n))
+    keys: list[Hashable] = [f"order-{uuid.UUID(int=rng.getrandbits(128)).hex}" for _ in range(n)]
     offsets = [lead_ms + rng.randint(1, SPAN_MS) for _ in range(n)]
     dues = [base_ms + off for off in offsets]
-    order = keys[:]
+    order = list(range(n))
     rng.shuffle(order)
     return Workload(n, base_ms, keys, offsets, dues, [keys[i] for i in order], order)
+
+
+def with_int_keys(w: Workload) -> Workload:
+    """The same workload keyed by the ints 0..N-1."""
+    return dataclasses.replace(w, keys=list(range(w.n)), cancel_keys=list(w.cancel_index))
 
 
 def far_delays(w: Workload) -> list[float]:
