@@ -33,14 +33,16 @@ class Context:
     registry: CollectorRegistry
 
 
-def _store(request: Request) -> Store:
+# async, though nothing here awaits: FastAPI runs a plain `def` dependency on a worker
+# thread, two thread hops for every request
+async def _store(request: Request) -> Store:
     store: Store | None = request.app.state.tickwheel.store
     if store is None:
         raise ApiError(503, "the service is not started", code="store_unavailable")
     return store
 
 
-def _context(request: Request) -> Context:
+async def _context(request: Request) -> Context:
     context: Context = request.app.state.tickwheel
     return context
 
