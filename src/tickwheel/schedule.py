@@ -172,14 +172,18 @@ class Schedule:
 
     def occurrence(self, nominal_ms: int) -> Timer:
         """The timer that carries the occurrence at `nominal_ms`: the same every time."""
-        return Timer(
-            id=self.occurrence_id(nominal_ms),
-            due_ms=self.due_ms(nominal_ms),
-            queue=self.queue,
-            callback=self.callback,
-            payload=self.payload,
-            retry=self.retry,
-        )
+        return Timer(**self.occurrence_fields(nominal_ms))
+
+    def occurrence_fields(self, nominal_ms: int) -> dict[str, Any]:
+        """What the occurrence's timer asks for: id, due time and the schedule's target."""
+        return {
+            "id": self.occurrence_id(nominal_ms),
+            "due_ms": self.due_ms(nominal_ms),
+            "queue": self.queue,
+            "callback": self.callback,
+            "payload": self.payload,
+            "retry": self.retry,
+        }
 
     def come_up(
         self,
@@ -379,12 +383,7 @@ def _pending(schedule: Schedule, next_ms: int | None) -> Timer | None:
         return None
     return restore(
         Timer,
-        id=schedule.occurrence_id(next_ms),
-        due_ms=schedule.due_ms(next_ms),
-        queue=schedule.queue,
-        callback=schedule.callback,
-        payload=schedule.payload,
-        retry=schedule.retry,
+        **schedule.occurrence_fields(next_ms),
         attempt=0,
         state=State.SCHEDULED,
         created_ms=0,

@@ -20,13 +20,7 @@ GO_DELAYQUEUE_NS = 477.0  # reported by the Go heap DelayQueue; a reference cons
 def queue_alternating(ops: int, blocking: bool) -> float:
     """Time put(item) (due now) then get_nowait() or get(), one thread, ns per put+get pair."""
     q: DelayQueue[int] = DelayQueue()
-    put, get = q.put, (q.get if blocking else q.get_nowait)
-    t0 = NS()
-    for i in range(ops):
-        put(i)
-        get()
-    t1 = NS()
-    return (t1 - t0) / ops
+    return alternate(q.put, q.get if blocking else q.get_nowait, ops)
 
 
 def queue_batch(ops: int, now_s: float) -> float:
@@ -47,7 +41,11 @@ def queue_batch(ops: int, now_s: float) -> float:
 def queue_stdlib(ops: int) -> float:
     """Time queue.Queue put then get_nowait (no delay), ns per pair: a floor for locking."""
     q: queue.Queue[int] = queue.Queue()
-    put, get = q.put, q.get_nowait
+    return alternate(q.put, q.get_nowait, ops)
+
+
+def alternate(put: Callable[[int], object], get: Callable[[], object], ops: int) -> float:
+    """Time `ops` put-then-get pairs in one thread, ns per pair."""
     t0 = NS()
     for i in range(ops):
         put(i)
@@ -82,13 +80,7 @@ class HeapLockQueue:
 def queue_heap_lock(ops: int) -> float:
     """Time `HeapLockQueue` put then get_nowait, ns per pair: the floor of the target."""
     q = HeapLockQueue()
-    put, get = q.put, q.get_nowait
-    t0 = NS()
-    for i in range(ops):
-        put(i)
-        get()
-    t1 = NS()
-    return (t1 - t0) / ops
+    return alternate(q.put, q.get_nowait, ops)
 
 
 def phase_queue(ops: int) -> Table:
