@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from tickwheel.errors import InvalidTimer
 from tickwheel.urls import parse_url
 
-R = TypeVar("R", "Callback", "RetryPolicy", "Timer")
+R = TypeVar("R")
 
 MAX_ID_CHARS = 128
 MAX_QUEUE_CHARS = 64
@@ -339,10 +339,13 @@ def restore(cls: type[R], **values: Any) -> R:
     """Rebuild a record a store wrote, without validating it again: every field is given.
 
     Stores validate a timer once, when it is added; re-validating on every claim and get cost
-    about half of a claim's client time (bench/stores.py).
+    about half of a claim's client time (bench/stores.py). `cls` is a frozen dataclass with
+    slots: a timer's parts, or a schedule.
     """
     record = object.__new__(cls)
-    setters = _SETTERS[cls]
+    setters = _SETTERS.get(cls)
+    if setters is None:
+        setters = _SETTERS[cls] = _slot_setters(cls)
     for name, value in values.items():
         setters[name](record, value)
     return record
@@ -354,7 +357,9 @@ def _slot_setters(cls: type[Any]) -> dict[str, Callable[[Any, Any], None]]:
     return {f.name: getattr(cls, f.name).__set__ for f in fields(cls)}
 
 
-_SETTERS = {cls: _slot_setters(cls) for cls in (Callback, RetryPolicy, Timer)}
+_SETTERS: dict[type[Any], dict[str, Callable[[Any, Any], None]]] = {
+    cls: _slot_setters(cls) for cls in (Callback, RetryPolicy, Timer)
+}
 
 
 def new_id(now_ms: int | None = None) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -118,7 +118,8 @@ class Schedule:
         if not isinstance(self.paused, bool):
             raise InvalidArgument("paused", "must be a bool")
         zone(self.timezone)
-        object.__setattr__(self, "rule", _rule_of(self))
+        rule = _rule(self.cron, self.every_s, self.timezone, self.start_ms)
+        object.__setattr__(self, "rule", rule)
         # the target is checked as a timer would check it, under an occurrence's id
         self.occurrence(self.start_ms)
 
@@ -212,27 +213,21 @@ class Schedule:
         return Turn(fire=True, next_ms=self.next_after(now_ms, runs + 1))
 
 
-_SETTERS = {f.name: getattr(Schedule, f.name).__set__ for f in fields(Schedule)}
-
-
 def restore_schedule(**values: Any) -> Schedule:
     """Rebuild a schedule a store wrote, from every field but `rule`, without checking it again.
 
     A worker rebuilds the schedule of each occurrence it claims; the checks (the target's
     URL, the cron fields) cost more than the rest of the step.
     """
-    schedule = object.__new__(Schedule)
-    for name, value in values.items():
-        _SETTERS[name](schedule, value)
-    _SETTERS["rule"](schedule, _rule_of(schedule))
-    return schedule
+    rule = _rule(values["cron"], values["every_s"], values["timezone"], values["start_ms"])
+    return restore(Schedule, **values, rule=rule)
 
 
-def _rule_of(schedule: Schedule) -> Recurrence:
-    if schedule.cron is not None:
-        return _cron(schedule.cron, schedule.timezone)
-    assert schedule.every_s is not None
-    return every_seconds(schedule.every_s, schedule.start_ms)
+def _rule(cron: str | None, every_s: float | None, timezone: str, start_ms: int) -> Recurrence:
+    if cron is not None:
+        return _cron(cron, timezone)
+    assert every_s is not None
+    return every_seconds(every_s, start_ms)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -35,7 +35,7 @@ def wheel_add_cancel(w: Workload, cb: Callback) -> Samples:
     Cancel leaves tombstones in the buckets; the advance past the span that reclaims them is
     timed apart, as asyncio's purge is.
     """
-    wheel: TimingWheel[int, Callback] = TimingWheel(w.base_ms)
+    wheel: TimingWheel[Hashable, Callback] = TimingWheel(w.base_ms)
     add, cancel = wheel.add, wheel.cancel
     t0 = NS()
     for key, due in zip(w.keys, w.dues, strict=True):
@@ -54,7 +54,7 @@ def wheel_add_cancel(w: Workload, cb: Callback) -> Samples:
 
 def heap_add_cancel(w: Workload, cb: Callback) -> Samples:
     """Time DelayHeap.push of N timers, then cancel of all in random order."""
-    dheap: DelayHeap[int, Callback] = DelayHeap()
+    dheap: DelayHeap[Hashable, Callback] = DelayHeap()
     push, cancel = dheap.push, dheap.cancel
     t0 = NS()
     for key, due in zip(w.keys, w.dues, strict=True):
@@ -142,7 +142,7 @@ def sched_add_cancel(w: Workload, cb: Callback) -> Samples:
 def wheel_fire(w: Workload, steps: bool) -> float:
     """Fire N timers by advancing a TimingWheel in 1 ms steps (or in one jump)."""
     cb, box = make_counter()
-    wheel: TimingWheel[int, Callback] = TimingWheel(w.base_ms)
+    wheel: TimingWheel[Hashable, Callback] = TimingWheel(w.base_ms)
     for key, due in zip(w.keys, w.dues, strict=True):
         wheel.add(key, due, cb)
     return timed_fire(w, steps, wheel.advance, box, wheel)
@@ -151,7 +151,7 @@ def wheel_fire(w: Workload, steps: bool) -> float:
 def heap_fire(w: Workload, steps: bool) -> float:
     """Fire N timers with DelayHeap.pop_due in 1 ms steps (or in one call)."""
     cb, box = make_counter()
-    dheap: DelayHeap[int, Callback] = DelayHeap()
+    dheap: DelayHeap[Hashable, Callback] = DelayHeap()
     for key, due in zip(w.keys, w.dues, strict=True):
         dheap.push(key, due, cb)
     return timed_fire(w, steps, dheap.pop_due, box, dheap)
@@ -247,7 +247,7 @@ def wheel_memory(w: Workload, cb: Callback) -> float:
     keys, offsets, base = w.keys, w.offsets, w.base_ms
 
     def build() -> object:
-        wheel: TimingWheel[int, Callback] = TimingWheel(base)
+        wheel: TimingWheel[Hashable, Callback] = TimingWheel(base)
         add = wheel.add
         for key, off in zip(keys, offsets, strict=True):
             add(key, base + off, cb)
@@ -261,7 +261,7 @@ def heap_memory(w: Workload, cb: Callback) -> float:
     keys, offsets, base = w.keys, w.offsets, w.base_ms
 
     def build() -> object:
-        dheap: DelayHeap[int, Callback] = DelayHeap()
+        dheap: DelayHeap[Hashable, Callback] = DelayHeap()
         push = dheap.push
         for key, off in zip(keys, offsets, strict=True):
             push(key, base + off, cb)

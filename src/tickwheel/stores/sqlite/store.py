@@ -145,7 +145,7 @@ class SqliteStore:
             results: list[Timer | Exception] = []
             for timer in timers:
                 try:
-                    results.append(self._add_within(conn, now, timer, replace))
+                    results.append(self._add(conn, now, timer, replace, in_transaction=True))
                 except (TimerExists, InvalidArgument) as refused:
                     results.append(refused)
             return results
@@ -498,28 +498,31 @@ class SqliteStore:
                 return
             await asyncio.sleep(WATCH_INTERVAL_S)
 
-    def _add(self, conn: sqlite3.Connection, now: int, timer: Timer, replace: bool) -> Timer:
+    def _add(
+        self,
+        conn: sqlite3.Connection,
+        now: int,
+        timer: Timer,
+        replace: bool,
+        *,
+        in_transaction: bool = False,
+    ) -> Timer:
+        """Add `timer`; where its id may be taken, in a transaction of its own unless the
+        caller holds one."""
         check_due(timer.due_ms, now, self.settings)
         if not replace:
             # the common case, a new id, is one statement and needs no transaction
             added, written = self._insert(conn, now, timer, sql.INSERT_NEW)
             if written:
                 return added
+        if in_transaction:
+            return self._add_over(conn, now, timer, replace)
         return transaction(
             conn,
             "BEGIN IMMEDIATE",
             self._clock,
             lambda c, now: self._add_over(c, now, timer, replace),
         )
-
-    def _add_within(self, conn: sqlite3.Connection, now: int, timer: Timer, replace: bool) -> Timer:
-        """`_add` inside a transaction the caller holds."""
-        check_due(timer.due_ms, now, self.settings)
-        if not replace:
-            added, written = self._insert(conn, now, timer, sql.INSERT_NEW)
-            if written:
-                return added
-        return self._add_over(conn, now, timer, replace)
 
     def _add_over(self, conn: sqlite3.Connection, now: int, timer: Timer, replace: bool) -> Timer:
         """Add `timer` where its id may be taken: idempotent, conflict or replace."""
