@@ -181,6 +181,7 @@ class State(StrEnum):
 
     SCHEDULED = "scheduled"
     LEASED = "leased"
+    PAUSED = "paused"
     DONE = "done"
     DEAD = "dead"
 

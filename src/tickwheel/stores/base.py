@@ -74,6 +74,63 @@ class Stats:
     earliest_due_ms: int | None = None
 
 
+MAX_RATE = 100_000.0
+MAX_BURST = 100_000
+MAX_CONCURRENCY = 10_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limit:
+    """A bound on callbacks to one target (a host or a queue), kept by every worker together.
+
+    `rate` callbacks a second on average with bursts of up to `burst` (a token bucket; `burst`
+    defaults to one second's worth), and at most `concurrency` in flight; either or both.
+    """
+
+    rate: float | None = None
+    burst: int | None = None
+    concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.rate is None and self.concurrency is None:
+            raise InvalidArgument("rate", "give a rate, a concurrency or both")
+        if self.rate is not None and not 0 < self.rate <= MAX_RATE:
+            raise InvalidArgument("rate", f"must be above 0 and at most {MAX_RATE:g} a second")
+        if self.burst is not None:
+            if self.rate is None:
+                raise InvalidArgument("burst", "needs a rate")
+            if not 1 <= self.burst <= MAX_BURST:
+                raise InvalidArgument("burst", f"must be 1 to {MAX_BURST}")
+        if self.concurrency is not None and not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise InvalidArgument("concurrency", f"must be 1 to {MAX_CONCURRENCY}")
+
+    @property
+    def bucket(self) -> int:
+        """The burst the token bucket allows: `burst`, or one second of `rate` (at least 1)."""
+        if self.burst is not None:
+            return self.burst
+        return max(1, int(self.rate or 1))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueSettings:
+    """What an operator set on a queue: paused (workers claim nothing from it) and a limit."""
+
+    paused: bool = False
+    limit: Limit | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """One queue as `Store.queue_infos` sees it: counts per state, the earliest due time among
+    its scheduled timers (overdue when before now), and its settings."""
+
+    name: str
+    counts: dict[State, int]
+    earliest_due_ms: int | None
+    settings: QueueSettings
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreSettings:
     """Limits and policies shared by every store."""
@@ -241,11 +298,52 @@ class Store(Protocol):
         """
         ...
 
+    async def pause(self, timer_id: str) -> bool:
+        """Stop a scheduled timer from firing, keeping its id, attempt and history; return
+        whether it was scheduled (a leased, paused or finished one is left as it is)."""
+        ...
+
+    async def resume(self, timer_id: str) -> bool:
+        """Schedule a paused timer again at its own due time (claimable at once if that has
+        passed); return whether it was paused."""
+        ...
+
+    async def queue_settings(self) -> dict[str, QueueSettings]:
+        """Return the settings of every queue that has any (paused or limited), by name."""
+        ...
+
+    async def set_queue(self, queue: str, settings: QueueSettings) -> None:
+        """Store `queue`'s settings; the default `QueueSettings()` removes them."""
+        ...
+
+    async def queue_infos(self) -> list[QueueInfo]:
+        """Return every queue that holds timers in any state or has settings, sorted by name."""
+        ...
+
+    async def limits(self) -> dict[str, Limit]:
+        """Return the limit of every callback host that has one (``host`` or ``host:port``)."""
+        ...
+
+    async def set_limit(self, host: str, limit: Limit) -> None:
+        """Store the limit on callbacks to `host`, replacing any it had."""
+        ...
+
+    async def delete_limit(self, host: str) -> bool:
+        """Remove `host`'s limit; return whether it had one."""
+        ...
+
     async def list(
-        self, state: State | None = None, limit: int = 100, cursor: str | None = None
+        self,
+        state: State | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        *,
+        queue: str | None = None,
+        due_from_ms: int | None = None,
+        due_to_ms: int | None = None,
     ) -> Page:
-        """Return a page of timers, filtered by state; following `cursor` to the end returns
-        every timer once. The order is the store's: memory and SQLite by id (creation order
+        """Return a page of timers, filtered by state, queue and due time (from inclusive, to
+        exclusive); following `cursor` to the end returns every matching timer once. The order is the store's: memory and SQLite by id (creation order
         for generated ids), Redis shard by shard (an index by id would cost it memory for
         every pending timer)."""
         ...
