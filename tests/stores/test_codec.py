@@ -7,7 +7,7 @@ from dataclasses import fields
 import pytest
 
 from tickwheel.model import Callback, RetryPolicy, State, Timer
-from tickwheel.stores.codec import SpecCache, SpecCodec, encode_spec
+from tickwheel.stores.codec import SpecCache, SpecCodec, encode_spec, state_code, state_of
 from tickwheel.stores.rebuild import as_scheduled, stored_timer
 
 
@@ -84,3 +84,16 @@ def test_stored_timer_builds_what_the_constructor_builds() -> None:
         created_ms=9,
         updated_ms=9,
     )
+
+
+def test_state_codes_are_fixed() -> None:
+    """Stored files and keyspaces keep their codes: paused came last, after dead."""
+    codes = {state: state_code(state) for state in State}
+    assert codes == {
+        State.SCHEDULED: 0,
+        State.LEASED: 1,
+        State.DONE: 2,
+        State.DEAD: 3,
+        State.PAUSED: 4,
+    }
+    assert all(state_of(code) is state for state, code in codes.items())

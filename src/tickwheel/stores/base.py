@@ -176,7 +176,7 @@ class Store(Protocol):
         ...
 
     async def cancel(self, timer_id: str) -> bool:
-        """Delete a scheduled timer; return whether one was there to delete."""
+        """Delete a scheduled or paused timer; return whether one was there to delete."""
         ...
 
     async def reschedule(self, timer_id: str, due_ms: int) -> bool:
@@ -300,7 +300,8 @@ class Store(Protocol):
 
     async def pause(self, timer_id: str) -> bool:
         """Stop a scheduled timer from firing, keeping its id, attempt and history; return
-        whether it was scheduled (a leased, paused or finished one is left as it is)."""
+        whether it was scheduled (a leased, paused or finished one is left as it is, and so is
+        a schedule's occurrence, which its schedule owns)."""
         ...
 
     async def resume(self, timer_id: str) -> bool:
@@ -313,7 +314,8 @@ class Store(Protocol):
         ...
 
     async def set_queue(self, queue: str, settings: QueueSettings) -> None:
-        """Store `queue`'s settings; the default `QueueSettings()` removes them."""
+        """Store `queue`'s settings; the default `QueueSettings()` removes them. Waiters on
+        the queue (`wait`) are woken, so a worker sees a resume at once."""
         ...
 
     async def queue_infos(self) -> list[QueueInfo]:
@@ -343,9 +345,9 @@ class Store(Protocol):
         due_to_ms: int | None = None,
     ) -> Page:
         """Return a page of timers, filtered by state, queue and due time (from inclusive, to
-        exclusive); following `cursor` to the end returns every matching timer once. The order is the store's: memory and SQLite by id (creation order
-        for generated ids), Redis shard by shard (an index by id would cost it memory for
-        every pending timer)."""
+        exclusive); following `cursor` to the end returns every matching timer once. The order
+        is the store's: memory and SQLite by id (creation order for generated ids), Redis shard
+        by shard (an index by id would cost it memory for every pending timer)."""
         ...
 
     async def stats(self) -> Stats:

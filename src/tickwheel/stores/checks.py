@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 
 from tickwheel.errors import InvalidArgument, InvalidTimer
-from tickwheel.stores.base import StoreSettings
+from tickwheel.model import MAX_DUE_MS, MAX_QUEUE_CHARS
+from tickwheel.stores.base import QueueSettings, StoreSettings
+from tickwheel.urls import InvalidUrl, parse_url
 
 MAX_LIST = 1000
+MAX_LIMIT_HOST_CHARS = 260
+"""A limit's host: a DNS name (253) and ``:65535``."""
+
+_QUEUE = re.compile(rf"[A-Za-z0-9._:-]{{1,{MAX_QUEUE_CHARS}}}")  # the model's rule for queues
+_PORT = re.compile(r"[1-9][0-9]{0,4}")
 
 
 def check_due(due_ms: int, now_ms: int, settings: StoreSettings) -> None:
@@ -43,3 +52,71 @@ def check_timeout(timeout_s: float) -> None:
         or not (0 <= timeout_s < math.inf)
     ):
         raise InvalidArgument("timeout_s", f"must be a finite number >= 0, got {timeout_s!r}")
+
+
+def check_queue(queue: object, argument: str = "queue") -> None:
+    """Refuse a name no timer's queue can have (the model's rule)."""
+    if not isinstance(queue, str) or not _QUEUE.fullmatch(queue):
+        raise InvalidArgument(
+            argument,
+            f"must be 1-{MAX_QUEUE_CHARS} characters of A-Z a-z 0-9 . _ : -, got {queue!r:.80}",
+        )
+
+
+def check_queue_settings(queue: str, settings: QueueSettings) -> None:
+    check_queue(queue)
+    if not isinstance(settings, QueueSettings):
+        raise InvalidArgument("settings", f"must be QueueSettings, got {settings!r:.80}")
+
+
+def check_list_filters(queue: str | None, due_from_ms: int | None, due_to_ms: int | None) -> None:
+    """Check `Store.list`'s filters: a queue name, due bounds in epoch ms."""
+    if queue is not None:
+        check_queue(queue)
+    for argument, value in (("due_from_ms", due_from_ms), ("due_to_ms", due_to_ms)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DUE_MS
+        ):
+            raise InvalidArgument(argument, f"must be epoch ms from 0 to {MAX_DUE_MS}")
+
+
+def check_host(host: object) -> None:
+    """Refuse a limit's host unless written as a callback URL's host is compared: lower case,
+    IDNA for other scripts, no trailing dot, an IPv6 address compressed in brackets, and
+    ``:port`` (1-65535, no leading zero) when the port is not the scheme's default."""
+    if not isinstance(host, str) or not 0 < len(host) <= MAX_LIMIT_HOST_CHARS:
+        raise InvalidArgument(
+            "host", f"must be 1-{MAX_LIMIT_HOST_CHARS} characters, got {host!r:.80}"
+        )
+    if not host.isascii() or any(not char.isprintable() or char.isspace() for char in host):
+        raise InvalidArgument(
+            "host", f"must be ASCII without spaces (IDNA for other scripts), got {host!r:.80}"
+        )
+    name, port = host, None
+    if host.startswith("["):
+        address, bracket, rest = host[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise InvalidArgument("host", f"an IPv6 host is [address] or [address]:port: {host!r}")
+        name, port = f"[{address}]", rest[1:] if rest else None
+        try:
+            canonical = ipaddress.IPv6Address(address).compressed
+        except ValueError:
+            raise InvalidArgument("host", f"not an IPv6 address: {address!r:.80}") from None
+        if canonical != address:
+            raise InvalidArgument("host", f"write the address as [{canonical}]")
+    else:
+        if host.count(":") == 1:
+            name, port = host.split(":")
+        if any(char in name for char in "/?#@\\[]:%"):
+            raise InvalidArgument(
+                "host", f"must be a host and an optional :port, no path or userinfo: {host!r:.80}"
+            )
+        try:
+            canonical = parse_url(f"http://{name}/").host_header
+        except InvalidUrl as error:
+            message = str(error).removeprefix(f"{error.argument}: ")
+            raise InvalidArgument("host", message) from None
+        if canonical != name:
+            raise InvalidArgument("host", f"write the host as {canonical!r:.80}")
+    if port is not None and (not _PORT.fullmatch(port) or int(port) > 65535):
+        raise InvalidArgument("host", f"port must be 1-65535, got {port!r:.20}")

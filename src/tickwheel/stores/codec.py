@@ -20,7 +20,9 @@ from tickwheel.model import DEFAULT_RETRY, Callback, RetryPolicy, State, Timer, 
 Spec: TypeAlias = tuple[Callback | None, Any, RetryPolicy]
 """A decoded spec: callback, payload, retry policy."""
 
-_STATES = tuple(State)
+# fixed codes, not the enum's order: files and keyspaces written before a state was added
+# must read the same (paused came after dead)
+_STATES = (State.SCHEDULED, State.LEASED, State.DONE, State.DEAD, State.PAUSED)
 _STATE_CODE = {state: code for code, state in enumerate(_STATES)}
 _RETRY_FIELDS = ("max_attempts", "min_backoff_s", "max_backoff_s", "timeout_s", "max_retry_s")
 _FRESH = (list, dict)

@@ -18,7 +18,10 @@ from tickwheel.schedule import (
 from tickwheel.stores.base import (
     ANY_QUEUE,
     Lease,
+    Limit,
     Page,
+    QueueInfo,
+    QueueSettings,
     SchedulePage,
     Stats,
     StoreSettings,
@@ -27,8 +30,11 @@ from tickwheel.stores.base import (
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
+    check_host,
     check_lease,
     check_list,
+    check_list_filters,
+    check_queue_settings,
     check_timeout,
 )
 from tickwheel.stores.rebuild import as_scheduled
@@ -51,6 +57,8 @@ class MemoryStore:
         self._wakeups = Wakeups()
         self._expiry: DelayHeap[str, None] = DelayHeap()
         self._schedules: dict[str, ScheduleState] = {}
+        self._queue_settings: dict[str, QueueSettings] = {}
+        self._limits: dict[str, Limit] = {}
         self._closed = False
 
     def now_ms(self) -> int:
@@ -94,7 +102,7 @@ class MemoryStore:
     async def cancel(self, timer_id: str) -> bool:
         self._open()
         timer = self._timers.get(timer_id)
-        if timer is None or timer.state is not State.SCHEDULED:
+        if timer is None or timer.state not in (State.SCHEDULED, State.PAUSED):
             return False
         self._forget(timer)
         return True
@@ -280,16 +288,93 @@ class MemoryStore:
             fire.append(step.fire)
         return fire
 
+    async def pause(self, timer_id: str) -> bool:
+        self._open()
+        timer = self._timers.get(timer_id)
+        if timer is None or timer.state is not State.SCHEDULED or occurrence_of(timer_id):
+            return False
+        self._due[timer.queue].cancel(timer_id)
+        self._timers[timer_id] = timer.evolve(state=State.PAUSED, updated_ms=self._clock())
+        return True
+
+    async def resume(self, timer_id: str) -> bool:
+        self._open()
+        timer = self._timers.get(timer_id)
+        if timer is None or timer.state is not State.PAUSED:
+            return False
+        self._schedule(timer.evolve(state=State.SCHEDULED, updated_ms=self._clock()))
+        return True
+
+    async def queue_settings(self) -> dict[str, QueueSettings]:
+        self._open()
+        return dict(self._queue_settings)
+
+    async def set_queue(self, queue: str, settings: QueueSettings) -> None:
+        self._open()
+        check_queue_settings(queue, settings)
+        if settings == QueueSettings():
+            self._queue_settings.pop(queue, None)
+        else:
+            self._queue_settings[queue] = settings
+        self._wakeups.notify(queue)
+
+    async def queue_infos(self) -> list[QueueInfo]:
+        self._open()
+        self._expire_done(self._clock())
+        counts: dict[str, dict[State, int]] = {}
+        for timer in self._timers.values():
+            per_state = counts.get(timer.queue)
+            if per_state is None:
+                per_state = counts[timer.queue] = dict.fromkeys(State, 0)
+            per_state[timer.state] += 1
+        infos = []
+        for queue in sorted(counts.keys() | self._queue_settings.keys()):
+            heap = self._due.get(queue)
+            infos.append(
+                QueueInfo(
+                    queue,
+                    counts.get(queue) or dict.fromkeys(State, 0),
+                    None if heap is None else heap.next_due_ms(),
+                    self._queue_settings.get(queue, QueueSettings()),
+                )
+            )
+        return infos
+
+    async def limits(self) -> dict[str, Limit]:
+        self._open()
+        return dict(self._limits)
+
+    async def set_limit(self, host: str, limit: Limit) -> None:
+        self._open()
+        check_host(host)
+        self._limits[host] = limit
+
+    async def delete_limit(self, host: str) -> bool:
+        self._open()
+        return self._limits.pop(host, None) is not None
+
     async def list(
-        self, state: State | None = None, limit: int = 100, cursor: str | None = None
+        self,
+        state: State | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        *,
+        queue: str | None = None,
+        due_from_ms: int | None = None,
+        due_to_ms: int | None = None,
     ) -> Page:
         self._open()
         check_list(limit)
+        check_list_filters(queue, due_from_ms, due_to_ms)
         self._expire_done(self._clock())
         ids = sorted(
             timer_id
             for timer_id, timer in self._timers.items()
-            if (cursor is None or timer_id > cursor) and (state is None or timer.state is state)
+            if (cursor is None or timer_id > cursor)
+            and (state is None or timer.state is state)
+            and (queue is None or timer.queue == queue)
+            and (due_from_ms is None or timer.due_ms >= due_from_ms)
+            and (due_to_ms is None or timer.due_ms < due_to_ms)
         )
         timers = [self._timers[timer_id] for timer_id in ids[: limit + 1]]
         if len(timers) > limit:
