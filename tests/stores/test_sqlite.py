@@ -17,6 +17,7 @@ from tickwheel.errors import Closed, LeaseLost, StoreUnavailable
 from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule
 from tickwheel.stores import Lease, StoreSettings
+from tickwheel.stores.base import Limit, QueueSettings
 from tickwheel.stores.sqlite import SqliteStore, queries, schema
 
 from .conftest import ManualClock
@@ -234,11 +235,12 @@ async def test_claim_reads_the_due_index_not_the_table(tmp_path: Path) -> None:
 
 async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     """Version 2 added first_claimed_ms and the per-queue lease index; old rows read as unset.
-    Version 3's schedules table comes on the same way."""
+    Version 3's schedules table and version 4's flow control come on the same way."""
     path = tmp_path / "timers.db"
+    later = ("timers_lease_queue", "schedules", "timers_paused", "queue_settings", "limits")
     with sqlite3.connect(path) as conn:
         for statement in schema.SCHEMA:
-            if "timers_lease_queue" not in statement and "schedules" not in statement:
+            if not any(name in statement for name in later):
                 conn.execute(statement.replace(",\n        first_claimed_ms INTEGER", ""))
         conn.execute("PRAGMA user_version = 1")
         conn.execute(
@@ -331,6 +333,60 @@ async def test_a_version_2_file_is_migrated_and_keeps_its_timers(tmp_path: Path)
         await store.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
+    conn.close()
+
+
+async def test_a_version_3_file_is_migrated_to_flow_control(tmp_path: Path) -> None:
+    """Version 4 added paused timers, queue settings and host limits; the state codes of a
+    version 3 file (done 2, dead 3) read as they did."""
+    path, clock = tmp_path / "timers.db", ManualClock()
+    now = clock.now_ms
+    with sqlite3.connect(path) as conn:
+        for statement in _VERSION_2[:-1]:
+            conn.execute(statement)
+        conn.execute("CREATE TABLE schedules (id TEXT PRIMARY KEY, record TEXT NOT NULL)")
+        conn.execute("PRAGMA user_version = 3")
+        conn.executemany(
+            "INSERT INTO timers (id, queue, state, due_ms, seq, deadline_ms, attempt, created_ms,"
+            " updated_ms, spec) VALUES (?, 'q', ?, ?, 1, ?, 1, 1, 1, '[null,1,null]')",
+            [("a", 0, now, None), ("c", 2, now, now + 60_000), ("d", 3, now, None)],
+        )
+    conn.close()
+    store = SqliteStore(path, StoreSettings(retention_ms=60_000), clock=clock)
+    try:
+        assert [(t.id, t.state) for t in (await store.list()).timers] == [
+            ("a", State.SCHEDULED),
+            ("c", State.DONE),
+            ("d", State.DEAD),
+        ]
+        assert await store.pause("a")
+        (info,) = await store.queue_infos()
+        assert (info.counts[State.PAUSED], info.counts[State.DONE], info.counts[State.DEAD]) == (
+            1,
+            1,
+            1,
+        )
+        await store.set_queue("q", QueueSettings(paused=True))
+        await store.set_limit("example.com", Limit(rate=5.0))
+        assert await store.limits() == {"example.com": Limit(rate=5.0)}
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
+    conn.close()
+
+
+def test_counts_per_queue_read_partial_indexes(tmp_path: Path) -> None:
+    """queue_infos counts each state over its partial index, not the table."""
+    with sqlite3.connect(tmp_path / "plan.db") as conn:
+        for statement in schema.SCHEMA:
+            conn.execute(statement)
+        queries_ = [queries.QUEUE_SCHEDULED, *queries.QUEUE_COUNTS.values()]
+        for query in queries_:
+            plan = " ".join(
+                row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}", {"now": 0})
+            )
+            assert "INDEX timers_" in plan, (query, plan)
     conn.close()
 
 

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, TypeAlias, cast
 
 from tickwheel.model import DEFAULT_RETRY, Callback, RetryPolicy, State, Timer, restore
+from tickwheel.stores.base import Limit, QueueSettings
 
 Spec: TypeAlias = tuple[Callback | None, Any, RetryPolicy]
 """A decoded spec: callback, payload, retry policy."""
@@ -149,3 +150,31 @@ def _new_callback(
 
 def _new_retry(*fields: Any) -> RetryPolicy:
     return restore(RetryPolicy, **dict(zip(_RETRY_FIELDS, fields, strict=True)))
+
+
+def encode_limit(limit: Limit) -> str:
+    """A limit as stored: ``{"rate", "burst", "concurrency"}``, unset ones null."""
+    return json.dumps(
+        {"rate": limit.rate, "burst": limit.burst, "concurrency": limit.concurrency},
+        separators=(",", ":"),
+    )
+
+
+def decode_limit(text: str | bytes) -> Limit:
+    fields = json.loads(text)
+    return Limit(rate=fields["rate"], burst=fields["burst"], concurrency=fields["concurrency"])
+
+
+def encode_queue_settings(settings: QueueSettings) -> str:
+    """A queue's settings as stored: ``{"paused", "limit"}``, the limit as `encode_limit`'s."""
+    limit = None if settings.limit is None else json.loads(encode_limit(settings.limit))
+    return json.dumps({"paused": settings.paused, "limit": limit}, separators=(",", ":"))
+
+
+def decode_queue_settings(text: str | bytes) -> QueueSettings:
+    fields = json.loads(text)
+    limit = fields["limit"]
+    return QueueSettings(
+        paused=fields["paused"],
+        limit=None if limit is None else Limit(**limit),
+    )

@@ -16,7 +16,7 @@ from typing import Any
 from tickwheel.model import State, Timer
 from tickwheel.stores.codec import SpecCodec, encode_spec, state_code, state_of
 from tickwheel.stores.rebuild import stored_timer
-from tickwheel.stores.sqlite.schema import DEAD, DONE, LEASED, SCHEDULED
+from tickwheel.stores.sqlite.schema import DEAD, DONE, LEASED, PAUSED, SCHEDULED
 
 Row = tuple[Any, ...]
 
@@ -41,7 +41,13 @@ INSERT_NEW = f"INSERT {_INSERT} ON CONFLICT (id) DO NOTHING"
 INSERT_OVER = f"INSERT OR REPLACE {_INSERT}"
 """Schedule a timer in place of the row holding its id, if any: `RowCodec.new_row`."""
 GET = f"SELECT {COLUMNS} FROM timers WHERE id = :id AND {LIVE}"
-CANCEL = f"DELETE FROM timers WHERE id = ? AND state = {SCHEDULED}"
+CANCEL = f"DELETE FROM timers WHERE id = ? AND state IN ({SCHEDULED}, {PAUSED})"
+PAUSE = f"""UPDATE timers SET state = {PAUSED}, updated_ms = :now
+            WHERE id = :id AND state = {SCHEDULED}"""
+# back behind the timers of its queue due at the same time, as any timer that becomes scheduled
+RESUME = f"""UPDATE timers SET state = {SCHEDULED}, updated_ms = :now,
+                 seq = {next_seq("timers.queue", "timers.due_ms")}
+             WHERE id = :id AND state = {PAUSED} RETURNING queue"""
 RESCHEDULE = f"""UPDATE timers SET due_ms = :due, updated_ms = :now, first_claimed_ms = NULL,
                      seq = {next_seq("timers.queue", ":due")}
                  WHERE id = :id AND state = {SCHEDULED} RETURNING queue"""
@@ -127,14 +133,49 @@ COUNT_DONE = f"SELECT count(*) FROM timers WHERE state = {DONE} AND deadline_ms 
 COUNT_DEAD = f"SELECT count(*) FROM timers WHERE state = {DEAD}"
 
 
-def list_page(state: State | None, *, after_cursor: bool) -> str:
+# counts per queue, each state over its partial index: the scheduled and leased ones are led
+# by queue, so those groups need no sort
+QUEUE_SCHEDULED = f"""SELECT queue, count(*), min(due_ms) FROM timers WHERE state = {SCHEDULED}
+                      GROUP BY queue"""
+QUEUE_COUNTS = {
+    State.LEASED: f"SELECT queue, count(*) FROM timers WHERE state = {LEASED} GROUP BY queue",
+    State.PAUSED: f"SELECT queue, count(*) FROM timers WHERE state = {PAUSED} GROUP BY queue",
+    State.DONE: f"""SELECT queue, count(*) FROM timers WHERE state = {DONE} AND deadline_ms > :now
+                    GROUP BY queue""",
+    State.DEAD: f"SELECT queue, count(*) FROM timers WHERE state = {DEAD} GROUP BY queue",
+}
+COUNT_PAUSED = f"SELECT count(*) FROM timers WHERE state = {PAUSED}"
+
+QUEUE_SETTINGS = "SELECT queue, record FROM queue_settings"
+PUT_QUEUE_SETTINGS = "INSERT OR REPLACE INTO queue_settings (queue, record) VALUES (?, ?)"
+DELETE_QUEUE_SETTINGS = "DELETE FROM queue_settings WHERE queue = ?"
+LIMITS = "SELECT host, record FROM limits"
+PUT_LIMIT = "INSERT OR REPLACE INTO limits (host, record) VALUES (?, ?)"
+DELETE_LIMIT = "DELETE FROM limits WHERE host = ?"
+
+
+def list_page(
+    state: State | None,
+    *,
+    after_cursor: bool,
+    queue: bool = False,
+    due_from: bool = False,
+    due_to: bool = False,
+) -> str:
     """SQL for a page of live timers in id order, in `state` if given, after ``:cursor``
-    if `after_cursor`; it reads ``:limit`` rows."""
+    if `after_cursor`, of ``:queue``, due from ``:due_from`` and before ``:due_to`` when
+    those are asked for; it reads ``:limit`` rows."""
     where = [LIVE]
     if after_cursor:
         where.append("id > :cursor")
     if state is not None:
         where.append(f"state = {state_code(state)}")
+    if queue:
+        where.append("queue = :queue")
+    if due_from:
+        where.append("due_ms >= :due_from")
+    if due_to:
+        where.append("due_ms < :due_to")
     return f"SELECT {COLUMNS} FROM timers WHERE {' AND '.join(where)} ORDER BY id LIMIT :limit"
 
 

@@ -22,7 +22,7 @@ from tickwheel.stores.codec import state_code
 R = TypeVar("R")
 Work = Callable[[sqlite3.Connection, int], R]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... FROM (3.33) and RETURNING (3.35)
 BUSY_TIMEOUT_MS = 5000
 FILE_MODE = 0o600
@@ -33,6 +33,7 @@ SCHEDULED = state_code(State.SCHEDULED)
 LEASED = state_code(State.LEASED)
 DONE = state_code(State.DONE)
 DEAD = state_code(State.DEAD)
+PAUSED = state_code(State.PAUSED)
 
 # next_due_ms reads a queue's earliest lease deadline from this one
 _LEASE_BY_QUEUE = (
@@ -41,6 +42,13 @@ _LEASE_BY_QUEUE = (
 # a rowid table, not WITHOUT ROWID: a record carries its target (URL, headers, payload), often
 # past the twentieth of a page that SQLite advises a WITHOUT ROWID row to stay under
 _SCHEDULES = "CREATE TABLE schedules (id TEXT PRIMARY KEY, record TEXT NOT NULL)"
+# flow control: paused timers by queue (queue_infos counts them, list filters them), and what
+# an operator set, as `codec.encode_queue_settings` and `codec.encode_limit` write it
+_FLOW_CONTROL = (
+    f"CREATE INDEX timers_paused ON timers (queue) WHERE state = {PAUSED}",
+    "CREATE TABLE queue_settings (queue TEXT PRIMARY KEY, record TEXT NOT NULL)",
+    "CREATE TABLE limits (host TEXT PRIMARY KEY, record TEXT NOT NULL)",
+)
 SCHEMA = (
     """CREATE TABLE timers (
         id TEXT NOT NULL UNIQUE,
@@ -63,6 +71,7 @@ SCHEMA = (
     f"CREATE INDEX timers_done ON timers (deadline_ms) WHERE state = {DONE}",
     f"CREATE INDEX timers_dead ON timers (id) WHERE state = {DEAD}",
     _SCHEDULES,
+    *_FLOW_CONTROL,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 """The statements that make a new file's schema, the last one setting its version."""
@@ -129,6 +138,10 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     if version <= 2:
         # 2 -> 3: durable schedules; their occurrences are ordinary timers
         conn.execute(_SCHEDULES)
+    if version <= 3:
+        # 3 -> 4: paused timers, queue settings and host limits (state codes 0-3 are unchanged)
+        for statement in _FLOW_CONTROL:
+            conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

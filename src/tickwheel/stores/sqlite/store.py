@@ -43,7 +43,10 @@ from tickwheel.schedule import (
 from tickwheel.stores.base import (
     ANY_QUEUE,
     Lease,
+    Limit,
     Page,
+    QueueInfo,
+    QueueSettings,
     SchedulePage,
     Stats,
     StoreSettings,
@@ -53,12 +56,21 @@ from tickwheel.stores.base import (
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
+    check_host,
     check_lease,
     check_list,
+    check_list_filters,
+    check_queue_settings,
     check_timeout,
 )
 from tickwheel.stores.coalesce import Coalescer
-from tickwheel.stores.codec import SpecCache
+from tickwheel.stores.codec import (
+    SpecCache,
+    decode_limit,
+    decode_queue_settings,
+    encode_limit,
+    encode_queue_settings,
+)
 from tickwheel.stores.rebuild import as_scheduled
 from tickwheel.stores.schedule_codec import ScheduleCodec, encode_schedule
 from tickwheel.stores.sqlite import queries as sql
@@ -426,15 +438,111 @@ class SqliteStore:
             self._wakeups.notify(queue)
         return fire
 
+    async def pause(self, timer_id: str) -> bool:
+        if occurrence_of(timer_id) is not None:
+            return False  # its schedule owns it
+        return await self._run(
+            None,
+            lambda conn, now: conn.execute(sql.PAUSE, {"id": timer_id, "now": now}).rowcount > 0,
+        )
+
+    async def resume(self, timer_id: str) -> bool:
+        def work(conn: sqlite3.Connection, now: int) -> Row | None:
+            row: Row | None = conn.execute(sql.RESUME, {"id": timer_id, "now": now}).fetchone()
+            return row
+
+        return self._woke(await self._run(None, work))
+
+    async def queue_settings(self) -> dict[str, QueueSettings]:
+        def work(conn: sqlite3.Connection, now: int) -> dict[str, QueueSettings]:
+            rows = conn.execute(sql.QUEUE_SETTINGS)
+            return {queue: decode_queue_settings(record) for queue, record in rows}
+
+        return await self._run(None, work)
+
+    async def set_queue(self, queue: str, settings: QueueSettings) -> None:
+        check_queue_settings(queue, settings)
+
+        def work(conn: sqlite3.Connection, now: int) -> None:
+            if settings == QueueSettings():
+                conn.execute(sql.DELETE_QUEUE_SETTINGS, (queue,))
+            else:
+                conn.execute(sql.PUT_QUEUE_SETTINGS, (queue, encode_queue_settings(settings)))
+
+        await self._run(None, work)
+        self._wakeups.notify(queue)
+
+    async def queue_infos(self) -> list[QueueInfo]:
+        def work(conn: sqlite3.Connection, now: int) -> list[QueueInfo]:
+            counts: dict[str, dict[State, int]] = {}
+            earliest: dict[str, int] = {}
+
+            def tally(queue: str, state: State, n: int) -> None:
+                counts.setdefault(queue, dict.fromkeys(State, 0))[state] = n
+
+            for queue, n, due in conn.execute(sql.QUEUE_SCHEDULED):
+                tally(queue, State.SCHEDULED, n)
+                earliest[queue] = due
+            for state, query in sql.QUEUE_COUNTS.items():
+                for queue, n in conn.execute(query, {"now": now}):
+                    tally(queue, state, n)
+            settings = {
+                queue: decode_queue_settings(record)
+                for queue, record in conn.execute(sql.QUEUE_SETTINGS)
+            }
+            return [
+                QueueInfo(
+                    queue,
+                    counts.get(queue) or dict.fromkeys(State, 0),
+                    earliest.get(queue),
+                    settings.get(queue, QueueSettings()),
+                )
+                for queue in sorted(counts.keys() | settings.keys())
+            ]
+
+        # one read transaction: every count comes from one snapshot
+        return await self._run("BEGIN DEFERRED", work)
+
+    async def limits(self) -> dict[str, Limit]:
+        def work(conn: sqlite3.Connection, now: int) -> dict[str, Limit]:
+            return {host: decode_limit(record) for host, record in conn.execute(sql.LIMITS)}
+
+        return await self._run(None, work)
+
+    async def set_limit(self, host: str, limit: Limit) -> None:
+        check_host(host)
+        record = encode_limit(limit)
+        await self._run(None, lambda conn, now: conn.execute(sql.PUT_LIMIT, (host, record)))
+
+    async def delete_limit(self, host: str) -> bool:
+        return await self._run(
+            None, lambda conn, now: conn.execute(sql.DELETE_LIMIT, (host,)).rowcount > 0
+        )
+
     async def list(
-        self, state: State | None = None, limit: int = 100, cursor: str | None = None
+        self,
+        state: State | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        *,
+        queue: str | None = None,
+        due_from_ms: int | None = None,
+        due_to_ms: int | None = None,
     ) -> Page:
         self._check_open()
         check_list(limit)
-        page = sql.list_page(state, after_cursor=cursor is not None)
+        check_list_filters(queue, due_from_ms, due_to_ms)
+        page = sql.list_page(
+            state,
+            after_cursor=cursor is not None,
+            queue=queue is not None,
+            due_from=due_from_ms is not None,
+            due_to=due_to_ms is not None,
+        )
 
         def work(conn: sqlite3.Connection, now: int) -> list[Timer]:
-            params = {"now": now, "cursor": cursor, "limit": limit + 1}
+            params = {"now": now, "cursor": cursor, "limit": limit + 1, "queue": queue}
+            params |= {"due_from": due_from_ms, "due_to": due_to_ms}
             return [self._rows.timer(row) for row in conn.execute(page, params)]
 
         timers = await self._run(None, work)
@@ -450,6 +558,7 @@ class SqliteStore:
                 State.LEASED: conn.execute(sql.COUNT_LEASED).fetchone()[0],
                 State.DONE: conn.execute(sql.COUNT_DONE, (now,)).fetchone()[0],
                 State.DEAD: conn.execute(sql.COUNT_DEAD).fetchone()[0],
+                State.PAUSED: conn.execute(sql.COUNT_PAUSED).fetchone()[0],
             }
             return Stats(counts, earliest)
 

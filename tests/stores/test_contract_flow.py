@@ -1,0 +1,358 @@
+"""The flow-control part of the `Store` contract: pausing timers, queue settings, host limits,
+counts per queue and the list's filters, on every backend (see conftest's BACKENDS)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tickwheel.errors import InvalidArgument
+from tickwheel.model import State, Timer
+from tickwheel.schedule import Schedule
+from tickwheel.stores import Store, StoreSettings
+from tickwheel.stores.base import Limit, QueueSettings
+
+from .conftest import BACKENDS, ManualClock, StoreFactory
+
+MINUTE = 60_000
+
+
+def timer(clock: ManualClock, delay_ms: int = 1000, **fields: object) -> Timer:
+    return Timer(due_ms=clock.now_ms + delay_ms, **fields)  # type: ignore[arg-type]
+
+
+async def claim_ids(store: Store, clock: ManualClock, queue: str = "default") -> list[str]:
+    leases = await store.claim(queue, clock.now_ms, 1000, 30_000)
+    return [lease.timer.id for lease in leases]
+
+
+async def every_page(store: Store, limit: int = 3, **filters: object) -> list[Timer]:
+    """Follow the list's cursor to the end; return what it listed, in its order."""
+    listed: list[Timer] = []
+    cursor = None
+    while True:
+        page = await store.list(limit=limit, cursor=cursor, **filters)  # type: ignore[arg-type]
+        listed += page.timers
+        if page.cursor is None:
+            return listed
+        cursor = page.cursor
+
+
+async def test_pause_and_resume_keep_id_attempt_and_history(
+    store: Store, clock: ManualClock
+) -> None:
+    await store.add(timer(clock, 0, id="a"))
+    (lease,) = await store.claim("default", clock.now_ms, 1, 1000)
+    await store.retry(lease, clock.now_ms + MINUTE, "boom")
+    before = await store.get("a")
+    assert before is not None
+    assert before.attempt == 1
+    clock.advance(5)
+    assert await store.pause("a")
+    paused = await store.get("a")
+    assert paused is not None
+    assert paused.state is State.PAUSED
+    assert (paused.attempt, paused.last_error, paused.due_ms) == (1, "boom", before.due_ms)
+    assert paused.first_claimed_ms == before.first_claimed_ms
+    assert paused.updated_ms == clock.now_ms
+    clock.advance(5)
+    assert await store.resume("a")
+    resumed = await store.get("a")
+    assert resumed is not None
+    assert resumed.state is State.SCHEDULED
+    assert (resumed.attempt, resumed.last_error, resumed.due_ms) == (1, "boom", before.due_ms)
+    assert resumed.updated_ms == clock.now_ms
+    clock.advance(MINUTE)
+    (again,) = await store.claim("default", clock.now_ms, 1, 1000)
+    assert (again.timer.id, again.token) == ("a", 2)
+
+
+async def test_a_paused_timer_is_never_claimed_even_overdue(
+    store: Store, clock: ManualClock
+) -> None:
+    await store.add(timer(clock, 10, id="a"))
+    await store.add(timer(clock, 20, id="b"))
+    await store.add(timer(clock, 2 * 86_400_000, id="far"))  # in a Redis day slot
+    assert await store.pause("a")
+    assert await store.pause("far")
+    clock.advance(3 * 86_400_000)
+    assert await claim_ids(store, clock) == ["b"]
+    assert await store.next_due_ms("default") == clock.now_ms + 30_000  # b's lease
+    assert await claim_ids(store, clock) == []
+    assert await store.queues() == ["default"]
+
+
+async def test_resume_of_an_overdue_timer_is_claimable_at_once(
+    store: Store, clock: ManualClock
+) -> None:
+    await store.add(timer(clock, 2 * MINUTE, id="a"))
+    assert await store.pause("a")
+    clock.advance(90 * MINUTE)
+    assert await store.next_due_ms("default") is None
+    assert await store.resume("a")
+    assert await store.next_due_ms("default") == clock.now_ms - 88 * MINUTE
+    assert await claim_ids(store, clock) == ["a"]
+
+
+async def test_resume_before_the_due_time_waits_for_it(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, 2 * MINUTE, id="a"))
+    assert await store.pause("a")
+    assert await store.resume("a")
+    clock.advance(MINUTE)
+    assert await claim_ids(store, clock) == []
+    clock.advance(MINUTE)
+    assert await claim_ids(store, clock) == ["a"]
+
+
+async def test_pause_of_a_timer_not_scheduled_is_false_and_changes_nothing(
+    store: Store, clock: ManualClock
+) -> None:
+    for timer_id in ("leased", "done", "dead"):
+        await store.add(timer(clock, 0, id=timer_id))
+    claimed = await store.claim("default", clock.now_ms, 3, 1000)
+    leases = {lease.timer.id: lease for lease in claimed}
+    await store.ack(leases["done"])
+    await store.kill(leases["dead"], "boom")
+    before = {t.id: t for t in (await store.list()).timers}
+    for timer_id in ("leased", "done", "dead", "unknown"):
+        assert not await store.pause(timer_id)
+        assert not await store.resume(timer_id)
+    assert {t.id: t for t in (await store.list()).timers} == before
+    await store.ack(leases["leased"])  # its lease still holds
+
+
+async def test_pause_and_resume_twice(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, id="a"))
+    assert await store.pause("a")
+    assert not await store.pause("a")
+    assert await store.resume("a")
+    assert not await store.resume("a")
+    assert (await store.get("a")).state is State.SCHEDULED  # type: ignore[union-attr]
+
+
+async def test_an_occurrence_is_not_paused(store: Store, clock: ManualClock) -> None:
+    """A schedule's occurrence belongs to its schedule: pause the schedule instead."""
+    state = await store.add_schedule(
+        Schedule(id="s", every_s=60, start_ms=clock.now_ms + 1000, payload=1)
+    )
+    assert state.next_ms is not None
+    assert not await store.pause(f"s@{state.next_ms}")
+    assert (await store.get(f"s@{state.next_ms}")).state is State.SCHEDULED  # type: ignore[union-attr]
+
+
+async def test_cancel_deletes_a_paused_timer(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, id="a"))
+    assert await store.pause("a")
+    assert await store.cancel("a")
+    assert await store.get("a") is None
+    assert not await store.resume("a")
+
+
+async def test_replacing_a_paused_timer_schedules_the_new_one(
+    store: Store, clock: ManualClock
+) -> None:
+    await store.add(timer(clock, 0, id="a"))
+    assert await store.pause("a")
+    await store.add(timer(clock, 0, id="a", payload=2), replace=True)
+    assert await claim_ids(store, clock) == ["a"]
+    stats = await store.stats()
+    assert (stats.counts[State.PAUSED], stats.counts[State.LEASED]) == (0, 1)
+
+
+async def test_paused_timers_are_counted_and_listed(store: Store, clock: ManualClock) -> None:
+    await store.add(timer(clock, id="a"))
+    await store.add(timer(clock, id="b"))
+    assert await store.pause("b")
+    stats = await store.stats()
+    assert stats.counts[State.PAUSED] == 1
+    assert stats.counts[State.SCHEDULED] == 1
+    assert [t.id for t in (await store.list(State.PAUSED)).timers] == ["b"]
+    assert [t.id for t in (await store.list(State.SCHEDULED)).timers] == ["a"]
+
+
+async def test_queue_infos_count_each_queue(store: Store, clock: ManualClock) -> None:
+    assert await store.queue_infos() == []
+    await store.add(timer(clock, 0, id="a1", queue="a"))
+    await store.add(timer(clock, 0, id="a2", queue="a"))
+    await store.add(timer(clock, 0, id="a3", queue="a"))
+    await store.add(timer(clock, 500, id="a4", queue="a"))
+    await store.add(timer(clock, 0, id="a5", queue="a"))
+    await store.add(timer(clock, 700, id="b1", queue="b"))
+    await store.add(timer(clock, 800, id="b2", queue="b"))
+    await store.add(timer(clock, MINUTE, id="d1"))
+    leases = await store.claim("a", clock.now_ms, 3, 1000)
+    await store.ack(leases[0])
+    await store.kill(leases[1], "boom")
+    assert await store.pause("a5")
+    assert await store.pause("b1")
+    await store.set_queue("idle", QueueSettings(paused=True))
+    infos = {info.name: info for info in await store.queue_infos()}
+    assert list(infos) == ["a", "b", "default", "idle"]
+    zero = dict.fromkeys(State, 0)
+    assert infos["a"].counts == zero | {
+        State.SCHEDULED: 1,
+        State.LEASED: 1,
+        State.PAUSED: 1,
+        State.DONE: 1,
+        State.DEAD: 1,
+    }
+    assert infos["a"].earliest_due_ms == clock.now_ms + 500
+    assert infos["b"].counts == zero | {State.SCHEDULED: 1, State.PAUSED: 1}
+    assert infos["b"].earliest_due_ms == clock.now_ms + 800
+    assert infos["default"].counts == zero | {State.SCHEDULED: 1}
+    assert infos["default"].earliest_due_ms == clock.now_ms + MINUTE
+    assert infos["idle"] == infos["idle"].__class__("idle", zero, None, QueueSettings(paused=True))
+    assert infos["a"].settings == QueueSettings()
+    stats = await store.stats()
+    assert stats.counts == {
+        state: sum(info.counts[state] for info in infos.values()) for state in State
+    }
+
+
+async def test_queue_infos_follow_every_transition(store: Store, clock: ManualClock) -> None:
+    """Counts per queue stay exact through claim, retry, expiry, replay, cancel, replace."""
+    await store.add(timer(clock, 0, id="x", queue="q"))
+    await store.add(timer(clock, 0, id="y", queue="q"))
+    (lx, _) = await store.claim("q", clock.now_ms, 2, 1000)
+    await store.retry(lx, clock.now_ms, "again")
+    clock.advance(1001)  # y's lease expires: back to scheduled on the next claim
+    (lx2, ly2) = await store.claim("q", clock.now_ms, 2, 1000)
+    await store.kill(lx2, "dead")
+    assert await store.replay("x")
+    await store.ack(ly2)
+    await store.add(timer(clock, 0, id="x", queue="r", payload=1), replace=True)
+    (info_q, info_r) = await store.queue_infos()
+    assert info_q.counts[State.SCHEDULED] == 0
+    assert info_q.counts[State.DONE] == 1
+    assert sum(info_q.counts.values()) == 1
+    assert info_r.counts[State.SCHEDULED] == 1
+    assert await store.cancel("x")
+    infos = await store.queue_infos()
+    assert [(i.name, sum(i.counts.values())) for i in infos] == [("q", 1)]
+
+
+async def test_queue_settings_set_replace_and_remove(store: Store) -> None:
+    assert await store.queue_settings() == {}
+    limited = QueueSettings(limit=Limit(rate=2.5, burst=5, concurrency=3))
+    await store.set_queue("emails", QueueSettings(paused=True))
+    await store.set_queue("sms", limited)
+    assert await store.queue_settings() == {"emails": QueueSettings(paused=True), "sms": limited}
+    await store.set_queue("emails", QueueSettings(paused=False, limit=Limit(concurrency=1)))
+    await store.set_queue("sms", QueueSettings())
+    assert await store.queue_settings() == {"emails": QueueSettings(limit=Limit(concurrency=1))}
+    assert [i.name for i in await store.queue_infos()] == ["emails"]
+
+
+async def test_set_queue_refuses_a_name_no_queue_can_have(store: Store) -> None:
+    for bad in ("", "a b", "x" * 65, "é", "a/b"):
+        with pytest.raises(InvalidArgument) as caught:
+            await store.set_queue(bad, QueueSettings(paused=True))
+        assert caught.value.argument == "queue"
+    assert await store.queue_settings() == {}
+
+
+async def test_host_limits_set_replace_and_delete(store: Store) -> None:
+    assert await store.limits() == {}
+    await store.set_limit("example.com", Limit(rate=50.0))
+    await store.set_limit("[::1]:8080", Limit(rate=0.5, burst=2, concurrency=4))
+    await store.set_limit("example.com", Limit(concurrency=10))
+    assert await store.limits() == {
+        "example.com": Limit(concurrency=10),
+        "[::1]:8080": Limit(rate=0.5, burst=2, concurrency=4),
+    }
+    assert await store.delete_limit("example.com")
+    assert not await store.delete_limit("example.com")
+    assert await store.limits() == {"[::1]:8080": Limit(rate=0.5, burst=2, concurrency=4)}
+
+
+async def test_set_limit_refuses_a_host_no_callback_has(store: Store) -> None:
+    for bad in ("", "Example.com", "a b", "user@example.com", "example.com/x", "[::0001]", "é.fr"):
+        with pytest.raises(InvalidArgument) as caught:
+            await store.set_limit(bad, Limit(rate=1.0))
+        assert caught.value.argument == "host"
+    assert await store.limits() == {}
+
+
+async def test_list_filters_by_queue_and_due_range(store: Store, clock: ManualClock) -> None:
+    for n in range(12):
+        await store.add(timer(clock, 1000 * n, id=f"a{n:02}", queue="a"))
+        await store.add(timer(clock, 1000 * n, id=f"b{n:02}", queue="b"))
+    await store.add(timer(clock, 3 * 86_400_000, id="a-far", queue="a"))
+    assert await store.pause("a04")
+    start = clock.now_ms
+    listed = await every_page(store, queue="a", due_from_ms=start + 3000, due_to_ms=start + 9000)
+    assert sorted(t.id for t in listed) == [f"a{n:02}" for n in range(3, 9)]
+    assert len(listed) == 6
+    assert sorted(t.id for t in await every_page(store, queue="b")) == [
+        f"b{n:02}" for n in range(12)
+    ]
+    paused = await every_page(store, state=State.PAUSED, queue="a")
+    assert [t.id for t in paused] == ["a04"]
+    assert await every_page(store, state=State.PAUSED, queue="b") == []
+    late = await every_page(store, due_from_ms=start + 11_000)
+    assert sorted(t.id for t in late) == ["a-far", "a11", "b11"]
+    assert await every_page(store, queue="nothing") == []
+
+
+async def test_list_filters_apply_to_every_state(store: Store, clock: ManualClock) -> None:
+    for n in range(6):
+        await store.add(timer(clock, 0, id=f"a{n}", queue="a"))
+        await store.add(timer(clock, 0, id=f"b{n}", queue="b"))
+    leases = await store.claim("a", clock.now_ms, 4, 1000)
+    leases += await store.claim("b", clock.now_ms, 4, 1000)
+    for lease in leases[:2] + leases[4:6]:
+        await store.kill(lease, "boom")
+    dead = await every_page(store, 1, state=State.DEAD, queue="b")
+    assert sorted(t.id for t in dead) == ["b0", "b1"]
+    leased = await every_page(store, 1, state=State.LEASED, queue="a")
+    assert sorted(t.id for t in leased) == ["a2", "a3"]
+    assert await every_page(store, state=State.DEAD, due_to_ms=clock.now_ms) == []
+    assert len(await every_page(store, state=State.DEAD, due_to_ms=clock.now_ms + 1)) == 4
+
+
+async def test_list_filters_are_checked(store: Store) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        await store.list(queue="a b")
+    assert caught.value.argument == "queue"
+    with pytest.raises(InvalidArgument) as caught:
+        await store.list(due_from_ms=-1)
+    assert caught.value.argument == "due_from_ms"
+
+
+@pytest.fixture(params=sorted(set(BACKENDS) - {"memory"}))
+def make_durable_store(request: pytest.FixtureRequest) -> StoreFactory:
+    return BACKENDS[request.param](request)
+
+
+@pytest.fixture
+async def durable(
+    make_durable_store: StoreFactory, clock: ManualClock, settings: StoreSettings
+) -> AsyncIterator[tuple[Store, StoreFactory]]:
+    opened = make_durable_store(clock, settings)
+    try:
+        yield opened, make_durable_store
+    finally:
+        await opened.close()
+
+
+async def test_settings_limits_and_pauses_survive_reopening(
+    durable: tuple[Store, StoreFactory], clock: ManualClock, settings: StoreSettings
+) -> None:
+    store, reopen = durable
+    await store.set_queue("emails", QueueSettings(paused=True, limit=Limit(rate=1.5, burst=3)))
+    await store.set_limit("api.example.com:8443", Limit(concurrency=2))
+    await store.add(timer(clock, 0, id="a", queue="emails"))
+    assert await store.pause("a")
+    await store.close()
+    again = reopen(clock, settings)
+    try:
+        assert await again.queue_settings() == {
+            "emails": QueueSettings(paused=True, limit=Limit(rate=1.5, burst=3))
+        }
+        assert await again.limits() == {"api.example.com:8443": Limit(concurrency=2)}
+        assert (await again.get("a")).state is State.PAUSED  # type: ignore[union-attr]
+        assert await again.resume("a")
+        assert await claim_ids(again, clock, "emails") == ["a"]
+    finally:
+        await again.close()
