@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,12 +61,22 @@ def _is_free(port: int) -> bool:
 
 class RedisServer:
     """One ``redis-server`` process on 127.0.0.1; `restart` keeps its port (and, with
-    `appendonly`, its data)."""
+    `appendonly`, its data). `options` are more ``--name value`` arguments for the server."""
 
-    def __init__(self, directory: Path, *, cluster: bool = False, appendonly: bool = False) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        cluster: bool = False,
+        appendonly: bool = False,
+        appendfsync: str = "always",
+        options: Sequence[str] = (),
+    ) -> None:
         self.directory = directory
         self.cluster = cluster
         self.appendonly = appendonly
+        self.appendfsync = appendfsync
+        self.options = tuple(options)
         self.port = free_port(cluster=cluster)
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -86,9 +96,10 @@ class RedisServer:
             "--bind", "127.0.0.1",
             "--save", "",
             "--appendonly", "yes" if self.appendonly else "no",
-            "--appendfsync", "always",
+            "--appendfsync", self.appendfsync,
             "--dir", str(self.directory),
             "--logfile", str(self.directory / "redis.log"),
+            *self.options,
         ]  # fmt: skip
         if self.cluster:
             nodes = self.directory / "nodes.conf"
@@ -118,6 +129,18 @@ class RedisServer:
         if process.stderr is not None:
             process.stderr.close()
 
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send `sig` (a crash by default) and wait for the process to end; `start` again
+        brings it back on the same port."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            os.kill(process.pid, sig)
+        process.wait(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()
+
     def restart(self) -> None:
         self.stop()
         self.start()
@@ -142,10 +165,17 @@ class RedisServer:
 
 
 class RedisClusterProcesses:
-    """Three masters, no replicas, all 16384 slots assigned by ``redis-cli --cluster create``."""
+    """Three masters (and `replicas` per master), all 16384 slots assigned by ``redis-cli
+    --cluster create``; `options` go to every node."""
 
-    def __init__(self, directory: Path, masters: int = 3) -> None:
-        self.nodes = [RedisServer(directory / f"node{n}", cluster=True) for n in range(masters)]
+    def __init__(
+        self, directory: Path, masters: int = 3, *, replicas: int = 0, options: Sequence[str] = ()
+    ) -> None:
+        self.replicas = replicas
+        self.nodes = [
+            RedisServer(directory / f"node{n}", cluster=True, options=options)
+            for n in range(masters * (1 + replicas))
+        ]
 
     @property
     def url(self) -> str:
@@ -159,7 +189,7 @@ class RedisClusterProcesses:
                 _binary("redis-cli"),
                 "--cluster", "create",
                 *(f"127.0.0.1:{node.port}" for node in self.nodes),
-                "--cluster-replicas", "0",
+                "--cluster-replicas", str(self.replicas),
                 "--cluster-yes",
             ],
             check=True,

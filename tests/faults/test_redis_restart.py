@@ -1,0 +1,66 @@
+"""redis-server SIGKILLed under a steady stream of timers and restarted on its AOF 2 s later.
+
+The API (`serve --no-worker`) and a `tickwheel worker` keep running; POSTs made while Redis is
+down fail (503) and are not acknowledged. Every acknowledged timer must still arrive, none early.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+
+import pytest
+from conftest import RedisServer
+from service.e2e_helpers import Processes
+
+from tickwheel.testing.receiver import Receiver
+
+from .harness import FaultReport, Stream, now_ms, report, settle
+
+pytestmark = pytest.mark.timeout(90)
+
+LEASE_S = 10
+"""The workers' lease. A claim whose reply a crash swallows leaves its timers leased to nobody
+until the lease lapses; the default 60 s would make each test wait a minute for them, 10 s keeps
+the test short and still shows them against the 8 s target."""
+DOWN_S = 2.0
+BEFORE_S = 3.0
+AFTER_S = 3.0
+
+
+@pytest.mark.parametrize("appendfsync", ["always", "everysec"])
+async def test_redis_killed_and_restarted_on_its_aof(
+    appendfsync: str,
+    own_redis: Callable[..., RedisServer],
+    receiver: Receiver,
+    procs: Processes,
+    record_fault: Callable[[FaultReport], None],
+) -> None:
+    server = own_redis(appendonly=True, appendfsync=appendfsync)
+    api = await procs.start(
+        "serve", "--port", "0", "--store", server.url, "--no-worker", "--allow-private-targets"
+    )
+    worker = await procs.start(
+        "worker", "--store", server.url, "--allow-private-targets", "--lease", str(LEASE_S)
+    )
+    stream = Stream(api.url, receiver, prefix=f"aof-{appendfsync}")
+    stream.start()
+    await asyncio.sleep(BEFORE_S)
+    start_ms = now_ms()
+    server.kill(signal.SIGKILL)
+    await asyncio.sleep(DOWN_S)
+    await asyncio.to_thread(server.start)
+    end_ms = now_ms()
+    await asyncio.sleep(AFTER_S)
+    await stream.stop()
+    await settle(stream, receiver, timeout_s=LEASE_S + 15)
+
+    result = report(
+        f"redis SIGKILL + restart (AOF {appendfsync})", stream, receiver, start_ms, end_ms
+    )
+    record_fault(result)
+    result.assert_nothing_lost_or_early()
+    result.assert_no_duplicates()
+    for process in (api, worker):
+        assert await process.stop(signal.SIGTERM) == 0, process.stderr()
