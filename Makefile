@@ -14,10 +14,11 @@ $(BIN)/.installed: pyproject.toml
 setup: $(BIN)/.installed
 
 # The store tests start their own redis-server, the README session test runs curl, the TLS
-# callback test makes its certificate with openssl and the clock-skew test runs a worker under
-# faketime; install them when missing and we may (each tool's Debian package has its name).
+# callback test makes its certificate with openssl, the clock-skew test runs a worker under
+# faketime and the dashboard's browser tests drive a headless chromium (/usr/bin/chromium);
+# install them when missing and we may (each tool's Debian package has its name).
 tools:
-	@for tool in redis-server curl openssl faketime; do \
+	@for tool in redis-server curl openssl faketime chromium; do \
 	  command -v $$tool >/dev/null 2>&1 && continue; \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$tool >/dev/null || exit 1; \

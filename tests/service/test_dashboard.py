@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 
 from .conftest import ClientFactory
@@ -51,10 +53,32 @@ async def test_the_dashboard_lists_schedules_from_the_api(make_client: ClientFac
         # the very request the script makes, with the fields it reads
         listed = await client.get("/v1/schedules?limit=50")
     assert '<tbody id="schedules"></tbody>' in page
-    assert 'api("/v1/schedules?limit=50")' in script
+    assert 'api("GET", "/v1/schedules?limit=50")' in script
     assert created.status_code == 201, created.text
     assert listed.status_code == 200
     [item] = listed.json()["schedules"]
     for field in ("id", "cron", "timezone", "every", "next_run", "runs", "paused", "queue"):
         assert field in item
         assert re.search(rf"\.{field}\b", script), field
+
+
+async def test_the_policy_allows_only_the_page_s_own_script_and_style(
+    make_client: ClientFactory,
+) -> None:
+    async with make_client() as client:
+        page = await client.get("/dashboard")
+    policy = dict(
+        directive.partition(" ")[::2]
+        for directive in page.headers["content-security-policy"].split("; ")
+    )
+    [style] = re.findall(r"<style>(.*?)</style>", page.text, re.DOTALL)
+    digest = base64.b64encode(hashlib.sha256(style.encode()).digest()).decode()
+    assert policy["default-src"] == "'none'"
+    assert policy["script-src"] == "'self'"  # no inline script, no eval
+    assert policy["style-src"] == f"'sha256-{digest}'"  # no inline style but this block
+    assert policy["connect-src"] == "'self'"
+    assert policy["require-trusted-types-for"] == "'script'"  # no string reaches an HTML sink
+    assert policy["trusted-types"] == "'none'"
+    assert "unsafe" not in page.headers["content-security-policy"]
+    assert " style=" not in page.text
+    assert "<script>" not in page.text  # the one script is dashboard.js

@@ -3,12 +3,17 @@
 The pages and their scripts are public and hold no data and no secret (the API calls they make
 carry the token the user types). They are served from a fixed table, read once when the app is
 built, by handlers that read nothing of the request. A strict Content-Security-Policy keeps
-any other script off them; the docs page loads Swagger UI from a CDN, pinned to one release by
-its integrity hashes, so a changed file there is refused by the browser.
+any other script off them: the dashboard runs only its own script, allows only its own style
+block (by hash) and, through Trusted Types, no string-to-HTML sink at all; the docs page loads
+Swagger UI from a CDN, pinned to one release by its integrity hashes, so a changed file there
+is refused by the browser.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import re
 from collections.abc import Awaitable, Callable
 from importlib import resources
 
@@ -17,9 +22,24 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 _LOCKED = "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+
+
+def _read(name: str) -> bytes:
+    return resources.files("tickwheel.service").joinpath("static", name).read_bytes()
+
+
+def _style_hashes(html: bytes) -> str:
+    """The CSP sources allowing exactly the page's own ``<style>`` blocks."""
+    blocks = re.findall(rb"<style>(.*?)</style>", html, re.DOTALL)
+    return " ".join(
+        f"'sha256-{base64.b64encode(hashlib.sha256(block).digest()).decode()}'" for block in blocks
+    )
+
+
 _DASHBOARD_POLICY = (
-    "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; "
-    + _LOCKED
+    "default-src 'none'; script-src 'self'; "
+    f"style-src {_style_hashes(_read('dashboard.html'))}; connect-src 'self'; "
+    f"require-trusted-types-for 'script'; trusted-types 'none'; {_LOCKED}"
 )
 _CDN = "https://cdn.jsdelivr.net"
 _DOCS_POLICY = (
@@ -38,7 +58,7 @@ PAGES = {
 
 
 def _endpoint(name: str, media_type: str, policy: str) -> Callable[[Request], Awaitable[Response]]:
-    content = resources.files("tickwheel.service").joinpath("static", name).read_bytes()
+    content = _read(name)
     headers = {"Content-Security-Policy": policy, "X-Content-Type-Options": "nosniff"}
 
     async def page(request: Request) -> Response:

@@ -1,30 +1,172 @@
-// The dashboard reads the JSON API every 2 s. Everything from the API goes in through
-// textContent, never as HTML, so a timer's or schedule's id, URL or error cannot inject markup.
+// The dashboard reads the JSON API every 2 s and acts through it with the same bearer token,
+// kept in sessionStorage (never in a URL). Everything from the API goes in through
+// textContent, never as HTML, so a timer's id, payload or error cannot inject markup.
 "use strict";
 
-const token = document.getElementById("token");
-token.value = sessionStorage.getItem("tickwheel-token") || "";
-token.addEventListener("change", () => {
-  sessionStorage.setItem("tickwheel-token", token.value);
-  refresh();
-});
+const TOKEN_KEY = "tickwheel-token";
+const POLL_MS = 2000;
+const CHART_WINDOW_MS = 5 * 60 * 1000;
+const PAGE_SIZE = 200; // timers asked for per request
+const MAX_PAGES = 5; // requests per refresh when an id prefix filters the list
+const SHOWN = 100; // rows the timer and dead-letter tables show
 
-async function api(path) {
-  const headers = token.value ? { Authorization: "Bearer " + token.value } : {};
-  const response = await fetch(path, { headers });
-  const body = await response.json();
-  if (!response.ok) throw new Error(body.error ? body.error.message : response.statusText);
-  return body;
+let token = sessionStorage.getItem(TOKEN_KEY) || "";
+let selected = null; // the id whose details are open
+let generation = 0; // refreshes started; only the latest one draws
+const samples = []; // {at, fired, lateSum, lateCount} read from /metrics
+const drawn = new Map(); // table body id -> the JSON of what it shows, to redraw on change only
+
+const $ = (id) => document.getElementById(id);
+
+class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
 }
 
-function cell(row, text) {
+// One segment of a URL path. A browser resolves "." and ".." (even percent-encoded) as
+// directory steps, so a timer with such an id cannot be addressed from here.
+function segment(value) {
+  if (value === "." || value === "..") throw new ApiError(0, `the id ${value} cannot be sent from a browser; use the CLI`);
+  return encodeURIComponent(value);
+}
+
+async function request(method, path, body) {
+  const headers = token ? { Authorization: "Bearer " + token } : {};
+  const init = { method, headers, cache: "no-store", credentials: "omit", redirect: "error" };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  const text = await response.text();
+  if (!response.ok) {
+    let message = response.statusText || "HTTP " + response.status;
+    try {
+      message = JSON.parse(text).error.message;
+    } catch (ignored) {
+      // not the API's error shape: keep the status line
+    }
+    throw new ApiError(response.status, message);
+  }
+  return text;
+}
+
+async function api(method, path, body) {
+  const text = await request(method, path, body);
+  return text ? JSON.parse(text) : null;
+}
+
+function query(params) {
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) if (value) search.set(name, value);
+  return search.toString();
+}
+
+function notice(text, isError) {
+  const element = $("notice");
+  element.textContent = text;
+  element.className = isError ? "error" : "";
+}
+
+function text(tag, value, className) {
+  const element = document.createElement(tag);
+  element.textContent = value == null ? "" : String(value);
+  if (className) element.className = className;
+  return element;
+}
+
+function button(label, action, args) {
+  const element = text("button", label);
+  element.type = "button";
+  element.dataset.action = action;
+  element.dataset.args = JSON.stringify(args);
+  return element;
+}
+
+function row(cells, actions, id) {
+  const tr = document.createElement("tr");
+  if (id != null) tr.dataset.id = id;
+  if (id != null && id === selected) tr.className = "selected";
+  for (const cell of cells) tr.appendChild(cell instanceof Node ? wrap(cell) : text("td", cell));
   const td = document.createElement("td");
-  td.textContent = text == null ? "" : String(text);
-  row.appendChild(td);
+  td.className = "actions";
+  td.append(...actions);
+  tr.appendChild(td);
+  return tr;
+}
+
+function wrap(node) {
+  const td = document.createElement("td");
+  td.appendChild(node);
+  return td;
+}
+
+// Redraw a table only when its data changed, so a button is not replaced under the pointer.
+function fill(bodyId, items, render) {
+  const key = JSON.stringify([items, selected]);
+  if (drawn.get(bodyId) === key) return;
+  drawn.set(bodyId, key);
+  $(bodyId).replaceChildren(...items.map(render));
+}
+
+function clear(bodyId) {
+  drawn.delete(bodyId);
+  $(bodyId).replaceChildren();
 }
 
 function target(timer) {
   return timer.callback ? timer.callback.method + " " + timer.callback.url : "queue " + timer.queue;
+}
+
+function seconds(value) {
+  if (value == null) return "–";
+  return value < 120 ? value.toFixed(1) + " s" : Math.round(value / 60) + " min";
+}
+
+function limitText(limit) {
+  if (!limit) return "–";
+  const parts = [];
+  if (limit.rate != null) parts.push(limit.rate + "/s");
+  if (limit.burst != null) parts.push("burst " + limit.burst);
+  if (limit.concurrency != null) parts.push("≤ " + limit.concurrency + " at once");
+  return parts.join(", ");
+}
+
+function renderQueue(queue) {
+  const counts = queue.counts;
+  const actions = [queue.paused ? button("Resume", "resume-queue", [queue.name]) : button("Pause", "pause-queue", [queue.name])];
+  if (counts.dead > 0) actions.push(button(`Replay ${counts.dead} dead`, "replay-queue", [queue.name, counts.dead]));
+  return row(
+    [queue.name, counts.scheduled, counts.leased, counts.paused, counts.done, counts.dead,
+      seconds(queue.oldest_overdue_s), queue.paused ? text("span", "paused", "paused") : "active",
+      limitText(queue.limit)],
+    actions, queue.name,
+  );
+}
+
+function timerActions(timer) {
+  const actions = [button("Details", "details", [timer.id])];
+  if (timer.state === "scheduled") {
+    actions.push(button("Pause", "pause-timer", [timer.id]), button("Cancel", "cancel", [timer.id]));
+  } else if (timer.state === "paused") {
+    actions.push(button("Resume", "resume-timer", [timer.id]), button("Cancel", "cancel", [timer.id]));
+  } else if (timer.state === "dead") {
+    actions.push(button("Replay", "replay", [timer.id]));
+  }
+  return actions;
+}
+
+function renderTimer(timer) {
+  const state = timer.state === "paused" ? text("span", "paused", "paused") : timer.state;
+  return row([timer.id, timer.queue, state, timer.due, timer.attempt, target(timer), timer.last_error],
+    timerActions(timer), timer.id);
+}
+
+function renderDead(timer) {
+  return row([timer.id, timer.queue, timer.due, timer.attempt, target(timer), timer.last_error],
+    [button("Details", "details", [timer.id]), button("Replay", "replay", [timer.id])], timer.id);
 }
 
 function rule(schedule) {
@@ -36,42 +178,283 @@ function scheduleState(schedule) {
   return schedule.paused ? "paused" : "active";
 }
 
-function fill(id, timers, columns) {
-  const body = document.getElementById(id);
-  body.replaceChildren(...timers.map((timer) => {
-    const row = document.createElement("tr");
-    columns.forEach((column) => cell(row, column(timer)));
-    return row;
-  }));
+function renderSchedule(schedule) {
+  const tr = document.createElement("tr");
+  for (const value of [schedule.id, rule(schedule), schedule.next_run || "–", schedule.runs, scheduleState(schedule), target(schedule)]) {
+    tr.appendChild(text("td", value));
+  }
+  return tr;
 }
 
-async function refresh() {
-  const status = document.getElementById("status");
-  try {
-    const [stats, timers, schedules, dead] = await Promise.all([
-      api("/v1/stats"), api("/v1/timers?limit=50"), api("/v1/schedules?limit=50"),
-      api("/v1/dead?limit=50"),
-    ]);
-    const counts = document.getElementById("counts");
-    counts.replaceChildren(...Object.entries(stats.counts).map(([state, count]) => {
-      const box = document.createElement("div");
-      box.className = "count";
-      const number = document.createElement("b");
-      number.textContent = count;
-      box.append(number, state);
-      return box;
-    }));
-    document.getElementById("earliest").textContent = stats.earliest_due || "–";
-    fill("timers", timers.timers, [(t) => t.id, (t) => t.state, (t) => t.due, (t) => t.attempt, target, (t) => t.last_error]);
-    fill("schedules", schedules.schedules, [(s) => s.id, rule, (s) => s.next_run || "–", (s) => s.runs, scheduleState, target]);
-    fill("dead", dead.timers, [(t) => t.id, (t) => t.due, (t) => t.attempt, target, (t) => t.last_error]);
-    status.textContent = "updated " + new Date().toLocaleTimeString();
-    status.className = "";
-  } catch (error) {
-    status.textContent = "cannot read the API: " + error.message;
-    status.className = "error";
+// The timers the filters select: pages of the list, narrowed to the id prefix here, since the
+// API filters by queue and state only; at most MAX_PAGES requests a refresh.
+async function filteredTimers() {
+  const queue = $("filter-queue").value;
+  const state = $("filter-state").value;
+  const prefix = $("filter-prefix").value;
+  const found = [];
+  let cursor = null;
+  let scanned = 0;
+  let pages = 0;
+  do {
+    const page = await api("GET", "/v1/timers?" + query({ state, queue, limit: PAGE_SIZE, cursor }));
+    pages += 1;
+    scanned += page.timers.length;
+    for (const timer of page.timers) if (timer.id.startsWith(prefix) && found.length < SHOWN) found.push(timer);
+    cursor = page.cursor;
+  } while (prefix && cursor && found.length < SHOWN && pages < MAX_PAGES);
+  const more = cursor ? ` (of the first ${scanned}; narrow the filters to see others)` : "";
+  $("shown").textContent = `${found.length} shown${more}`;
+  return found;
+}
+
+// Sums of the counters the chart needs, over every queue or the one the filter names.
+function readMetrics(body, queue) {
+  const sample = { at: Date.now(), fired: 0, lateSum: 0, lateCount: 0 };
+  const fields = {
+    tickwheel_fired_total: "fired",
+    tickwheel_lateness_seconds_sum: "lateSum",
+    tickwheel_lateness_seconds_count: "lateCount",
+  };
+  for (const line of body.split("\n")) {
+    const match = /^(\w+)\{queue="((?:[^"\\]|\\.)*)"\} (\S+)$/.exec(line);
+    if (!match || !(match[1] in fields) || (queue && match[2] !== queue)) continue;
+    const value = Number(match[3]);
+    if (Number.isFinite(value)) sample[fields[match[1]]] += value;
+  }
+  return sample;
+}
+
+function addSample(sample) {
+  const last = samples[samples.length - 1];
+  // a restarted service or another queue filter starts the counters afresh
+  if (last && (sample.fired < last.fired || sample.lateCount < last.lateCount || sample.queue !== last.queue)) samples.length = 0;
+  samples.push(sample);
+  while (samples.length > 1 && samples[0].at < sample.at - CHART_WINDOW_MS) samples.shift();
+}
+
+// Points of the chart: callbacks fired per second and their mean lateness, between samples.
+function points() {
+  const found = [];
+  for (let i = 1; i < samples.length; i += 1) {
+    const [before, after] = [samples[i - 1], samples[i]];
+    const seconds = (after.at - before.at) / 1000;
+    const count = after.lateCount - before.lateCount;
+    found.push({
+      at: after.at,
+      rate: seconds > 0 ? (after.fired - before.fired) / seconds : 0,
+      late: count > 0 ? ((after.lateSum - before.lateSum) / count) * 1000 : null,
+    });
+  }
+  return found;
+}
+
+function drawChart() {
+  const canvas = $("chart");
+  const ratio = window.devicePixelRatio || 1;
+  canvas.width = Math.max(300, Math.round(canvas.clientWidth * ratio));
+  canvas.height = Math.round(160 * ratio);
+  const context = canvas.getContext("2d");
+  const [width, height, pad] = [canvas.width, canvas.height, 24 * ratio];
+  context.clearRect(0, 0, width, height);
+  context.font = `${11 * ratio}px system-ui, sans-serif`;
+  const data = points();
+  const now = Date.now();
+  const x = (at) => pad + ((at - (now - CHART_WINDOW_MS)) / CHART_WINDOW_MS) * (width - 2 * pad);
+  const series = [
+    { key: "rate", color: "#0969da", unit: "/s", side: "left" },
+    { key: "late", color: "#cf222e", unit: " ms", side: "right" },
+  ];
+  context.strokeStyle = "#eaeef2";
+  context.strokeRect(pad, pad / 2, width - 2 * pad, height - 1.5 * pad);
+  context.fillStyle = "#57606a";
+  context.fillText("−5 min", pad, height - 6 * ratio);
+  context.fillText("now", width - pad - context.measureText("now").width, height - 6 * ratio);
+  if (data.length === 0) {
+    context.fillText("waiting for a second reading of /metrics…", 2 * pad, height / 2);
+    return;
+  }
+  for (const { key, color, unit, side } of series) {
+    const values = data.filter((point) => point[key] != null);
+    const top = Math.max(1, ...values.map((point) => point[key]));
+    const y = (value) => pad / 2 + (1 - value / top) * (height - 1.5 * pad);
+    context.strokeStyle = color;
+    context.fillStyle = color;
+    context.lineWidth = 1.5 * ratio;
+    context.beginPath();
+    values.forEach((point, i) => (i ? context.lineTo : context.moveTo).call(context, x(point.at), y(point[key])));
+    context.stroke();
+    const label = (top < 10 ? top.toFixed(1) : Math.round(top)) + unit;
+    const labelX = side === "left" ? 2 : width - context.measureText(label).width - 2;
+    context.fillText(label, labelX, pad / 2 + 10 * ratio);
   }
 }
 
+function fillQueueFilter(queues) {
+  const select = $("filter-queue");
+  const names = queues.map((queue) => queue.name);
+  const current = select.value;
+  if (current && !names.includes(current)) names.push(current);
+  const key = JSON.stringify(names);
+  if (select.dataset.names === key) return;
+  select.dataset.names = key;
+  const options = names.map((name) => {
+    const option = text("option", name);
+    option.value = name;
+    return option;
+  });
+  const all = text("option", "all");
+  all.value = "";
+  select.replaceChildren(all, ...options);
+  select.value = current;
+}
+
+async function showDetails() {
+  if (selected == null) return;
+  try {
+    const timer = await api("GET", "/v1/timers/" + segment(selected));
+    $("details-json").textContent = JSON.stringify(timer, null, 2);
+    $("reschedule").className = timer.state === "scheduled" ? "row" : "row hidden";
+  } catch (error) {
+    $("details-json").textContent = error.status === 404 ? "this timer is gone" : error.message;
+  }
+}
+
+// What each refresh reads, and how it shows it; one that fails leaves the others shown.
+const SECTIONS = [
+  {
+    name: "queues",
+    load: () => api("GET", "/v1/queues"),
+    show: (body) => {
+      fillQueueFilter(body.queues);
+      fill("queues", body.queues, renderQueue);
+    },
+  },
+  { name: "timers", load: filteredTimers, show: (timers) => fill("timers", timers, renderTimer) },
+  {
+    name: "dead letters",
+    load: () => api("GET", "/v1/timers?" + query({ state: "dead", queue: $("filter-queue").value, limit: SHOWN })),
+    show: (body) => fill("dead", body.timers, renderDead),
+  },
+  {
+    name: "schedules",
+    load: () => api("GET", "/v1/schedules?limit=50"),
+    show: (body) => fill("schedules", body.schedules, renderSchedule),
+  },
+  {
+    name: "metrics",
+    load: () => request("GET", "/metrics"),
+    show: (body) => {
+      const queue = $("filter-queue").value;
+      addSample({ ...readMetrics(body, queue), queue });
+      drawChart();
+    },
+  },
+];
+
+async function refresh() {
+  const status = $("status");
+  const mine = ++generation;
+  const results = await Promise.allSettled(SECTIONS.map((section) => section.load()));
+  if (mine !== generation) return;
+  const failed = [];
+  results.forEach((result, i) => {
+    if (result.status === "fulfilled") SECTIONS[i].show(result.value);
+    else failed.push([SECTIONS[i].name, result.reason]);
+  });
+  if (failed.some(([, error]) => error.status === 401)) {
+    selected = null;
+    $("details").className = "panel hidden";
+    for (const body of ["queues", "timers", "dead", "schedules"]) clear(body);
+    status.textContent = "this service needs a token: enter it above";
+    status.className = "error";
+    $("token").focus();
+    return;
+  }
+  await showDetails();
+  if (failed.length) {
+    status.textContent = failed.map(([name, error]) => `cannot read ${name}: ${error.message}`).join("; ");
+    status.className = "error";
+  } else {
+    status.textContent = "updated " + new Date().toLocaleTimeString();
+    status.className = "";
+  }
+}
+
+const ACTIONS = {
+  "pause-timer": (id) => api("POST", `/v1/timers/${segment(id)}/pause`).then(() => `paused ${id}`),
+  "resume-timer": (id) => api("POST", `/v1/timers/${segment(id)}/resume`).then(() => `resumed ${id}`),
+  cancel: (id) => confirm(`Cancel timer ${id}?`)
+    && api("DELETE", `/v1/timers/${segment(id)}`).then(() => `cancelled ${id}`),
+  replay: (id) => api("POST", `/v1/dead/${segment(id)}/replay`).then(() => `replayed ${id}`),
+  "pause-queue": (name) => api("POST", `/v1/queues/${segment(name)}/pause`).then(() => `paused queue ${name}`),
+  "resume-queue": (name) => api("POST", `/v1/queues/${segment(name)}/resume`).then(() => `resumed queue ${name}`),
+  "replay-queue": (name, count) => confirm(`Replay the ${count} dead timers of queue ${name}?`)
+    && api("POST", "/v1/dead/replay?" + query({ queue: name })).then((body) => `replayed ${body.replayed} timers of queue ${name}`),
+  details: (id) => {
+    selected = id;
+    $("details").className = "panel";
+    $("details-id").textContent = id;
+    $("details-json").textContent = "loading…";
+    $("reschedule-delay").value = "";
+    return null;
+  },
+};
+
+async function act(name, args) {
+  try {
+    const done = await ACTIONS[name](...args);
+    if (done) notice(done, false);
+  } catch (error) {
+    notice(error.message, true);
+  }
+  await refresh();
+}
+
+document.addEventListener("click", (event) => {
+  const target = event.target.closest("button[data-action]");
+  if (target) act(target.dataset.action, JSON.parse(target.dataset.args));
+});
+
+$("login").addEventListener("submit", (event) => {
+  event.preventDefault();
+  token = $("token").value;
+  $("token").value = "";
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  else sessionStorage.removeItem(TOKEN_KEY);
+  notice(token ? "token in use for this tab" : "no token", false);
+  refresh();
+});
+
+$("forget").addEventListener("click", () => {
+  token = "";
+  sessionStorage.removeItem(TOKEN_KEY);
+  notice("token forgotten", false);
+  refresh();
+});
+
+$("filters").addEventListener("submit", (event) => event.preventDefault());
+for (const id of ["filter-queue", "filter-state", "filter-prefix"]) $(id).addEventListener("input", refresh);
+
+$("details-close").addEventListener("click", () => {
+  selected = null;
+  $("details").className = "panel hidden";
+  drawn.clear();
+  refresh();
+});
+
+$("reschedule").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const id = selected;
+  const delay = Number($("reschedule-delay").value);
+  try {
+    await api("PATCH", "/v1/timers/" + segment(id), { delay });
+    notice(`rescheduled ${id} to run in ${delay} s`, false);
+  } catch (error) {
+    notice(error.message, true);
+  }
+  await refresh();
+});
+
 refresh();
-setInterval(refresh, 2000);
+setInterval(refresh, POLL_MS);

@@ -1,0 +1,319 @@
+"""The dashboard in a real browser: headless Chromium (Debian's package) driven by Playwright,
+against the API served by uvicorn on loopback. Each action is a click on the page; the store is
+then read back through the API, which must show what the same call made with curl would."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from playwright.async_api import Browser, ConsoleMessage, Locator, Page, async_playwright, expect
+
+from tickwheel.model import Timer
+from tickwheel.service.api import create_app
+from tickwheel.service.settings import ServiceSettings
+from tickwheel.stores.base import Store
+from tickwheel.stores.open import open_store
+
+pytestmark = pytest.mark.timeout(60)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+TOKEN = "dashboard-test-token"
+WAIT_MS = 5000  # for anything the page shows: it reads the API every 2 s
+_UPDATED = re.compile(r"^updated ")
+NEEDS_TOKEN = "this service needs a token: enter it above"
+HOSTILE = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+
+
+@dataclass
+class Service:
+    url: str
+    store: Store
+    api: httpx.AsyncClient
+
+    async def state(self, timer_id: str) -> str:
+        response = await self.api.get(f"/v1/timers/{timer_id}")
+        assert response.status_code == 200, response.text
+        state: str = response.json()["state"]
+        return state
+
+    async def create(self, timer_id: str, queue: str = "default", **fields: Any) -> None:
+        body = {"id": timer_id, "queue": queue, "delay": 3600, "payload": {"n": 1}, **fields}
+        response = await self.api.post("/v1/timers", json=body)
+        assert response.status_code == 201, response.text
+
+    async def dead_letter(self, timer_id: str, queue: str, error: str, payload: Any) -> None:
+        """Put a dead timer in the store, as a worker whose last attempt failed would."""
+        now_ms = self.store.now_ms()
+        await self.store.add(Timer(id=timer_id, due_ms=now_ms, queue=queue, payload=payload))
+        [lease] = await self.store.claim(queue, now_ms, 1, 60_000)
+        await self.store.kill(lease, error)
+
+
+async def _serve(tmp_path: Path, token: str | None) -> AsyncIterator[Service]:
+    """The API over a SQLite file, served by uvicorn on a free loopback port.
+
+    The socket listens before uvicorn starts, so a request made meanwhile waits for it."""
+    store = open_store(f"sqlite:///{tmp_path}/t.db")
+    app = create_app(ServiceSettings(store_url="memory://", token=token), store)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, http="h11")
+    server = uvicorn.Server(config)
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        try:
+            async with httpx.AsyncClient(base_url=url, headers=headers) as api:
+                yield Service(url, store, api)
+        finally:
+            server.should_exit = True
+            await serving
+            await store.close()
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[Service]:
+    """A service that asks for `TOKEN`; its client `api` sends it."""
+    async for started in _serve(tmp_path, TOKEN):
+        yield started
+
+
+@pytest.fixture
+async def open_service(tmp_path: Path) -> AsyncIterator[Service]:
+    """A service on loopback without a token."""
+    async for started in _serve(tmp_path, None):
+        yield started
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    assert shutil.which(CHROMIUM), f"{CHROMIUM} is missing: `make tools` installs it (chromium)"
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+class Tabs:
+    """Opens dashboard pages in `browser`; `errors` gathers their uncaught script errors and CSP
+    refusals, which every test expects none of."""
+
+    def __init__(self, browser: Browser, service: Service) -> None:
+        self.browser = browser
+        self.service = service
+        self.errors: list[str] = []
+        self.responses: list[tuple[str, int]] = []
+
+    async def new(self) -> Page:
+        """Load the dashboard in a new page that answers its confirmations with yes."""
+        page = await self.browser.new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on("console", self._console)
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.on("response", lambda response: self.responses.append((response.url, response.status)))
+        await page.goto(self.service.url + "/dashboard")
+        return page
+
+    async def open(self, token: str | None = TOKEN) -> Page:
+        """Load the dashboard, give it `token` and wait for it to have read everything."""
+        page = await self.new()
+        if token is not None:
+            await login(page)
+        await expect(page.locator("#status")).to_have_text(_UPDATED)
+        return page
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if "Content Security Policy" in message.text or "Trusted Type" in message.text:
+            self.errors.append(message.text)
+
+
+@pytest.fixture
+async def tabs(browser: Browser, service: Service) -> AsyncIterator[Tabs]:
+    opened = Tabs(browser, service)
+    yield opened
+    assert opened.errors == []
+
+
+@pytest.fixture
+async def open_tabs(browser: Browser, open_service: Service) -> AsyncIterator[Tabs]:
+    opened = Tabs(browser, open_service)
+    yield opened
+    assert opened.errors == []
+
+
+async def login(page: Page) -> None:
+    await page.fill("#token", TOKEN)
+    await page.click("#login button[type=submit]")
+
+
+def _row(page: Page, table: str, row_id: str) -> Locator:
+    return page.locator(f"#{table} tr[data-id='{row_id}']")
+
+
+async def _click(page: Page, table: str, row_id: str, name: str) -> None:
+    await _row(page, table, row_id).get_by_role("button", name=name, exact=True).click()
+
+
+async def test_without_a_token_the_page_asks_for_it_and_the_api_refuses_until_given(
+    tabs: Tabs, service: Service
+) -> None:
+    await service.create("t-1")
+    page = await tabs.new()
+    await expect(page.locator("#status")).to_have_text(NEEDS_TOKEN)
+    api_calls = {status for url, status in tabs.responses if "/v1/" in url or "/metrics" in url}
+    assert api_calls == {401}
+    await expect(page.locator("#timers tr")).to_have_count(0)
+
+    await login(page)
+    await expect(_row(page, "timers", "t-1")).to_be_visible()
+    await expect(page.locator("#status")).to_have_text(_UPDATED)
+    assert all(TOKEN not in url for url, _ in tabs.responses)
+    assert await page.input_value("#token") == ""  # not left in the page
+    assert await page.evaluate("sessionStorage.getItem('tickwheel-token')") == TOKEN
+
+    await page.reload()  # the tab keeps it
+    await expect(_row(page, "timers", "t-1")).to_be_visible()
+    await page.click("#forget")
+    await expect(page.locator("#status")).to_have_text(NEEDS_TOKEN)
+    await expect(page.locator("#timers tr")).to_have_count(0)  # what it showed is gone too
+    assert await page.evaluate("sessionStorage.getItem('tickwheel-token')") is None
+
+
+async def test_a_service_without_a_token_shows_its_timers_at_once(
+    open_tabs: Tabs, open_service: Service
+) -> None:
+    await open_service.create("plain-1", payload={"x": "y"})
+    await open_service.create("plain-2", queue="mail")
+    page = await open_tabs.open(token=None)
+    await expect(_row(page, "timers", "plain-1")).to_contain_text("scheduled")
+    await expect(_row(page, "timers", "plain-2")).to_contain_text("mail")
+    await expect(_row(page, "queues", "mail")).to_be_visible()
+
+
+async def test_timer_actions_change_the_store_as_the_api_would(
+    tabs: Tabs, service: Service
+) -> None:
+    for timer_id in ("a-pause", "a-cancel", "a-move", "a-paused-cancel"):
+        await service.create(timer_id)
+    page = await tabs.open()
+
+    await _click(page, "timers", "a-pause", "Pause")
+    await expect(_row(page, "timers", "a-pause")).to_contain_text("paused")
+    assert await service.state("a-pause") == "paused"
+    await _click(page, "timers", "a-pause", "Resume")
+    await expect(_row(page, "timers", "a-pause")).to_contain_text("scheduled")
+    assert await service.state("a-pause") == "scheduled"
+
+    await _click(page, "timers", "a-cancel", "Cancel")
+    await expect(_row(page, "timers", "a-cancel")).to_have_count(0)
+    assert (await service.api.get("/v1/timers/a-cancel")).status_code == 404
+    await _click(page, "timers", "a-paused-cancel", "Pause")
+    await _click(page, "timers", "a-paused-cancel", "Cancel")
+    await expect(_row(page, "timers", "a-paused-cancel")).to_have_count(0)
+    assert (await service.api.get("/v1/timers/a-paused-cancel")).status_code == 404
+
+    before = (await service.api.get("/v1/timers/a-move")).json()["due_ms"]
+    await _click(page, "timers", "a-move", "Details")
+    await expect(page.locator("#details-json")).to_contain_text('"id": "a-move"')
+    await page.fill("#reschedule-delay", "60")
+    await page.click("#reschedule button[type=submit]")
+    await expect(page.locator("#notice")).to_have_text("rescheduled a-move to run in 60 s")
+    after = (await service.api.get("/v1/timers/a-move")).json()
+    assert after["state"] == "scheduled"
+    assert before - 3_600_000 < after["due_ms"] < before - 3_400_000  # due in a minute, not an hour
+
+
+async def test_a_refused_action_shows_the_api_error(tabs: Tabs, service: Service) -> None:
+    await service.create("gone-soon")
+    page = await tabs.open()
+    await expect(_row(page, "timers", "gone-soon")).to_be_visible()
+    assert (await service.api.delete("/v1/timers/gone-soon")).status_code == 204
+    await _click(page, "timers", "gone-soon", "Pause")
+    await expect(page.locator("#notice")).to_contain_text("gone-soon")
+    await expect(page.locator("#notice")).to_have_class("error")
+    await expect(_row(page, "timers", "gone-soon")).to_have_count(0)
+
+
+async def test_queue_pause_resume_and_dead_letter_replay(tabs: Tabs, service: Service) -> None:
+    await service.create("q-1", queue="mail")
+    await service.dead_letter("dead-1", "mail", "HTTP 500", {"n": 1})
+    await service.dead_letter("dead-2", "mail", "HTTP 500", {"n": 2})
+    await service.dead_letter("dead-3", "other", "HTTP 500", {"n": 3})
+    page = await tabs.open()
+    queue = _row(page, "queues", "mail")
+    await expect(queue).to_contain_text("active")
+
+    await _click(page, "queues", "mail", "Pause")
+    await expect(queue).to_contain_text("paused")
+    assert (await service.api.get("/v1/queues/mail")).json()["paused"] is True
+    await _click(page, "queues", "mail", "Resume")
+    await expect(queue).to_contain_text("active")
+    assert (await service.api.get("/v1/queues/mail")).json()["paused"] is False
+
+    await _click(page, "dead", "dead-3", "Replay")
+    await expect(_row(page, "dead", "dead-3")).to_have_count(0)
+    assert await service.state("dead-3") == "scheduled"
+
+    await _click(page, "queues", "mail", "Replay 2 dead")
+    await expect(page.locator("#notice")).to_have_text("replayed 2 timers of queue mail")
+    assert [await service.state(t) for t in ("dead-1", "dead-2")] == ["scheduled", "scheduled"]
+    await expect(page.locator("#dead tr")).to_have_count(0)
+
+
+async def test_filters_narrow_the_timers_by_queue_state_and_id_prefix(
+    tabs: Tabs, service: Service
+) -> None:
+    await service.create("order-1", queue="orders")
+    await service.create("order-2", queue="orders")
+    await service.create("mail-1", queue="mail")
+    assert (await service.api.post("/v1/timers/order-2/pause")).status_code == 200
+    page = await tabs.open()
+    rows = page.locator("#timers tr")
+    await expect(rows).to_have_count(3)
+
+    await page.select_option("#filter-queue", "orders")
+    await expect(rows).to_have_count(2)
+    await page.select_option("#filter-state", "paused")
+    await expect(rows).to_have_count(1)
+    await expect(_row(page, "timers", "order-2")).to_be_visible()
+
+    await page.select_option("#filter-queue", "")
+    await page.select_option("#filter-state", "")
+    await page.fill("#filter-prefix", "mail")
+    await expect(rows).to_have_count(1)
+    await expect(_row(page, "timers", "mail-1")).to_be_visible()
+
+
+async def test_hostile_text_from_the_store_is_shown_as_text(tabs: Tabs, service: Service) -> None:
+    await service.create("hostile-1", payload={"html": HOSTILE})
+    await service.dead_letter("hostile-2", "default", HOSTILE, {HOSTILE: [HOSTILE]})
+    page = await tabs.new()
+    await login(page)
+    await expect(_row(page, "dead", "hostile-2")).to_contain_text(HOSTILE)  # as written
+    await _click(page, "dead", "hostile-2", "Details")
+    await expect(page.locator("#details-json")).to_contain_text("onerror")
+    await _click(page, "timers", "hostile-1", "Details")
+    await expect(page.locator("#details-json")).to_contain_text("window.pwned=2")
+    assert await page.evaluate("window.pwned") is None
+    assert await page.locator("img, body script:not([src])").count() == 0
