@@ -15,6 +15,7 @@ from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled
 from tickwheel.model import Timer
 from tickwheel.stores import Lease, Store
+from tickwheel.stores.base import Limit, QueueSettings
 
 from .support import wall_ms
 
@@ -47,6 +48,12 @@ class ScriptedStore:
 
     async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
         self.handed_back.append(lease)
+
+    async def queue_settings(self) -> dict[str, QueueSettings]:
+        return {}
+
+    async def limits(self) -> dict[str, Limit]:
+        return {}
 
 
 @pytest.mark.parametrize("second_in_ms", [100, 500])

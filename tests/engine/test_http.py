@@ -24,7 +24,7 @@ from tickwheel.engine import httpclient
 from tickwheel.engine import resolver as dns
 from tickwheel.engine.connection import READ_LIMIT_BYTES
 from tickwheel.engine.guard import PrivateAddressRefused, keep_public
-from tickwheel.engine.http import HttpTarget, retry_after_s
+from tickwheel.engine.http import MAX_RETRY_AFTER_S, HttpTarget, retry_after_s
 from tickwheel.engine.httpclient import HttpClient
 from tickwheel.engine.outcome import ACKED, Outcome, Verdict
 from tickwheel.engine.pool import PoolTimeout
@@ -220,7 +220,7 @@ async def test_429_retries_after_the_seconds_asked(
 ) -> None:
     receiver = await make_receiver(respond=lambda _: Reply(429, {"Retry-After": "7"}, "slow down"))
     outcome = await target.fire(timer_for(receiver.url), 1)
-    assert outcome == Outcome(Verdict.RETRY, "HTTP 429: slow down", retry_after_s=7)
+    assert outcome == Outcome(Verdict.RETRY, "HTTP 429: slow down", retry_after_s=7, hold_s=7)
 
 
 async def test_408_and_503_retry_and_an_http_date_is_honoured(
@@ -234,6 +234,28 @@ async def test_408_and_503_retry_and_an_http_date_is_honoured(
     assert (outcome.verdict, outcome.error) == (Verdict.RETRY, "HTTP 503")
     assert outcome.retry_after_s is not None
     assert 115 <= outcome.retry_after_s <= 120
+    assert outcome.hold_s == outcome.retry_after_s
+
+
+@pytest.mark.parametrize(
+    ("status", "value", "hold_s"),
+    [
+        (429, "99999", MAX_RETRY_AFTER_S),  # a host cannot hold its callbacks for a day
+        (503, "9" * 40, None),  # nonsense: too many digits to be meant
+        (429, "-5", None),
+        (429, "1e9", None),
+        (503, "\u0661\u0662", None),  # Arabic-Indic digits are digits to Python, not to HTTP
+        (500, "30", None),  # a 500's Retry-After is that timer's, not the host's
+        (408, "30", None),
+    ],
+)
+async def test_a_hostile_retry_after_holds_the_host_at_most_max(
+    make_receiver: MakeReceiver, target: HttpTarget, status: int, value: str, hold_s: float | None
+) -> None:
+    receiver = await make_receiver(respond=lambda _: Reply(status, {"Retry-After": value}))
+    outcome = await target.fire(timer_for(receiver.url), 1)
+    assert outcome.verdict is Verdict.RETRY
+    assert outcome.hold_s == hold_s
 
 
 @pytest.mark.parametrize(
@@ -243,6 +265,7 @@ async def test_408_and_503_retry_and_an_http_date_is_honoured(
         (" 0 ", 0.0),
         ("-1", None),
         ("1.5", None),
+        ("9" * 13, None),
         ("soon", None),
         ("", None),
         (None, None),
@@ -727,7 +750,7 @@ async def test_chunked_reply_is_read_and_the_connection_kept(target: HttpTarget)
     )
     async with RawServer(always(chunked)) as server:
         outcomes = [await target.fire(timer_for(server.url), attempt) for attempt in (1, 2)]
-    assert outcomes == [Outcome(Verdict.RETRY, "HTTP 503: busy, try later", 3.0)] * 2
+    assert outcomes == [Outcome(Verdict.RETRY, "HTTP 503: busy, try later", 3.0, 3.0)] * 2
     assert server.connections == 1
 
 

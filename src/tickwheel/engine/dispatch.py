@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol, runtime_checkable
 
+from tickwheel.engine.limits import Controls
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled, jittered_pause
@@ -65,6 +66,10 @@ class Dispatcher:
     start and every `DISCOVER_EVERY_S`, and starts a claim loop for each new one (up to
     `MAX_DISCOVERED_QUEUES`). A loop stays when its queue empties; it then mostly sleeps.
 
+    A queue paused in the store is not claimed from: the store's settings are read before the
+    first claim and every `REFRESH_S` after (`Controls`), so a pause holds from start and reaches
+    a running dispatcher within that; timers already claimed fire.
+
     The owner (a worker or a consumer) fires the timer, settles it through the `Settler` and
     then calls `settled`. `run` returns after `stop`: unfired timers go back to the store at
     once, timers being delivered get `grace_s` to settle before `abandon` is called and they go
@@ -99,6 +104,7 @@ class Dispatcher:
         self._stopping = asyncio.Event()
         self._grace = True
         self._scheduler: AsyncScheduler | None = None
+        self.controls = Controls(store, metrics)
 
     def lease(self, timer_id: str) -> Lease | None:
         """Return the current lease on a held timer (renewals change its deadline), or None."""
@@ -132,6 +138,7 @@ class Dispatcher:
             await self._sync_clock()
             # the wheel starts at the store's time: read it only once it is the server's
             self._scheduler = AsyncScheduler(clock=StoreClock(self._store))
+            loops.append(asyncio.create_task(self.controls.run(self._stopping)))
             if self._settings.queues is None:
                 loops.append(asyncio.create_task(self._discover_loop(loops)))
             else:
@@ -268,8 +275,15 @@ class Dispatcher:
 
     async def _claim_loop(self, queue: str) -> None:
         settings = self._settings
+        controls = self.controls
         failures = 0
         while not self._stopping.is_set():
+            if not controls.ready.is_set():  # a queue paused before we started stays paused
+                await self._unless_stopping(controls.ready.wait())
+                continue
+            if controls.paused(queue):
+                await self._unless_stopping(controls.changed())
+                continue
             room = settings.max_in_flight - len(self._held)
             if room <= 0:
                 # back-pressure: the local queue is full, claim again once some settle

@@ -61,6 +61,38 @@ class MetricsCollector:
         for operation, count in sorted(m.store_errors.items()):
             errors.add_metric([operation], count)
         yield errors
+        limited = CounterMetricFamily(
+            "tickwheel_limited_seconds",
+            "Seconds callbacks waited for a host's or a queue's limit",
+            labels=["queue"],
+        )
+        for queue, seconds in sorted(m.limited_s.items()):
+            limited.add_metric([queue], seconds)
+        yield limited
+        delay = HistogramMetricFamily(
+            "tickwheel_limiter_delay_seconds",
+            "How long each limited callback waited for its grant",
+            labels=["queue"],
+        )
+        for queue, buckets in sorted(m.limiter_delay.items()):
+            delay.add_metric([queue], buckets.cumulative(), buckets.total)
+        yield delay
+        deferred = CounterMetricFamily(
+            "tickwheel_limit_deferred",
+            "Limited callbacks sent back to the store to wait for their turn there",
+            labels=["queue"],
+        )
+        for queue, count in sorted(m.limit_deferred.items()):
+            deferred.add_metric([queue], count)
+        yield deferred
+        callbacks = CounterMetricFamily(
+            "tickwheel_callbacks",
+            "Callback attempts by outcome and target host (the busiest hosts, the rest 'other')",
+            labels=["outcome", "host"],
+        )
+        for (outcome, host), count in sorted(m.callbacks.counts.items()):
+            callbacks.add_metric([outcome, host], count)
+        yield callbacks
         yield CounterMetricFamily(
             "tickwheel_leases_lost",
             "Settles refused because the lease had passed on",

@@ -28,7 +28,7 @@ from tickwheel.errors import Closed
 from tickwheel.model import Callback, Timer, occurrence_of, truncate_error
 from tickwheel.urls import CallbackUrl, InvalidUrl, parse_url
 
-__all__ = ["ERROR_BODY_CHARS", "HttpTarget", "retry_after_s"]
+__all__ = ["ERROR_BODY_CHARS", "MAX_RETRY_AFTER_S", "HttpTarget", "retry_after_s"]
 
 ERROR_BODY_CHARS = 200
 # an occurrence of a schedule says which, and its nominal time (epoch ms, before any jitter);
@@ -36,6 +36,9 @@ ERROR_BODY_CHARS = 200
 SCHEDULE_ID_HEADER = "Tickwheel-Schedule-Id"
 OCCURRENCE_HEADER = "Tickwheel-Occurrence"
 _RETRY_STATUSES = frozenset({408, 429})
+_HOLD_STATUSES = frozenset({429, 503})  # their Retry-After speaks for the whole host
+MAX_RETRY_AFTER_S = 600.0
+"""Longest `Retry-After` a host is held for; a longer one holds it this long."""
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # send Content-Length: 0 without a body
 
 
@@ -52,7 +55,7 @@ def retry_after_s(value: str | None, now_s: float | None = None) -> float | None
         return None
     value = value.strip()
     if value.isascii() and value.isdigit():
-        return float(value)
+        return float(value) if len(value) <= 12 else None
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -92,7 +95,10 @@ def _judge(response: Response) -> Outcome:
         return ACKED
     if status in _RETRY_STATUSES or 500 <= status < 600:
         wait_s = retry_after_s(response.retry_after)
-        return Outcome(Verdict.RETRY, _status_error(status, response.body), wait_s)
+        hold_s = None
+        if wait_s is not None and status in _HOLD_STATUSES:
+            hold_s = min(wait_s, MAX_RETRY_AFTER_S)
+        return Outcome(Verdict.RETRY, _status_error(status, response.body), wait_s, hold_s)
     if 300 <= status < 400:
         # a redirect could point anywhere, including behind the firewall
         location = (response.location or "")[:ERROR_BODY_CHARS]

@@ -19,11 +19,13 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """One attempt's result: the verdict, the error to record, a server's requested wait."""
+    """One attempt's result: the verdict, the error to record, a server's requested wait, and
+    `hold_s`: how long the whole host asked to be left alone (a 429 or 503 with Retry-After)."""
 
     verdict: Verdict
     error: str | None = None
     retry_after_s: float | None = None
+    hold_s: float | None = None
 
 
 ACKED = Outcome(Verdict.ACK)

@@ -6,11 +6,21 @@ import asyncio
 import logging
 
 from tickwheel.engine.dispatch import Dispatcher
+from tickwheel.engine.limits import (
+    GO,
+    HOLD_WAIT_S,
+    Grants,
+    Limiter,
+    LocalGrants,
+    SharesGrants,
+    host_key,
+)
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.outcome import Outcome, Target, Verdict
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled
 from tickwheel.errors import LeaseLost, StoreUnavailable
+from tickwheel.model import Timer
 from tickwheel.stores import Lease, Store
 
 logger = logging.getLogger("tickwheel.engine")
@@ -27,6 +37,10 @@ class Worker:
 
     Delivery is at least once: a worker that dies loses its leases, and the timers fire again
     elsewhere once the leases lapse. `run` returns after `stop`, having handed back what it held.
+
+    A callback to a host or a queue with a `Limit` first waits for its grant (`Limiter`), shared
+    by every worker of the store when the store offers it (`SharesGrants`), else this worker's.
+    A 429 or 503 with ``Retry-After`` holds every callback of this worker to that host.
     """
 
     def __init__(
@@ -54,6 +68,19 @@ class Worker:
             throttled=self._throttled,
             abandon=self._abandon,
         )
+        grants: Grants
+        if isinstance(store, SharesGrants):
+            grants, shared = store.limit_grants(), True
+        else:
+            grants, shared = LocalGrants(), False
+        self._limiter = Limiter(
+            self._dispatcher.controls,
+            grants,
+            self.metrics,
+            now_ms=store.now_ms,
+            hold_s=min(HOLD_WAIT_S, self.settings.lease_ms / 2000),
+            shared=shared,
+        )
 
     def stop(self) -> None:
         """Stop claiming; `run` returns once held timers are fired or handed back."""
@@ -62,7 +89,10 @@ class Worker:
     async def run(self) -> None:
         """Fire timers until `stop` or cancellation."""
         self._slots = asyncio.Semaphore(self.settings.concurrency)
-        await self._dispatcher.run()
+        try:
+            await self._dispatcher.run()
+        finally:
+            await self._limiter.close()
 
     def _deliver(self, leases: list[Lease]) -> None:
         for lease in leases:
@@ -77,7 +107,19 @@ class Worker:
     async def _fire(self, timer_id: str) -> None:
         assert self._slots is not None
         settled = True
+        admission = GO
         try:
+            lease = self._dispatcher.lease(timer_id)
+            if lease is None:
+                return
+            keys = self._limiter.targets(lease.timer)
+            if keys:
+                admission = await self._limiter.admit(lease.timer, keys)
+                if admission.defer_ms is not None:
+                    await self._settler.retry_at(
+                        lease, admission.defer_ms, "waiting for its turn under a limit"
+                    )
+                    return
             async with self._slots:
                 lease = await self._lease_for_attempt(timer_id)
                 if lease is None:
@@ -86,6 +128,10 @@ class Worker:
                 late_s = (self._store.now_ms() - timer.due_ms) / 1000
                 self.metrics.observe_fired(timer.queue, late_s)
                 outcome = NO_CALLBACK if timer.callback is None else await self._attempt(lease)
+            self._limiter.release(admission)
+            admission = GO
+            if timer.callback is not None:
+                self._count(timer, outcome)
             # the dispatcher renewed the lease while the callback ran: settle with the newest
             await self._settle(self._dispatcher.lease(timer_id) or lease, outcome)
         except asyncio.CancelledError:
@@ -94,8 +140,17 @@ class Worker:
             )
             raise
         finally:
+            self._limiter.release(admission)
             if settled:
                 self._dispatcher.settled(timer_id)
+
+    def _count(self, timer: Timer, outcome: Outcome) -> None:
+        """Count the callback by host and outcome; a host's Retry-After holds its callbacks."""
+        assert timer.callback is not None
+        host = host_key(timer.callback.url) or "invalid"
+        self.metrics.callbacks.count(host, outcome.verdict.value)
+        if outcome.hold_s is not None:
+            self._limiter.hold(timer, outcome.hold_s)
 
     async def _attempt(self, lease: Lease) -> Outcome:
         """Fire the timer; whatever the target raises becomes a retry that records it."""

@@ -1,0 +1,492 @@
+"""Flow control in the worker: which queues are paused, and grants for limited callbacks.
+
+`Controls` caches the store's queue settings and host limits, read at most every `REFRESH_S`
+(a pause reaches every worker within about that). `Limiter` makes a callback to a limited host
+or queue wait for a grant from a token bucket and a concurrency count (`Limit`): on one store
+all workers share them when the store offers shared grants (Redis, one script call per batch of
+grants), else each process keeps its own (`LocalGrants`). A `Retry-After` on a 429 or 503 holds
+the whole host in this worker until it has passed.
+
+A waiting timer keeps its lease (the dispatcher renews it) while its grant is expected within
+`hold_s`; one expected later goes back to the store, due when its turn is expected, so a
+backlog for one slow host neither sits in memory nor fills the room other queues need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from tickwheel.engine.metrics import Metrics
+from tickwheel.errors import StoreUnavailable
+from tickwheel.model import Timer
+from tickwheel.stores import Store
+from tickwheel.stores.base import Limit, QueueSettings
+from tickwheel.urls import InvalidUrl, parse_url
+
+logger = logging.getLogger("tickwheel.engine")
+
+REFRESH_S = 1.0
+"""Longest a worker goes on with settings it read from the store: a pause's delay."""
+HOLD_WAIT_S = 30.0
+"""Longest a limited callback waits in the worker holding its lease (at most half a lease)."""
+MAX_HOLD_S = 600.0
+"""Longest a `Retry-After` holds a host: a receiver cannot park a worker's traffic for days."""
+CONCURRENCY_POLL_S = 0.02
+"""With shared grants, how often a batch waiting on another worker's concurrency asks again."""
+RELEASE_EVERY_S = 0.005
+"""With shared grants, how long finished callbacks' concurrency may wait to go in one call."""
+MAX_ASK = 1000
+"""Most grants one group asks for in one call (bounds the script's work and arguments)."""
+GRANT_MARGIN_S = 10.0
+"""A shared concurrency grant outlives its callback's timeout by this, then lapses by itself."""
+
+HOST = "host:"
+QUEUE = "queue:"
+
+# (want, hold_ms, target keys, members): one group of callbacks asking for `want` grants
+Ask = tuple[int, int, tuple[str, ...], Sequence[str]]
+
+
+def host_key(url: str) -> str | None:
+    """Return the limit key of a callback URL's host: ``host`` or ``host:port`` when the port is
+    not the scheme's default, lower case, IPv6 in brackets; None if the URL cannot be called."""
+    try:
+        return parse_url(url).host_header.lower()
+    except InvalidUrl:
+        return None
+
+
+class Grants(Protocol):
+    """Token buckets and concurrency counts, per target key, that hand out grants."""
+
+    async def take(
+        self, limits: Mapping[str, Limit], releases: Sequence[tuple[str, str]], asks: Sequence[Ask]
+    ) -> list[tuple[int, int]]:
+        """Give back `releases` (target key, member), then grant what each ask can have now.
+
+        Each ask gets (granted, wait_ms): how many of its first members may go (taking a token
+        and a concurrency unit of each of its targets), and when it is worth asking again: 0
+        when all were granted, the ms until the next token, or -1 while a concurrency count is
+        full (ask again after a release).
+        """
+        ...
+
+
+@runtime_checkable
+class SharesGrants(Protocol):
+    """A store whose workers share limit grants (one bucket per target for all of them)."""
+
+    def limit_grants(self) -> Grants:
+        """Return grants kept in the store, shared by every worker on it."""
+        ...
+
+
+class _Bucket:
+    __slots__ = ("at", "running", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens = -1.0  # full at first use
+        self.at = 0.0
+        self.running = 0
+
+
+class LocalGrants:
+    """Grants kept in this process: for stores that one process fires (memory, SQLite)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._buckets: dict[str, _Bucket] = {}
+
+    async def take(
+        self, limits: Mapping[str, Limit], releases: Sequence[tuple[str, str]], asks: Sequence[Ask]
+    ) -> list[tuple[int, int]]:
+        return self.take_now(limits, releases, asks)
+
+    def take_now(
+        self, limits: Mapping[str, Limit], releases: Sequence[tuple[str, str]], asks: Sequence[Ask]
+    ) -> list[tuple[int, int]]:
+        """`take`, without waiting for anything."""
+        buckets = self._buckets
+        for key, _ in releases:
+            bucket = buckets.get(key)
+            if bucket is not None and bucket.running > 0:
+                bucket.running -= 1
+        now = self._clock()
+        for key, limit in limits.items():
+            bucket = buckets.get(key)
+            if bucket is None:
+                bucket = buckets[key] = _Bucket()
+            if limit.rate is not None:
+                size = limit.bucket
+                if bucket.tokens < 0:
+                    bucket.tokens = size
+                else:
+                    bucket.tokens = min(size, bucket.tokens + (now - bucket.at) * limit.rate)
+                bucket.at = now
+        answers = []
+        for want, _, keys, _ in asks:
+            granted = want
+            for key in keys:
+                limit, bucket = limits[key], buckets[key]
+                if limit.rate is not None:
+                    granted = min(granted, math.floor(bucket.tokens))
+                if limit.concurrency is not None:
+                    granted = min(granted, limit.concurrency - bucket.running)
+            granted = max(granted, 0)
+            wait_ms = 0
+            for key in keys:
+                limit, bucket = limits[key], buckets[key]
+                if limit.rate is not None:
+                    bucket.tokens -= granted
+                if limit.concurrency is not None:
+                    bucket.running += granted
+            if granted < want:
+                wait_ms = _wait_ms(limits, {key: buckets[key] for key in keys})
+            answers.append((granted, wait_ms))
+        return answers
+
+
+def _wait_ms(limits: Mapping[str, Limit], buckets: Mapping[str, _Bucket]) -> int:
+    """When an ask that got less than it wanted is worth asking again (see `Grants.take`)."""
+    wait_ms = 0
+    for key, bucket in buckets.items():
+        limit = limits[key]
+        if limit.concurrency is not None and bucket.running >= limit.concurrency:
+            return -1
+        if limit.rate is not None and bucket.tokens < 1:
+            wait_ms = max(wait_ms, math.ceil((1 - bucket.tokens) * 1000 / limit.rate))
+    return wait_ms
+
+
+class Controls:
+    """The store's queue settings and host limits as last read, refreshed every `refresh_s`.
+
+    Until the first read lands, `ready` is unset and nothing should be claimed: a queue paused
+    before this worker started must stay so. A failed read keeps the settings last read.
+    """
+
+    def __init__(self, store: Store, metrics: Metrics, refresh_s: float = REFRESH_S) -> None:
+        self._store = store
+        self._metrics = metrics
+        self.refresh_s = refresh_s
+        self.queues: dict[str, QueueSettings] = {}
+        self.hosts: dict[str, Limit] = {}
+        self.ready = asyncio.Event()
+        self._changed = asyncio.Event()
+
+    def paused(self, queue: str) -> bool:
+        settings = self.queues.get(queue)
+        return settings is not None and settings.paused
+
+    def queue_limit(self, queue: str) -> Limit | None:
+        settings = self.queues.get(queue)
+        return None if settings is None else settings.limit
+
+    def changed(self) -> Coroutine[Any, Any, bool]:
+        """Wait until a refresh reads settings other than those read so far (from this call)."""
+        return self._changed.wait()
+
+    async def refresh(self) -> None:
+        """Read the settings once.
+
+        Raises:
+            StoreUnavailable: the store did not answer; the settings stay as they were.
+        """
+        queues = await self._store.queue_settings()
+        hosts = await self._store.limits()
+        if queues != self.queues or hosts != self.hosts:
+            self.queues, self.hosts = queues, hosts
+            self._changed.set()
+            self._changed = asyncio.Event()
+        self.ready.set()
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Refresh until `stopping` is set; a failure is counted and tried at the next turn."""
+        while not stopping.is_set():
+            try:
+                await self.refresh()
+            except StoreUnavailable as error:
+                self._metrics.store_errors["settings"] += 1
+                logger.warning("store unavailable, reading queue settings again soon: %s", error)
+            except Exception:
+                # policy: a surprise must not freeze the settings (or keep `ready` unset) for good
+                self._metrics.store_errors["settings"] += 1
+                logger.exception("reading queue settings failed; trying again")
+            stop = asyncio.ensure_future(stopping.wait())
+            try:
+                await asyncio.wait({stop}, timeout=self.refresh_s)
+            finally:
+                stop.cancel()
+
+
+Running = tuple[tuple[str, str], ...]  # (target key, member) of each concurrency unit held
+
+
+@dataclass(slots=True)
+class Admission:
+    """What the limiter decided for one callback: go now, holding the concurrency units
+    `running`, or go back to the store due at `defer_ms` (store clock)."""
+
+    running: Running = ()
+    defer_ms: int | None = None
+
+
+GO = Admission()
+
+
+@dataclass(slots=True)
+class _Waiter:
+    future: asyncio.Future[Admission]
+    member: str
+    hold_ms: int
+
+
+@dataclass(slots=True)
+class _Group:
+    """Callbacks waiting for grants of the same targets, in arrival (so due) order."""
+
+    keys: tuple[str, ...]
+    waiters: deque[_Waiter] = field(default_factory=deque)
+    ready_at: float = 0.0  # loop time before which asking again is pointless
+    booked: float = 0.0  # loop time up to which turns were booked for callbacks sent back
+
+
+class Limiter:
+    """Makes callbacks to limited hosts and queues wait for their grants, in due order.
+
+    `targets` is the cheap first step (no limit and no hold: an empty tuple, and the callback
+    goes at once); `admit` waits. One pump task asks `grants` for every waiting group in one
+    call, hands out what it got, and sleeps until a token is due, a callback arrives or one
+    finishes (`release`). A group's waiters whose turn is expected more than `hold_s` away go
+    back to the store instead (`Admission.defer_ms`).
+    """
+
+    def __init__(
+        self,
+        controls: Controls,
+        grants: Grants,
+        metrics: Metrics,
+        *,
+        now_ms: Callable[[], int],
+        hold_s: float,
+        shared: bool,
+    ) -> None:
+        self._controls = controls
+        self._grants = grants
+        self._metrics = metrics
+        self._now_ms = now_ms
+        self._hold_s = hold_s
+        self._shared = shared
+        self._held_until: dict[str, float] = {}  # host -> loop time (Retry-After)
+        self._groups: dict[tuple[str, ...], _Group] = {}
+        self._releases: list[tuple[str, str]] = []
+        self._wake = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
+
+    def targets(self, timer: Timer) -> tuple[str, ...]:
+        """Return the limit keys `timer`'s callback needs grants from (usually none)."""
+        controls = self._controls
+        keys: tuple[str, ...] = ()
+        if controls.hosts or self._held_until:
+            callback = timer.callback
+            host = None if callback is None else host_key(callback.url)
+            if host is not None and (host in controls.hosts or host in self._held_until):
+                keys = (HOST + host,)
+        if controls.queues and controls.queue_limit(timer.queue) is not None:
+            keys += (QUEUE + timer.queue,)
+        return keys
+
+    def hold(self, timer: Timer, seconds: float) -> None:
+        """Hold every callback to `timer`'s host for `seconds`, at most `MAX_HOLD_S`."""
+        callback = timer.callback
+        host = None if callback is None else host_key(callback.url)
+        if host is None or not 0 < seconds < math.inf:
+            return
+        until = asyncio.get_running_loop().time() + min(seconds, MAX_HOLD_S)
+        if until > self._held_until.get(host, 0.0):
+            self._held_until[host] = until
+
+    def held_s(self, host: str) -> float:
+        """How much longer callbacks to `host` are held (0 when they are not)."""
+        until = self._held_until.get(host, 0.0)
+        return max(0.0, until - asyncio.get_running_loop().time())
+
+    async def admit(self, timer: Timer, keys: tuple[str, ...]) -> Admission:
+        """Wait until `timer`'s callback may go, or it is better sent back to the store."""
+        loop = asyncio.get_running_loop()
+        group = self._groups.get(keys)
+        if group is None:
+            group = self._groups[keys] = _Group(keys)
+        hold_ms = round((timer.retry.timeout_s + GRANT_MARGIN_S) * 1000)
+        waiter = _Waiter(loop.create_future(), f"{timer.id}#{timer.attempt}", hold_ms)
+        group.waiters.append(waiter)
+        self._kick()
+        since = loop.time()
+        admission = await waiter.future
+        if admission.defer_ms is None:
+            self._metrics.observe_limited(timer.queue, loop.time() - since)
+        else:
+            self._metrics.limit_deferred[timer.queue] += 1
+        return admission
+
+    def release(self, admission: Admission) -> None:
+        """Give back the concurrency `admission` held: its callback is over."""
+        if admission.running:
+            self._releases.extend(admission.running)
+            self._kick()
+
+    async def close(self) -> None:
+        """Stop the pump; callbacks still waiting are cancelled with their tasks."""
+        pump, self._pump = self._pump, None
+        if pump is not None:
+            pump.cancel()
+            await asyncio.gather(pump, return_exceptions=True)
+
+    def _kick(self) -> None:
+        self._wake.set()
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.create_task(self._run())
+
+    def _limits(self, keys: Sequence[str]) -> dict[str, Limit]:
+        """The limits `keys` have now (a limit may have been lifted while they waited)."""
+        controls = self._controls
+        found = {}
+        for key in keys:
+            if key.startswith(HOST):
+                limit = controls.hosts.get(key[len(HOST) :])
+            else:
+                limit = controls.queue_limit(key[len(QUEUE) :])
+            if limit is not None:
+                found[key] = limit
+        return found
+
+    async def _run(self) -> None:
+        """Hand out grants while anything waits or has concurrency to give back."""
+        loop = asyncio.get_running_loop()
+        failures = 0
+        while True:
+            self._wake.clear()
+            now = loop.time()
+            for host, until in list(self._held_until.items()):
+                if until <= now:
+                    del self._held_until[host]
+            limits: dict[str, Limit] = {}
+            asks: list[Ask] = []
+            asking: list[tuple[_Group, dict[str, Limit]]] = []
+            for keys, group in list(self._groups.items()):
+                waiters = group.waiters
+                while waiters and waiters[0].future.done():  # its task was cancelled
+                    waiters.popleft()
+                if not waiters:
+                    if group.booked <= now:
+                        del self._groups[keys]
+                    continue
+                held = max((self._held_until.get(k[len(HOST) :], 0.0) for k in keys), default=0.0)
+                if held > now:
+                    group.ready_at = held
+                    self._send_back(group, now, rate=None)
+                    continue
+                if group.ready_at > now:
+                    continue
+                found = self._limits(keys)
+                if not found:
+                    self._grant(group, len(waiters), ())
+                    continue
+                limits.update(found)
+                want = min(len(waiters), MAX_ASK)
+                firsts = [waiters[n] for n in range(want)]
+                hold_ms = max(waiter.hold_ms for waiter in firsts)
+                asks.append((want, hold_ms, tuple(found), [w.member for w in firsts]))
+                asking.append((group, found))
+            if self._releases and not asks and self._shared:
+                await asyncio.sleep(RELEASE_EVERY_S)  # more may finish meanwhile: one call
+            releases, self._releases = self._releases, []
+            if asks or releases:
+                try:
+                    answers = await self._grants.take(limits, releases, asks)
+                    failures = 0
+                except StoreUnavailable as error:
+                    failures += 1
+                    self._metrics.store_errors["limit"] += 1
+                    logger.warning("store unavailable, asking for grants again soon: %s", error)
+                    self._releases[:0] = releases  # not given back yet
+                    await asyncio.sleep(min(1.0, 0.05 * 2**failures))
+                    continue
+                now = loop.time()
+                for (group, found), (granted, wait_ms) in zip(asking, answers, strict=True):
+                    running = tuple(key for key, limit in found.items() if limit.concurrency)
+                    self._grant(group, granted, running)
+                    if not group.waiters:
+                        continue
+                    if wait_ms < 0:  # a full concurrency count: a release wakes a local pump
+                        group.ready_at = now + CONCURRENCY_POLL_S if self._shared else 0.0
+                    else:
+                        group.ready_at = now + max(wait_ms, 1) / 1000
+                        rates = [limit.rate for limit in found.values() if limit.rate]
+                        self._send_back(group, now, rate=min(rates, default=None))
+            elif not self._groups:
+                return
+            await self._sleep(loop)
+
+    async def _sleep(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Sleep until a group may ask again or something changes (an arrival, a release);
+        at most `REFRESH_S`, as a raised limit lets waiting callbacks go."""
+        now = loop.time()
+        timeout = REFRESH_S
+        for group in self._groups.values():
+            if group.waiters and group.ready_at > now:
+                timeout = min(timeout, group.ready_at - now)
+        if self._releases and self._shared:
+            timeout = min(timeout, RELEASE_EVERY_S)
+        if not any(group.waiters for group in self._groups.values()) and not self._releases:
+            timeout = REFRESH_S  # only bookings left: forget them once they are past
+        wake = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({wake}, timeout=timeout)
+        finally:
+            wake.cancel()
+
+    def _grant(self, group: _Group, count: int, running: tuple[str, ...]) -> None:
+        waiters = group.waiters
+        for _ in range(min(count, len(waiters))):
+            waiter = waiters.popleft()
+            held = tuple((key, waiter.member) for key in running)
+            if waiter.future.done():  # cancelled meanwhile: give its concurrency back
+                self._releases.extend(held)
+            else:
+                waiter.future.set_result(Admission(running=held) if held else GO)
+
+    def _send_back(self, group: _Group, now: float, rate: float | None) -> None:
+        """Send back to the store the waiters whose turn is expected beyond `hold_s` from now.
+
+        With a rate the n-th waiter's turn is about n / rate after the group's `ready_at`; the
+        waiters on a held host all wait for the hold's end. Each one sent back is booked the
+        turn after the last one booked, so they do not all come due together.
+        """
+        waiters = group.waiters
+        step = 0.0 if rate is None else 1 / rate
+        horizon = now + self._hold_s
+        if group.ready_at > horizon:
+            keep = 0
+        elif step == 0:
+            return
+        else:
+            keep = int((horizon - group.ready_at) / step) + 1
+            if keep >= len(waiters):
+                return
+        sent = [waiters.pop() for _ in range(len(waiters) - keep)]
+        sent.reverse()
+        now_ms = self._now_ms()
+        base = max(group.booked, group.ready_at + keep * step)
+        for n, waiter in enumerate(sent):
+            if not waiter.future.done():
+                turn_ms = math.ceil((base + n * step - now) * 1000)
+                waiter.future.set_result(Admission(defer_ms=now_ms + turn_ms))
+        group.booked = base + len(sent) * step

@@ -1,0 +1,361 @@
+"""Flow control in the worker: paused queues, per-host and per-queue limits, Retry-After holds,
+and the bounded callback counts by host.
+
+Grants are tested on their own with a fake clock, the limiter on the loop's real time with
+hand-made `Limit`s, and the worker end to end on the memory and SQLite stores (Redis shares its
+grants through a script: tests/stores/test_redis_limits.py and tests/service/test_flow_e2e.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine.support import running, until
+from tickwheel.engine import ACKED, HttpTarget, Metrics, Outcome, Verdict, Worker, WorkerSettings
+from tickwheel.engine.limits import (
+    HOST,
+    MAX_HOLD_S,
+    QUEUE,
+    Admission,
+    Controls,
+    Limiter,
+    LocalGrants,
+    host_key,
+)
+from tickwheel.engine.metrics import OTHER_HOST, TOP_HOSTS, HostCounts
+from tickwheel.engine.settings import HttpSettings
+from tickwheel.model import Callback, RetryPolicy, Timer
+from tickwheel.stores import MemoryStore, Store
+from tickwheel.stores.base import Limit, QueueSettings
+from tickwheel.stores.sqlite import SqliteStore
+from tickwheel.testing.receiver import Receiver, Reply
+
+from .conftest import MakeReceiver
+
+QUICK = WorkerSettings(lookahead_ms=200, lease_ms=10_000, grace_s=1.0)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def ask(want: int, *keys: str) -> tuple[int, int, tuple[str, ...], list[str]]:
+    return (want, 1000, keys, [f"m{n}" for n in range(want)])
+
+
+def test_host_keys_are_written_as_a_limit_names_them() -> None:
+    assert host_key("https://API.Example.com./x?y=1") == "api.example.com"
+    assert host_key("http://example.com:80/") == "example.com"
+    assert host_key("https://example.com:8443/") == "example.com:8443"
+    assert host_key("http://[::1]:8080/") == "[::1]:8080"
+    assert host_key("ftp://example.com/") is None
+
+
+def test_a_bucket_grants_its_burst_then_its_rate() -> None:
+    clock = FakeClock()
+    grants = LocalGrants(clock)
+    limits = {"h": Limit(rate=10, burst=5)}
+    assert grants.take_now(limits, [], [ask(8, "h")]) == [(5, 100)]
+    clock.now += 0.25  # 2.5 tokens
+    assert grants.take_now(limits, [], [ask(3, "h")]) == [(2, 50)]
+    clock.now += 100  # a long idle fills it to the burst, no more
+    assert grants.take_now(limits, [], [ask(9, "h")]) == [(5, 100)]
+
+
+def test_concurrency_is_held_until_released_and_a_batch_takes_both_or_neither() -> None:
+    grants = LocalGrants(FakeClock())
+    limits = {"h": Limit(concurrency=2), "q": Limit(rate=100, burst=1)}
+    assert grants.take_now(limits, [], [ask(3, "h")]) == [(2, -1)]
+    assert grants.take_now(limits, [], [ask(1, "h", "q")]) == [(0, -1)]
+    # the queue's token was not spent on a callback the host could not take
+    assert grants.take_now(limits, [("h", "m0")], [ask(1, "h", "q")]) == [(1, 0)]
+
+
+def test_callback_counts_by_host_keep_at_most_top_n_labels() -> None:
+    counts = HostCounts()
+    for n in range(50_000):
+        counts.count("busy.example.com" if n % 3 == 0 else f"h{n}.example.com", "ack")
+    labels = counts.labels()
+    assert len(labels) <= TOP_HOSTS + 1
+    assert {"busy.example.com", OTHER_HOST} <= labels
+    assert sum(counts.counts.values()) <= 50_000
+    # the busy host kept its series since it was first named
+    assert counts.counts[("ack", "busy.example.com")] > 16_000
+
+
+class Settings:
+    """Stands in for `Controls` with settings set by hand."""
+
+    def __init__(self, hosts: dict[str, Limit], queues: dict[str, QueueSettings]) -> None:
+        self.hosts = hosts
+        self.queues = queues
+
+    def queue_limit(self, queue: str) -> Limit | None:
+        settings = self.queues.get(queue)
+        return None if settings is None else settings.limit
+
+
+def limiter(
+    hosts: dict[str, Limit] | None = None,
+    queues: dict[str, QueueSettings] | None = None,
+    *,
+    hold_s: float = 30.0,
+    metrics: Metrics | None = None,
+) -> Limiter:
+    controls = Settings(hosts or {}, queues or {})
+    return Limiter(
+        controls,  # type: ignore[arg-type]
+        LocalGrants(),
+        metrics or Metrics(),
+        now_ms=lambda: time.time_ns() // 1_000_000,
+        hold_s=hold_s,
+        shared=False,
+    )
+
+
+def timer(url: str = "https://api.example.com/hook", queue: str = "default") -> Timer:
+    return Timer(due_ms=0, callback=Callback(url=url), queue=queue)
+
+
+async def admit_all(gate: Limiter, timers: list[Timer]) -> list[tuple[float, Admission]]:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    async def one(t: Timer) -> tuple[float, Admission]:
+        admission = await gate.admit(t, gate.targets(t))
+        return loop.time() - start, admission
+
+    try:
+        return await asyncio.gather(*(one(t) for t in timers))
+    finally:
+        await gate.close()
+
+
+async def test_unlimited_callbacks_need_no_grant() -> None:
+    gate = limiter({"other.example.com": Limit(rate=1)})
+    assert gate.targets(timer()) == ()
+    assert gate.targets(timer("https://other.example.com:443/x")) == (HOST + "other.example.com",)
+
+
+async def test_a_host_rate_spreads_a_burst_in_due_order_and_counts_the_wait() -> None:
+    metrics = Metrics()
+    gate = limiter({"api.example.com": Limit(rate=50, burst=5)}, metrics=metrics)
+    timers = [timer() for _ in range(30)]
+    admitted = await admit_all(gate, timers)
+    at = [when for when, _ in admitted]
+    assert at == sorted(at)  # granted in arrival order
+    assert at[4] < 0.05  # the burst goes at once
+    assert 0.4 <= at[-1] < 0.9  # 25 more at 50 a second
+    for n in range(5, 30):  # never faster than the bucket allows
+        assert at[n] >= (n - 5 + 1) / 50 - 0.005
+    assert metrics.limited_s["default"] == pytest.approx(sum(at), abs=0.1)
+    assert sum(metrics.limiter_delay["default"].counts) == 30
+
+
+async def test_a_queue_limit_and_a_host_limit_both_bind() -> None:
+    gate = limiter(
+        {"api.example.com": Limit(rate=1000, burst=1000)},
+        {"slow": QueueSettings(limit=Limit(rate=20, burst=2))},
+    )
+    timers = [timer(queue="slow") for _ in range(8)]
+    assert gate.targets(timers[0]) == (HOST + "api.example.com", QUEUE + "slow")
+    admitted = await admit_all(gate, timers)
+    assert admitted[-1][0] >= 6 / 20 - 0.01
+
+
+async def test_concurrency_grants_wait_for_releases() -> None:
+    gate = limiter({"api.example.com": Limit(concurrency=2)})
+    first = [await gate.admit(t, gate.targets(t)) for t in (timer(), timer())]
+    third = asyncio.ensure_future(gate.admit(timer(), (HOST + "api.example.com",)))
+    await asyncio.sleep(0.05)
+    assert not third.done()
+    gate.release(first[0])
+    async with asyncio.timeout(1):
+        assert (await third).defer_ms is None
+    await gate.close()
+
+
+async def test_waiters_beyond_the_hold_go_back_to_the_store_booked_in_turn() -> None:
+    gate = limiter({"api.example.com": Limit(rate=10, burst=1)}, hold_s=0.3)
+    before = time.time_ns() // 1_000_000
+    admitted = await admit_all(gate, [timer() for _ in range(12)])
+    kept = [a for _, a in admitted if a.defer_ms is None]
+    sent = [a.defer_ms for _, a in admitted if a.defer_ms is not None]
+    assert 3 <= len(kept) <= 5  # the burst and about 0.3 s at 10 a second
+    assert len(kept) + len(sent) == 12
+    assert sent == sorted(sent)
+    assert all(b - a >= 99 for a, b in itertools.pairwise(sent))  # one turn apart
+    assert sent[0] >= before + 300  # never before their expected turn
+
+
+async def test_retry_after_holds_every_callback_to_the_host_and_is_capped() -> None:
+    gate = limiter()
+    gate.hold(timer(), 0.3)
+    gate.hold(timer(), 0.1)  # a shorter hold does not shorten it
+    keys = gate.targets(timer())
+    assert keys == (HOST + "api.example.com",)
+    assert gate.targets(timer("https://else.example.com/")) == ()
+    admitted = await admit_all(gate, [timer() for _ in range(3)])
+    assert all(0.28 <= when < 0.6 for when, _ in admitted)
+    hostile = limiter()
+    for seconds in (float("nan"), float("inf"), -5.0, 0.0):
+        hostile.hold(timer(), seconds)
+        assert hostile.held_s("api.example.com") == 0.0
+    hostile.hold(timer(), 1e12)
+    assert MAX_HOLD_S - 1 <= hostile.held_s("api.example.com") <= MAX_HOLD_S
+
+
+async def test_a_long_retry_after_sends_the_waiting_callbacks_back_to_its_end() -> None:
+    gate = limiter(hold_s=1.0)
+    gate.hold(timer(), 120)
+    before = time.time_ns() // 1_000_000
+    admitted = await admit_all(gate, [timer() for _ in range(3)])
+    for when, admission in admitted:
+        assert when < 0.2
+        assert admission.defer_ms is not None
+        assert before + 119_000 <= admission.defer_ms <= before + 121_000
+
+
+# the worker, end to end on the stores fired within one process
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def local_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if request.param == "memory":
+        return MemoryStore()
+    return SqliteStore(tmp_path / "timers.db")
+
+
+async def test_controls_read_pauses_and_limits_from_the_store(local_store: Store) -> None:
+    controls = Controls(local_store, Metrics())
+    await local_store.set_queue("q", QueueSettings(paused=True))
+    await local_store.set_limit("api.example.com", Limit(rate=5))
+    await controls.refresh()
+    assert controls.ready.is_set()
+    assert controls.paused("q")
+    assert not controls.paused("default")
+    assert controls.hosts == {"api.example.com": Limit(rate=5)}
+    changed = asyncio.ensure_future(controls.changed())
+    await local_store.set_queue("q", QueueSettings())
+    await controls.refresh()
+    async with asyncio.timeout(1):
+        await changed
+    assert not controls.paused("q")
+    await local_store.close()
+
+
+def arrivals(receiver: Receiver) -> list[float]:
+    return sorted(r.at_ms for r in receiver.received)
+
+
+def most_in_any_window(times_ms: list[float], window_ms: float) -> int:
+    most, first = 0, 0
+    for last, at in enumerate(times_ms):
+        while at - times_ms[first] >= window_ms:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+async def test_a_worker_keeps_a_host_limit_late_never_early_and_loses_nothing(
+    local_store: Store, make_receiver: MakeReceiver
+) -> None:
+    receiver = await make_receiver()
+    host = host_key(receiver.url)
+    assert host is not None
+    await local_store.set_limit(host, Limit(rate=40, burst=4))
+    now = local_store.now_ms()
+    due = [now + 300 + (n % 3) for n in range(60)]
+    await local_store.add_many([Timer(due_ms=d, callback=Callback(url=receiver.url)) for d in due])
+    target = HttpTarget(HttpSettings(allow_private_targets=True))
+    worker = Worker(local_store, target, QUICK)
+    async with running(worker):
+        await receiver.wait_for(60, timeout_s=10)
+    await target.close()
+    await local_store.close()
+    got = receiver.received
+    assert len({r.timer_id for r in got}) == 60
+    assert all(r.due_ms is not None and r.at_ms >= r.due_ms for r in got)  # never early
+    times = arrivals(receiver)
+    assert times[-1] - times[0] >= (60 - 4) / 40 * 1000 - 50  # the rate held overall
+    assert most_in_any_window(times, 1000) <= 40 + 4 + 1
+    assert worker.metrics.limited_s["default"] > 10  # waited, and it shows
+
+
+async def test_a_paused_queue_is_not_claimed_until_resumed(local_store: Store) -> None:
+    fired: list[str] = []
+
+    class Target:
+        async def fire(self, t: Timer, attempt: int) -> Outcome:
+            fired.append(t.id)
+            return ACKED
+
+        async def close(self) -> None:
+            pass
+
+    await local_store.set_queue("mail", QueueSettings(paused=True))
+    now = local_store.now_ms()
+    callback = Callback(url="https://api.example.com/")
+    await local_store.add_many(
+        [Timer(due_ms=now + 50, callback=callback, queue="mail") for _ in range(10)]
+        + [Timer(due_ms=now + 50, callback=callback, queue="other") for _ in range(3)]
+    )
+    async with running(Worker(local_store, Target(), QUICK)):
+        await until(lambda: len(fired) == 3, timeout_s=5)
+        await asyncio.sleep(1.5)
+        assert len(fired) == 3  # only the other queue's
+        await local_store.set_queue("mail", QueueSettings())
+        await until(lambda: len(fired) == 13, timeout_s=5)
+    await local_store.close()
+
+
+async def test_a_429_with_retry_after_holds_the_whole_host(
+    local_store: Store, make_receiver: MakeReceiver
+) -> None:
+    first: list[float] = []
+
+    def respond(received: object) -> Reply:
+        if not first:
+            first.append(time.time())
+            return Reply(429, {"Retry-After": "1"})
+        return Reply()
+
+    receiver = await make_receiver(respond=respond)
+    policy = RetryPolicy(max_attempts=5, min_backoff_s=0.01, max_backoff_s=5, timeout_s=2)
+    now = local_store.now_ms()
+    callback = Callback(url=receiver.url)
+    await local_store.add(Timer(due_ms=now + 100, callback=callback, retry=policy))
+    await local_store.add_many(
+        [Timer(due_ms=now + 400, callback=callback, retry=policy) for _ in range(5)]
+    )
+    target = HttpTarget(HttpSettings(allow_private_targets=True))
+    async with running(Worker(local_store, target, QUICK)):
+        await receiver.wait_for(7, timeout_s=10)
+    await target.close()
+    await local_store.close()
+    later = [r.at_ms / 1000 for r in receiver.received[1:]]
+    assert min(later) >= first[0] + 0.95  # the other timers waited for the host too
+
+
+def test_limit_deferred_and_limited_seconds_are_exported() -> None:
+    metrics = Metrics()
+    metrics.observe_limited("q", 0.25)
+    metrics.limit_deferred["q"] += 2
+    metrics.callbacks.count("api.example.com", "ack")
+    sample: Callable[..., float | None] = metrics.registry.get_sample_value
+    assert sample("tickwheel_limited_seconds_total", {"queue": "q"}) == 0.25
+    assert sample("tickwheel_limiter_delay_seconds_count", {"queue": "q"}) == 1
+    assert sample("tickwheel_limit_deferred_total", {"queue": "q"}) == 2
+    assert sample("tickwheel_callbacks_total", {"outcome": "ack", "host": "api.example.com"}) == 1
+    assert Verdict.ACK.value == "ack"
+    assert Outcome(Verdict.ACK).hold_s is None
