@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(90)
 
 LEASE_S = 2
 STOPPED_S = 2 * LEASE_S + 1  # every lease it held has lapsed, renewed or not
-REPLY_AFTER_S = 0.5  # callbacks stay in flight this long, so the stop catches some
+REPLY_AFTER_S = 0.2  # callbacks stay in flight this long, so the stop catches some
 
 
 async def _slow(received: Received) -> Reply:
