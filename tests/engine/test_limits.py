@@ -2,8 +2,9 @@
 and the bounded callback counts by host.
 
 Grants are tested on their own with a fake clock, the limiter on the loop's real time with
-hand-made `Limit`s, and the worker end to end on the memory and SQLite stores (Redis shares its
-grants through a script: tests/stores/test_redis_limits.py and tests/service/test_flow_e2e.py).
+hand-made `Limit`s, Redis's shared grants with two clients as two workers would, and the worker
+end to end on the memory and SQLite stores (on Redis with real processes in
+tests/service/test_flow_e2e.py).
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+from redis.asyncio import Redis
 
 from engine.support import running, until
 from tickwheel.engine import ACKED, HttpTarget, Metrics, Outcome, Verdict, Worker, WorkerSettings
@@ -33,10 +37,14 @@ from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, RetryPolicy, Timer
 from tickwheel.stores import MemoryStore, Store
 from tickwheel.stores.base import Limit, QueueSettings
+from tickwheel.stores.redis.limits import RedisGrants
 from tickwheel.stores.sqlite import SqliteStore
 from tickwheel.testing.receiver import Receiver, Reply
 
 from .conftest import MakeReceiver
+
+if TYPE_CHECKING:
+    from conftest import RedisServer
 
 QUICK = WorkerSettings(lookahead_ms=200, lease_ms=10_000, grace_s=1.0)
 
@@ -224,6 +232,64 @@ async def test_a_long_retry_after_sends_the_waiting_callbacks_back_to_its_end() 
         assert when < 0.2
         assert admission.defer_ms is not None
         assert before + 119_000 <= admission.defer_ms <= before + 121_000
+
+
+# grants shared through Redis
+
+
+@pytest.fixture
+async def two_workers(redis_server: RedisServer) -> AsyncIterator[tuple[RedisGrants, RedisGrants]]:
+    """Two clients on one prefix: the grants two workers of one store share."""
+    prefix = f"g{uuid.uuid4().hex[:10]}"
+    clients = [Redis.from_url(redis_server.url) for _ in range(2)]
+    yield RedisGrants(clients[0], prefix), RedisGrants(clients[1], prefix)
+    for client in clients:
+        await client.aclose()
+
+
+async def test_redis_buckets_are_shared_by_workers(
+    two_workers: tuple[RedisGrants, RedisGrants],
+) -> None:
+    one, two = two_workers
+    limits = {"host:a": Limit(rate=10, burst=5)}
+    assert await one.take(limits, [], [ask(4, "host:a")]) == [(4, 0)]
+    granted, wait_ms = (await two.take(limits, [], [ask(4, "host:a")]))[0]
+    assert granted == 1
+    assert 80 <= wait_ms <= 100  # the next token, by the server's clock
+    await asyncio.sleep(0.25)
+    assert (await two.take(limits, [], [ask(4, "host:a")]))[0][0] == 2
+
+
+async def test_redis_grants_a_batch_of_asks_in_one_call_in_order(
+    two_workers: tuple[RedisGrants, RedisGrants],
+) -> None:
+    one, _ = two_workers
+    limits = {"host:a": Limit(rate=1, burst=3), "queue:q": Limit(concurrency=2)}
+    answers = await one.take(
+        limits, [], [ask(2, "host:a"), ask(2, "host:a", "queue:q"), ask(3, "queue:q")]
+    )
+    assert answers[0] == (2, 0)
+    assert answers[1][0] == 1  # one token left for it
+    assert answers[1][1] > 0
+    assert answers[2] == (1, -1)  # the queue's second unit, then full
+
+
+async def test_redis_concurrency_is_given_back_by_any_worker_or_lapses(
+    two_workers: tuple[RedisGrants, RedisGrants],
+) -> None:
+    one, two = two_workers
+    limits = {"host:a": Limit(concurrency=2)}
+    assert await one.take(limits, [], [ask(2, "host:a")]) == [(2, 0)]
+    assert await two.take(limits, [], [ask(1, "host:a")]) == [(0, -1)]
+    # a member given back by its worker frees its unit for the other at once
+    assert await one.take(limits, [("host:a", "m0")], []) == []
+    assert await two.take(limits, [], [ask(1, "host:a")]) == [(1, 0)]
+    # a worker that died never gives back: its grants lapse after their hold
+    short = (1, 100, ("host:b",), ["dead-worker"])
+    assert await one.take({"host:b": Limit(concurrency=1)}, [], [short]) == [(1, 0)]
+    assert await two.take({"host:b": Limit(concurrency=1)}, [], [ask(1, "host:b")]) == [(0, -1)]
+    await asyncio.sleep(0.15)
+    assert await two.take({"host:b": Limit(concurrency=1)}, [], [ask(1, "host:b")]) == [(1, 0)]
 
 
 # the worker, end to end on the stores fired within one process
