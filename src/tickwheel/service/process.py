@@ -48,11 +48,14 @@ class Process:
     async def __aenter__(self) -> Process:
         from prometheus_client import CollectorRegistry
 
+        from tickwheel.service.queue_metrics import QueueGauges
         from tickwheel.stores.open import open_store
 
         self.store = open_store(self.store_url)
         self.cleanup.push_async_callback(self.store.close)
         self.registry = CollectorRegistry()
+        self.queue_gauges = QueueGauges(self.store)
+        self.registry.register(self.queue_gauges)
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
@@ -87,6 +90,10 @@ class Process:
             self.cleanup.enter_context(_stop_on_signals(self.stop, self._hurry))
             self._signals = True
         return self._tasks.start(coroutine, name)
+
+    def watch_queues(self) -> None:
+        """Keep the per-queue gauges on the registry up to date, from the store."""
+        self.start(self.queue_gauges.run(), "queue-gauges")
 
     def start_worker(self) -> None:
         """Run the worker, if there is one."""

@@ -74,6 +74,7 @@ async def serve(
                 allow_private_targets=settings.allow_private_targets,
             )
         serving = process.start(server.serve(sockets=[sock]), "api")
+        process.watch_queues()
         process.start_worker()
         # uvicorn offers no event for "started"; the lifespan startup takes a few ms
         while not server.started and not serving.done():  # noqa: ASYNC110
@@ -122,6 +123,7 @@ async def work(
             signing_secret=signing_secret,
             allow_private_targets=allow_private_targets,
         )
+        process.watch_queues()
         process.start_worker()
         line = (
             f"tickwheel worker · store {redact(store_url)} · "

@@ -1,0 +1,70 @@
+"""Per-queue gauges: read from the store every few seconds by a task, never by a scrape."""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from tickwheel.model import Timer
+from tickwheel.service.queue_metrics import MAX_QUEUES, QueueGauges
+from tickwheel.stores import MemoryStore
+from tickwheel.stores.base import QueueInfo, QueueSettings
+
+
+class CountingStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    async def queue_infos(self) -> list[QueueInfo]:
+        self.reads += 1
+        return await super().queue_infos()
+
+
+async def test_gauges_show_counts_pauses_and_overdue_age_as_last_read() -> None:
+    store = CountingStore()
+    now = store.now_ms()
+    await store.add_many([Timer(due_ms=now - 3000, queue="mail") for _ in range(2)])
+    await store.add(Timer(due_ms=now + 60_000, queue="later"))
+    await store.set_queue("mail", QueueSettings(paused=True))
+    gauges = QueueGauges(store)
+    registry = CollectorRegistry()
+    registry.register(gauges)
+    await gauges.refresh()
+    for _ in range(5):
+        generate_latest(registry)
+    assert store.reads == 1  # scrapes read what the last refresh read
+    sample = registry.get_sample_value
+    assert sample("tickwheel_queue_timers", {"queue": "mail", "state": "scheduled"}) == 2
+    assert sample("tickwheel_queue_timers", {"queue": "mail", "state": "dead"}) == 0
+    assert sample("tickwheel_queue_paused", {"queue": "mail"}) == 1
+    assert sample("tickwheel_queue_paused", {"queue": "later"}) == 0
+    age = sample("tickwheel_queue_oldest_overdue_seconds", {"queue": "mail"})
+    assert age is not None
+    assert 2.9 <= age <= 4
+    assert sample("tickwheel_queue_oldest_overdue_seconds", {"queue": "later"}) == 0
+
+
+async def test_the_refresh_task_reads_every_few_seconds_and_survives_failures() -> None:
+    store = CountingStore()
+    gauges = QueueGauges(store, every_s=0.05)
+    task = asyncio.create_task(gauges.run())
+    await asyncio.sleep(0.22)
+    await store.close()  # every read fails from now on
+    await asyncio.sleep(0.12)
+    assert not task.done()
+    task.cancel()
+    assert 4 <= store.reads <= 8
+    assert gauges.failures >= 1
+
+
+async def test_queue_labels_are_bounded() -> None:
+    store = MemoryStore()
+    now = store.now_ms()
+    await store.add_many(
+        [Timer(due_ms=now + 1000, queue=f"q{n:04}") for n in range(MAX_QUEUES + 50)]
+    )
+    gauges = QueueGauges(store)
+    await gauges.refresh()
+    assert len(gauges.infos) == MAX_QUEUES
