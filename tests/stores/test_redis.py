@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import time
 import uuid
@@ -95,8 +96,11 @@ def check_shard(client: Any, tag: str, shard_keys: set[str]) -> None:
     for r in records.values():
         r[6] = r[6] or "default"  # the default queue is stored as an empty field
     counts = client.hgetall(f"{tag}:n")
-    states = {code: sum(r[0] == code for r in records.values()) for code in "0123"}
-    assert {c: int(counts.get(c, 0)) for c in "0123"} == states, "counts per state"
+    per_queue: dict[str, int] = {}
+    for r in records.values():
+        per_queue[f"{r[0]}|{r[6]}"] = per_queue.get(f"{r[0]}|{r[6]}", 0) + 1
+    kept = {name: int(n) for name, n in counts.items() if re.fullmatch(r"\d\|.*", name)}
+    assert kept == per_queue, "counts per state and queue"
     assert set(client.zrange(f"{tag}:dead", 0, -1)) == {
         i for i, r in records.items() if r[0] == "3"
     }
@@ -113,7 +117,7 @@ def check_shard(client: Any, tag: str, shard_keys: set[str]) -> None:
     for i, r in records.items():
         if r[0] == "1":
             batches[f"{r[5][9:]}|{r[6]}"].add(i)  # seq: <lease seq><deadline>
-    assert {n: int(c) for n, c in counts.items() if "|" in n} == {
+    assert {n: int(c) for n, c in counts.items() if "|" in n and n not in kept} == {
         n: len(m) for n, m in batches.items()
     }, "each batch counts the leases it holds"
     assert dict(client.zrange(f"{tag}:l", 0, -1, withscores=True)) == {
@@ -611,7 +615,7 @@ async def test_list_walks_every_shard_and_state(
         assert await walk(store, State.DEAD, 2) == dead
         assert len(await walk(store, State.DONE, 300)) == 997
         counts = (await store.stats()).counts
-        assert [counts[s] for s in State] == [400, 300, 997, 3]
+        assert [counts[s] for s in State] == [400, 300, 0, 997, 3]
         assert_layout_consistent(server, store)
         clock.advance(MINUTE)  # the acked timers' retention ends: stats purges them all
         assert (await store.stats()).counts[State.DONE] == 0
@@ -745,3 +749,31 @@ def test_a_script_carries_the_lib_definitions_it_uses_and_those_they_use() -> No
         "local function b()\n  return a()\nend\n"
         "return b()\n"
     )
+
+
+async def test_counts_of_a_keyspace_from_before_queues_were_counted_are_recounted(
+    server: Server, store: RedisStore, clock: ManualClock
+) -> None:
+    """A keyspace written before counts were kept per queue has one bare <code> field per
+    state; the first stats or queue_infos recounts each such shard from its records, counting
+    also what changed since the upgrade."""
+    for n in range(20):
+        await store.add(at(clock, 0, id=f"a{n}", queue="a"))
+        await store.add(at(clock, 0, id=f"b{n}", queue="b"))
+    await store.claim("a", clock.now_ms, 5, 1000)
+    with inspector(server) as client:
+        for shard in range(store.shards):
+            key = f"{store.shard_keys(shard).tag}:n"
+            old: dict[str, int] = {}
+            for name, n in client.hgetall(key).items():
+                if re.fullmatch(r"\d\|.*", name):
+                    client.hdel(key, name)
+                    old[name[0]] = old.get(name[0], 0) + int(n)
+            if old:
+                client.hset(key, mapping=old)
+    await store.add(at(clock, 0, id="late", queue="b"))  # counted per queue, the rest is not
+    infos = {info.name: info.counts for info in await store.queue_infos()}
+    assert (infos["a"][State.SCHEDULED], infos["a"][State.LEASED]) == (15, 5)
+    assert infos["b"][State.SCHEDULED] == 21
+    assert (await store.stats()).counts[State.SCHEDULED] == 36
+    assert_layout_consistent(server, store)

@@ -8,8 +8,8 @@ slot and every script runs on one node::
                                    holding a lease
     {p:s}:x                 list   the done timers in ack order: a mark @<expiry ms>, then
                                    the ids acked with that expiry
-    {p:s}:n                 hash   state code → timers in that state; <deadline>|<queue> →
-                                   leases that batch still holds
+    {p:s}:n                 hash   <state code>|<queue> → the queue's timers in that state
+                                   here; <deadline>|<queue> → leases that batch still holds
     {p:s}:dead              zset   id, score 0: the dead letters, in id order
     {p:s}:queues            set    queues with scheduled timers in this shard
     {p:s}:q:<queue>:n       zset   <L><due><seq><id> → due ms: the queue's near set, its
@@ -35,6 +35,14 @@ timers move into minute slots, and a claim whose horizon reaches a minute slot m
 into the near set, which is ordered (due ms, then seq). A slot is unordered, so adding costs no
 search; each timer is moved at most twice. Slots are lists: about 28 bytes a timer at any
 density of due times.
+
+What an operator sets lives outside the shards, in two keys each read and written alone by
+one command (so on a Cluster each sits in its own slot)::
+
+    <p>:queue-settings      hash   queue → `codec.encode_queue_settings` JSON (paused, limit)
+    <p>:limits              hash   callback host → `codec.encode_limit` JSON
+
+A paused timer keeps its record (state code 4) and leaves its queue's near set and slots.
 
 Scripts also PUBLISH the queue's name on the channel ``<p>:wake`` when a change may make a
 timer the earliest of its queue in its shard (`RedisStore.wait` listens to it).
@@ -64,6 +72,16 @@ def check_layout(prefix: str, shards: int) -> None:
         raise InvalidArgument("prefix", f"must be 1-64 of A-Z a-z 0-9 . _ : -, got {prefix!r}")
     if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
         raise InvalidArgument("shards", f"must be an integer from 1 to {MAX_SHARDS}")
+
+
+def queue_settings_key(prefix: str) -> str:
+    """The hash of every queue's settings (see the module's docstring)."""
+    return f"{prefix}:queue-settings"
+
+
+def limits_key(prefix: str) -> str:
+    """The hash of every callback host's limit (see the module's docstring)."""
+    return f"{prefix}:limits"
 
 
 def shard_of(timer_id: str, shards: int) -> int:

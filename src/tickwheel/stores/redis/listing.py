@@ -1,19 +1,25 @@
-"""How `RedisStore.list` pages through the timers and `RedisStore.stats` counts them.
+"""How `RedisStore.list` pages through the timers, and `RedisStore.stats` and
+`RedisStore.queue_infos` count them.
 
 The store keeps no index by id, which would cost memory for every pending timer, so a page
 walks the shards in order: in each, dead letters by id (their set is ordered), leased timers by
 id (sorted from the lease batches), the others in records-hash order as HSCAN gives it, with
-SCAN's guarantee. A cursor is ``<shard>:<matches to skip>:<where in the shard>``.
+SCAN's guarantee. The queue and due filters are applied by scan.lua, so a match to skip is a
+timer that passed them. A cursor is ``<shard>:<matches to skip>:<where in the shard>``.
+
+Each shard counts its timers per state and queue in its counts hash (``<code>|<queue>``
+fields); stats.lua returns them with each queue's earliest due time.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer
 from tickwheel.stores.base import Page, Stats
-from tickwheel.stores.codec import state_code
+from tickwheel.stores.codec import state_code, state_of
 from tickwheel.stores.redis.record import RecordCodec
 from tickwheel.stores.redis.shards import Shards
 
@@ -27,14 +33,16 @@ async def list_page(
     limit: int,
     cursor: str | None,
     now_ms: int,
+    filters: tuple[str, str, str] = ("", "", ""),
 ) -> Page:
-    """Return a page of timers in `state` (any if None) after `cursor` (arguments checked).
+    """Return a page of timers in `state` (any if None) after `cursor` (arguments checked),
+    passing `filters` (scan.lua's queue, due from and due before, '' for none).
 
     A timer present for the whole walk is listed; one added or deleted meanwhile may or may
     not be.
     """
     if state is State.LEASED:
-        return await _list_leased(shards, records, now_ms, limit, cursor)
+        return await _list_leased(shards, records, now_ms, limit, cursor, filters)
     code = "" if state is None else str(state_code(state))
     begin = "-" if state is State.DEAD else "0"
     shard, skip, position = _where(shards, cursor, begin)
@@ -49,9 +57,9 @@ async def list_page(
             shards.call(
                 "scan",
                 s,
-                (position, skip, need, code, now_ms, SCAN_STEPS)
+                (position, skip, need, code, now_ms, SCAN_STEPS, *filters)
                 if s == asking[0]
-                else (begin, 0, need, code, now_ms, SCAN_STEPS),
+                else (begin, 0, need, code, now_ms, SCAN_STEPS, *filters),
             )
             for s in asking
         ]
@@ -75,7 +83,12 @@ async def list_page(
 
 
 async def _list_leased(
-    shards: Shards, records: RecordCodec, now_ms: int, limit: int, cursor: str | None
+    shards: Shards,
+    records: RecordCodec,
+    now_ms: int,
+    limit: int,
+    cursor: str | None,
+    filters: tuple[str, str, str],
 ) -> Page:
     """Leased timers shard by shard, by id within a shard: each shard's lease batches
     list its timers in flight, which the store sorts (Lua compares by locale)."""
@@ -83,7 +96,7 @@ async def _list_leased(
     after = position[1:]  # "(<id>": the last one listed
     code = str(state_code(State.LEASED))
     asking = range(shard, shards.count)
-    calls = [shards.call("scan", s, ("-", 0, limit, code, now_ms, 0)) for s in asking]
+    calls = [shards.call("scan", s, ("-", 0, limit, code, now_ms, 0, *filters)) for s in asking]
     timers: list[Timer] = []
     for s, (flat, *_) in zip(asking, await shards.run_many(calls), strict=True):
         held = sorted(
@@ -109,19 +122,40 @@ def _where(shards: Shards, cursor: str | None, begin: str) -> tuple[int, int, st
     return int(shard), int(skip), position
 
 
-async def count(shards: Shards, now_ms: int) -> Stats:
-    """Count the timers per state and find the earliest due one, over every shard."""
+@dataclass(slots=True)
+class Counts:
+    """What stats.lua found over every shard: timers per queue and state, and each queue's
+    earliest scheduled due time."""
+
+    per_queue: dict[str, dict[State, int]] = field(default_factory=dict)
+    earliest: dict[str, int] = field(default_factory=dict)
+
+    def stats(self) -> Stats:
+        counts = dict.fromkeys(State, 0)
+        for per_state in self.per_queue.values():
+            for state, n in per_state.items():
+                counts[state] += n
+        return Stats(counts, min(self.earliest.values(), default=None))
+
+
+async def count(shards: Shards, now_ms: int) -> Counts:
+    """Count the timers per queue and state and find each queue's earliest, over every shard."""
     replies: dict[int, list[Any]] = {}
     todo = list(range(shards.count))
     while todo:  # again where a slot too big to move in one call hid the earliest
         calls = [shards.call("stats", s, (now_ms,)) for s in todo]
         replies.update(zip(todo, await shards.run_many(calls), strict=True))
-        todo = [s for s in todo if not replies[s][5]]
-    counts = dict.fromkeys(State, 0)
-    dues = []
-    for reply in replies.values():
-        for state, n in zip(State, reply[:4], strict=True):
-            counts[state] += n
-        if reply[4]:
-            dues.append(int(reply[4]))
-    return Stats(counts, min(dues, default=None))
+        todo = [s for s in todo if not replies[s][2]]
+    found = Counts()
+    for flat_counts, flat_dues, _ in replies.values():
+        for i in range(0, len(flat_counts), 2):
+            code, _, queue = flat_counts[i].decode().partition("|")
+            per_state = found.per_queue.get(queue)
+            if per_state is None:
+                per_state = found.per_queue[queue] = dict.fromkeys(State, 0)
+            per_state[state_of(int(code))] += int(flat_counts[i + 1])
+        for i in range(0, len(flat_dues), 2):
+            queue, due = flat_dues[i].decode(), int(flat_dues[i + 1])
+            if due < found.earliest.get(queue, due + 1):
+                found.earliest[queue] = due
+    return found

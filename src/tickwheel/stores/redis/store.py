@@ -19,21 +19,47 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from tickwheel.errors import Closed, InvalidArgument, LeaseLost, TimerExists
-from tickwheel.model import State, Timer, truncate_error
+from tickwheel.model import State, Timer, occurrence_of, truncate_error
 from tickwheel.schedule import Schedule, ScheduleState
-from tickwheel.stores.base import ANY_QUEUE, Lease, Page, SchedulePage, Stats, StoreSettings
+from tickwheel.stores.base import (
+    ANY_QUEUE,
+    Lease,
+    Limit,
+    Page,
+    QueueInfo,
+    QueueSettings,
+    SchedulePage,
+    Stats,
+    StoreSettings,
+)
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
+    check_host,
     check_lease,
     check_list,
+    check_list_filters,
+    check_queue_settings,
     check_timeout,
 )
 from tickwheel.stores.coalesce import Coalescer
+from tickwheel.stores.codec import (
+    decode_limit,
+    decode_queue_settings,
+    encode_limit,
+    encode_queue_settings,
+)
 from tickwheel.stores.redis import adding, listing
 from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
-from tickwheel.stores.redis.keys import DEFAULT_PREFIX, DEFAULT_SHARDS, ShardKeys, check_layout
+from tickwheel.stores.redis.keys import (
+    DEFAULT_PREFIX,
+    DEFAULT_SHARDS,
+    ShardKeys,
+    check_layout,
+    limits_key,
+    queue_settings_key,
+)
 from tickwheel.stores.redis.listen import Listener
 from tickwheel.stores.redis.record import RecordCodec, SeqSource, base36
 from tickwheel.stores.redis.schedules import Schedules
@@ -328,21 +354,105 @@ class RedisStore:
         self._open()
         return await self._schedules.advance(leases)
 
+    async def pause(self, timer_id: str) -> bool:
+        """Take a scheduled timer out of its queue, in one pause.lua call."""
+        self._open()
+        if occurrence_of(timer_id) is not None:
+            return False  # its schedule owns it
+        now = await self._now()
+        return await self._shards.step("pause", timer_id, now)
+
+    async def resume(self, timer_id: str) -> bool:
+        """Put a paused timer back in its queue at its due time, in one resume.lua call."""
+        self._open()
+        now = await self._now()
+        return await self._shards.step("resume", timer_id, now, self._next_seq())
+
+    async def queue_settings(self) -> dict[str, QueueSettings]:
+        self._open()
+        with unavailable("HGETALL"):
+            stored: Any = await self._client.hgetall(queue_settings_key(self.prefix))
+        return {queue.decode(): decode_queue_settings(text) for queue, text in stored.items()}
+
+    async def set_queue(self, queue: str, settings: QueueSettings) -> None:
+        """Write (or with the defaults delete) the queue's settings field, then wake the
+        queue's waiters in every process through the wake channel."""
+        self._open()
+        check_queue_settings(queue, settings)
+        key = queue_settings_key(self.prefix)
+        with unavailable("HSET"):
+            if settings == QueueSettings():
+                await self._client.hdel(key, queue)
+            else:
+                await self._client.hset(key, queue, encode_queue_settings(settings))
+            await self._client.publish(f"{self.prefix}:wake", queue)
+
+    async def queue_infos(self) -> list[QueueInfo]:
+        """Counts per queue from every shard's counts hash, and the stored settings."""
+        self._open()
+        now = await self._now()
+        await self._claimer.purge_all(now)
+        found = await listing.count(self._shards, now)
+        settings = await self.queue_settings()
+        held = {queue for queue, counts in found.per_queue.items() if any(counts.values())}
+        return [
+            QueueInfo(
+                queue,
+                found.per_queue.get(queue) or dict.fromkeys(State, 0),
+                found.earliest.get(queue),
+                settings.get(queue, QueueSettings()),
+            )
+            for queue in sorted(held | settings.keys())
+        ]
+
+    async def limits(self) -> dict[str, Limit]:
+        self._open()
+        with unavailable("HGETALL"):
+            stored: Any = await self._client.hgetall(limits_key(self.prefix))
+        return {host.decode(): decode_limit(text) for host, text in stored.items()}
+
+    async def set_limit(self, host: str, limit: Limit) -> None:
+        self._open()
+        check_host(host)
+        with unavailable("HSET"):
+            await self._client.hset(limits_key(self.prefix), host, encode_limit(limit))
+
+    async def delete_limit(self, host: str) -> bool:
+        self._open()
+        with unavailable("HDEL"):
+            deleted: Any = await self._client.hdel(limits_key(self.prefix), host)
+        return bool(deleted)
+
     async def list(
-        self, state: State | None = None, limit: int = 100, cursor: str | None = None
+        self,
+        state: State | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        *,
+        queue: str | None = None,
+        due_from_ms: int | None = None,
+        due_to_ms: int | None = None,
     ) -> Page:
         """Page through the timers shard by shard (`listing.py` says in which order): a timer
         present for the whole walk is listed; one added or deleted meanwhile may or may not be."""
         self._open()
         check_list(limit)
+        check_list_filters(queue, due_from_ms, due_to_ms)
         now = await self._now()
-        return await listing.list_page(self._shards, self._records, state, limit, cursor, now)
+        filters = (
+            queue or "",
+            "" if due_from_ms is None else str(due_from_ms),
+            "" if due_to_ms is None else str(due_to_ms),
+        )
+        return await listing.list_page(
+            self._shards, self._records, state, limit, cursor, now, filters
+        )
 
     async def stats(self) -> Stats:
         self._open()
         now = await self._now()
         await self._claimer.purge_all(now)
-        return await listing.count(self._shards, now)
+        return (await listing.count(self._shards, now)).stats()
 
     async def sync_clock(self) -> None:
         """Measure the server clock's offset now (done lazily and every `clock_refresh_s`)."""

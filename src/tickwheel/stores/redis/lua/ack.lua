@@ -25,9 +25,12 @@ for n, id in ipairs(ids) do
   else
     acked[id] = true
     results[n] = 1
-    local b = batch_of(q ~= '' and q or DEFAULT_QUEUE, deadline)
+    local queue = q ~= '' and q or DEFAULT_QUEUE
+    local b = batch_of(queue, deadline)
     b.delta = b.delta - 1
+    count(LEASED, queue, -1)
     if keep then
+      count(DONE, queue, 1)
       records[#records + 1] = id
       records[#records + 1] = '2,' .. attempt .. ',' .. due_created .. ',' .. now .. ',' ..
         expiry .. ',' .. q .. ',' .. string.sub(raw, rest_at)
@@ -41,11 +44,9 @@ if #records > 0 then
   bulk('HSET', RECORDS, records)
   redis.call('RPUSH', DONE_LIST, '@' .. expiry)
   bulk('RPUSH', DONE_LIST, done)
-  count(DONE, #done)
 end
 if #gone > 0 then
   bulk('HDEL', RECORDS, gone)
 end
-count(LEASED, -(#done + #gone))
 finish()
 return results

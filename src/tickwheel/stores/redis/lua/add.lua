@@ -45,13 +45,13 @@ for n, id in ipairs(ids) do
     fields[#fields + 1] = id
     fields[#fields + 1] = raw
     put(p, queue, id, due, seq)
+    count(SCHEDULED, queue, 1)
     results[n] = tonumber(attempt)
   end
 end
 if #fields > 0 then
   redis.call('HSET', RECORDS, unpack(fields))
   flush(p)
-  count(SCHEDULED, #fields / 2)
   finish()
 end
 return results

@@ -51,8 +51,8 @@ end
 if taken > 0 then
   bulk('HSET', RECORDS, out)
   b.delta = taken
-  count(SCHEDULED, -taken)
-  count(LEASED, taken)
+  count(SCHEDULED, queue, -taken)
+  count(LEASED, queue, taken)
   finish()
 end
 unlist_queue(queue)

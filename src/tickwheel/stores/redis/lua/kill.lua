@@ -12,7 +12,7 @@ r.state, r.updated = DEAD, ARGV[3]
 set_error(r, ARGV[4])
 save(id, r)
 redis.call('ZADD', DEAD_SET, 0, id)
-count(LEASED, -1)
-count(DEAD, 1)
+count(LEASED, r.queue, -1)
+count(DEAD, r.queue, 1)
 finish()
 return 1

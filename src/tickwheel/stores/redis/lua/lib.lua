@@ -1,8 +1,9 @@
 -- lib.lua: helpers of every tickwheel script (the store prepends to each the parts it uses).
 -- Every script receives its shard's fixed keys as KEYS[1..6]:
 --   KEYS[1] records hash (id → record)   KEYS[2] lease batches (<deadline>|<queue> → deadline)
---   KEYS[3] done list (@<expiry ms>, then the ids acked with it)   KEYS[4] counts hash (code →
---   timers in that state; <deadline>|<queue> → leases that batch still holds)
+--   KEYS[3] done list (@<expiry ms>, then the ids acked with it)   KEYS[4] counts hash
+--   (<code>|<queue> → the queue's timers in that state; <deadline>|<queue> → leases that
+--   batch still holds)
 --   KEYS[5] dead letters (id, score 0)   KEYS[6] set of queues that have timers here
 -- Schedule scripts receive two more: KEYS[7] schedules hash (id → encoded schedule, which Lua
 --   never decodes)   KEYS[8] schedule ids (score 0, so in id order)
@@ -14,7 +15,7 @@
 local RECORDS, LEASES, DONE_LIST, COUNTS, DEAD_SET, QUEUES = KEYS[1], KEYS[2], KEYS[3],
   KEYS[4], KEYS[5], KEYS[6]
 local SCHEDULES, SCHEDULE_IDS = KEYS[7], KEYS[8]
-local SCHEDULED, LEASED, DONE, DEAD = '0', '1', '2', '3'
+local SCHEDULED, LEASED, DONE, DEAD, PAUSED = '0', '1', '2', '3', '4'
 local TAG = string.match(RECORDS, '^{[^}]*}')
 -- the store's wake channel, <prefix>:wake (a channel is no key: it has no slot)
 local WAKE = string.match(TAG, '^{(.*):%d+}$') .. ':wake'
@@ -39,11 +40,18 @@ local function bulk(command, key, args)
   end
 end
 
--- Counts per state and per lease batch (KEYS[4]) change by deltas gathered during a call and
--- written once by finish(), which every script that changes a state calls before it returns.
+-- Counts per state and queue, and per lease batch (KEYS[4]), change by deltas gathered during
+-- a call and written once by finish(), which every script that changes a state calls before it
+-- returns: a call that touches one queue writes one field per state it changes, as many as a
+-- count per state alone would.
 local deltas = {}
-local function count(state, n)
-  deltas[state] = (deltas[state] or 0) + n
+local function count(state, queue, n)
+  local per_queue = deltas[state]
+  if per_queue == nil then
+    per_queue = {}
+    deltas[state] = per_queue
+  end
+  per_queue[queue] = (per_queue[queue] or 0) + n
 end
 
 -- the records of many ids, in slices unpack() can take
@@ -412,9 +420,12 @@ end
 
 -- write the gathered count and lease changes
 local function finish()
-  for state, n in pairs(deltas) do
-    if n ~= 0 and redis.call('HINCRBY', COUNTS, state, n) == 0 then
-      redis.call('HDEL', COUNTS, state)
+  for state, per_queue in pairs(deltas) do
+    for queue, n in pairs(per_queue) do
+      local name = state .. '|' .. queue
+      if n ~= 0 and redis.call('HINCRBY', COUNTS, name, n) == 0 then
+        redis.call('HDEL', COUNTS, name)
+      end
     end
   end
   deltas = {}
@@ -457,7 +468,7 @@ local function forget(id, r)
     redis.call('ZREM', DEAD_SET, id)
   end
   redis.call('HDEL', RECORDS, id)
-  count(r.state, -1)
+  count(r.state, r.queue, -1)
 end
 
 -- A schedule's occurrence `id` with its new scheduled record `raw` (add.lua's format), placed
@@ -481,6 +492,6 @@ local function occur(id, raw, p, attempt)
   local due, seq, queue = scheduled_fields(raw)
   redis.call('HSET', RECORDS, id, raw)
   put(p, queue, id, due, seq)
-  count(SCHEDULED, 1)
+  count(SCHEDULED, queue, 1)
   return true
 end

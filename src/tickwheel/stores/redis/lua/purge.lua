@@ -37,15 +37,17 @@ if #ids > 0 then
   local gone, seen = {}, {}
   for n, id in ipairs(ids) do
     local raw = raws[n]
-    if raw and not seen[id] and string.sub(raw, 1, 1) == DONE
-      and parse(raw).seq == expiries[n] then
-      seen[id] = true
-      gone[#gone + 1] = id
+    if raw and not seen[id] and string.sub(raw, 1, 1) == DONE then
+      local r = parse(raw)
+      if r.seq == expiries[n] then
+        seen[id] = true
+        gone[#gone + 1] = id
+        count(DONE, r.queue, -1)
+      end
     end
   end
   if #gone > 0 then
     redis.call('HDEL', RECORDS, unpack(gone))
-    count(DONE, -#gone)
     finish()
   end
 end

@@ -25,6 +25,8 @@ while i <= #ARGV do
         r.state, r.updated, r.seq = SCHEDULED, now, ARGV[n + 1]
         save(id, r)
         put(p, r.queue, id, r.due, r.seq)
+        count(LEASED, r.queue, -1)
+        count(SCHEDULED, r.queue, 1)
         released = released + 1
       end
     end
@@ -32,7 +34,5 @@ while i <= #ARGV do
   i = i + 2 + 2 * k
 end
 flush(p)
-count(LEASED, -released)
-count(SCHEDULED, released)
 finish()
 return released

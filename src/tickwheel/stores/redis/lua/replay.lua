@@ -12,7 +12,7 @@ redis.call('ZREM', DEAD_SET, id)
 r.state, r.due, r.updated, r.seq, r.first = SCHEDULED, ARGV[4], ARGV[2], ARGV[3], ''
 save(id, r)
 enqueue(id, r, ARGV[2])
-count(DEAD, -1)
-count(SCHEDULED, 1)
+count(DEAD, r.queue, -1)
+count(SCHEDULED, r.queue, 1)
 finish()
 return 1

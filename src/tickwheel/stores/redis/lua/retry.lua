@@ -13,7 +13,7 @@ r.state, r.updated, r.due, r.seq = SCHEDULED, ARGV[3], ARGV[4], ARGV[5]
 set_error(r, ARGV[6])
 save(id, r)
 enqueue(id, r, ARGV[3])
-count(LEASED, -1)
-count(SCHEDULED, 1)
+count(LEASED, r.queue, -1)
+count(SCHEDULED, r.queue, 1)
 finish()
 return 1
