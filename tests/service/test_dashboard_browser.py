@@ -15,16 +15,22 @@ from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 import uvicorn
 from playwright.async_api import Browser, ConsoleMessage, Locator, Page, async_playwright, expect
+from prometheus_client import CollectorRegistry
 
+from tickwheel.engine.metrics import Metrics
 from tickwheel.model import Timer
 from tickwheel.service.api import create_app
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.stores.base import Store
 from tickwheel.stores.open import open_store
 
-pytestmark = pytest.mark.timeout(60)
+# one browser for the module (starting it is most of a test's time), so the tests, and the
+# fixtures they share it with, run on the module's event loop
+pytestmark = [pytest.mark.timeout(60), pytest.mark.asyncio(loop_scope="module")]
+fixture = pytest_asyncio.fixture(loop_scope="module")
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -48,6 +54,7 @@ class Service:
     url: str
     store: Store
     api: httpx.AsyncClient
+    metrics: Metrics  # what /metrics renders, as a worker in the process would count
 
     async def state(self, timer_id: str) -> str:
         response = await self.api.get(f"/v1/timers/{timer_id}")
@@ -73,7 +80,10 @@ async def _serve(tmp_path: Path, token: str | None) -> AsyncIterator[Service]:
 
     The socket listens before uvicorn starts, so a request made meanwhile waits for it."""
     store = open_store(f"sqlite:///{tmp_path}/t.db")
-    app = create_app(ServiceSettings(store_url="memory://", token=token), store)
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    settings = ServiceSettings(store_url="memory://", token=token)
+    app = create_app(settings, store, registry=registry)
     config = uvicorn.Config(app, log_level="warning", access_log=False, http="h11")
     server = uvicorn.Server(config)
     with socket.create_server(("127.0.0.1", 0)) as sock:
@@ -82,28 +92,28 @@ async def _serve(tmp_path: Path, token: str | None) -> AsyncIterator[Service]:
         headers = {} if token is None else {"Authorization": f"Bearer {token}"}
         try:
             async with httpx.AsyncClient(base_url=url, headers=headers) as api:
-                yield Service(url, store, api)
+                yield Service(url, store, api, metrics)
         finally:
             server.should_exit = True
             await serving
             await store.close()
 
 
-@pytest.fixture
+@fixture
 async def service(tmp_path: Path) -> AsyncIterator[Service]:
     """A service that asks for `TOKEN`; its client `api` sends it."""
     async for started in _serve(tmp_path, TOKEN):
         yield started
 
 
-@pytest.fixture
+@fixture
 async def open_service(tmp_path: Path) -> AsyncIterator[Service]:
     """A service on loopback without a token."""
     async for started in _serve(tmp_path, None):
         yield started
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser() -> AsyncIterator[Browser]:
     assert shutil.which(CHROMIUM), f"{CHROMIUM} is missing: `make tools` installs it (chromium)"
     async with async_playwright() as playwright:
@@ -123,10 +133,12 @@ class Tabs:
         self.service = service
         self.errors: list[str] = []
         self.responses: list[tuple[str, int]] = []
+        self.pages: list[Page] = []
 
     async def new(self) -> Page:
         """Load the dashboard in a new page that answers its confirmations with yes."""
         page = await self.browser.new_page()
+        self.pages.append(page)
         page.set_default_timeout(WAIT_MS)
         page.on("pageerror", lambda error: self.errors.append(str(error)))
         page.on("console", self._console)
@@ -134,6 +146,10 @@ class Tabs:
         page.on("response", lambda response: self.responses.append((response.url, response.status)))
         await page.goto(self.service.url + "/dashboard")
         return page
+
+    async def close(self) -> None:
+        for page in self.pages:
+            await page.close()
 
     async def open(self, token: str | None = TOKEN) -> Page:
         """Load the dashboard, give it `token` and wait for it to have read everything."""
@@ -148,17 +164,19 @@ class Tabs:
             self.errors.append(message.text)
 
 
-@pytest.fixture
+@fixture
 async def tabs(browser: Browser, service: Service) -> AsyncIterator[Tabs]:
     opened = Tabs(browser, service)
     yield opened
+    await opened.close()
     assert opened.errors == []
 
 
-@pytest.fixture
+@fixture
 async def open_tabs(browser: Browser, open_service: Service) -> AsyncIterator[Tabs]:
     opened = Tabs(browser, open_service)
     yield opened
+    await opened.close()
     assert opened.errors == []
 
 
@@ -229,6 +247,7 @@ async def test_timer_actions_change_the_store_as_the_api_would(
     await expect(_row(page, "timers", "a-cancel")).to_have_count(0)
     assert (await service.api.get("/v1/timers/a-cancel")).status_code == 404
     await _click(page, "timers", "a-paused-cancel", "Pause")
+    await expect(_row(page, "timers", "a-paused-cancel")).to_contain_text("paused")
     await _click(page, "timers", "a-paused-cancel", "Cancel")
     await expect(_row(page, "timers", "a-paused-cancel")).to_have_count(0)
     assert (await service.api.get("/v1/timers/a-paused-cancel")).status_code == 404
@@ -317,3 +336,20 @@ async def test_hostile_text_from_the_store_is_shown_as_text(tabs: Tabs, service:
     await expect(page.locator("#details-json")).to_contain_text("window.pwned=2")
     assert await page.evaluate("window.pwned") is None
     assert await page.locator("img, body script:not([src])").count() == 0
+
+
+async def test_the_chart_reads_what_fired_and_how_late_from_the_metrics(
+    tabs: Tabs, service: Service
+) -> None:
+    await service.create("mail-1", queue="mail")
+    page = await tabs.open()
+    for late_s in (0.04, 0.05, 0.06) * 4:
+        service.metrics.observe_fired("default", late_s)
+    summary = page.locator("#chart-now")
+    await expect(summary).to_have_text("last minute: 12 fired, mean lateness 50.0 ms")
+
+    await page.select_option("#filter-queue", "mail")  # the chart starts afresh for one queue
+    await expect(summary).to_have_text("last minute: waiting for a second reading")
+    service.metrics.observe_fired("mail", 1.5)
+    service.metrics.observe_fired("default", 0.01)
+    await expect(summary).to_have_text("last minute: 1 fired, mean lateness 1500.0 ms")

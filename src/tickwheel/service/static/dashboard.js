@@ -249,7 +249,19 @@ function points() {
   return found;
 }
 
+// A line under the chart: what fired in the last minute and how late, on average.
+function summary() {
+  const last = samples[samples.length - 1];
+  const first = samples.find((sample) => sample.at >= last.at - 60_000);
+  if (!first || first === last) return "last minute: waiting for a second reading";
+  const fired = last.fired - first.fired;
+  const count = last.lateCount - first.lateCount;
+  const late = count > 0 ? (((last.lateSum - first.lateSum) / count) * 1000).toFixed(1) + " ms" : "–";
+  return `last minute: ${fired} fired, mean lateness ${late}`;
+}
+
 function drawChart() {
+  $("chart-now").textContent = summary();
   const canvas = $("chart");
   const ratio = window.devicePixelRatio || 1;
   canvas.width = Math.max(300, Math.round(canvas.clientWidth * ratio));
