@@ -2,10 +2,17 @@
 
 Each script is the part of ``lib.lua`` it uses followed by the script's own file. A Redis error
 of any kind leaves this module as `StoreUnavailable`, its cause chained.
+
+Beside a standalone client the store keeps one connection of its own (its `Lane`) and writes
+its calls there as already packed RESP: redis-py's command path (every argument packed in
+Python, a connection taken from and given back to the pool, a timeout task per write) costs a
+sequential caller more than the script itself. Whoever finds the lane busy goes through the
+client's pool as before, so concurrent callers never queue behind it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 from collections.abc import Iterator, Sequence
@@ -14,8 +21,9 @@ from importlib import resources
 from typing import Any, TypeAlias
 
 from redis.asyncio import Redis, RedisCluster
+from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError, RedisClusterException, RedisError
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 
 from tickwheel.errors import StoreUnavailable
 
@@ -98,6 +106,75 @@ def unavailable(action: str) -> Iterator[None]:
         raise StoreUnavailable(f"redis {action} failed: {error}") from error
 
 
+def _packed(arg: Arg | bytes) -> bytes:
+    """One argument as a RESP bulk string, encoded as redis-py encodes it."""
+    if isinstance(arg, str):
+        data = arg.encode()
+    elif isinstance(arg, bytes):
+        data = arg
+    elif isinstance(arg, int):
+        data = b"%d" % arg
+    else:
+        data = repr(arg).encode()
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+def _command(*args: Arg | bytes) -> bytes:
+    """A command as RESP."""
+    return b"*%d\r\n%s" % (len(args), b"".join([_packed(arg) for arg in args]))
+
+
+class Lane:
+    """A connection of the store's own, made as the client's pool makes them, for one caller
+    at a time.
+
+    Each call runs under one timeout of the pool's ``socket_timeout`` (the connection has none
+    of its own: redis-py would start a task per write to time it). Replies are read in order;
+    an error reply is returned in its place, so the connection never holds an unread reply. A
+    call cancelled or timed out midway leaves it disconnected (redis-py's connection does
+    that), and the next call reconnects it, as it does after the server closed it.
+    """
+
+    def __init__(self, pool: ConnectionPool) -> None:
+        kwargs = dict(pool.connection_kwargs)
+        self._timeout_s: float | None = kwargs.get("socket_timeout")
+        kwargs["socket_timeout"] = None
+        self._connection: AbstractConnection = pool.connection_class(**kwargs)
+        self.busy = False
+
+    async def send(self, packed: bytes, count: int) -> list[Any]:
+        """Write `count` packed commands at once and return their replies (errors as values)."""
+        connection = self._connection
+        replies: list[Any] = []
+        async with asyncio.timeout(self._timeout_s):
+            if connection.is_connected and await self._dirty(connection):
+                await connection.disconnect()  # send_packed_command connects it again
+            await connection.send_packed_command(packed, check_health=False)
+            for _ in range(count):
+                try:
+                    replies.append(await connection.read_response())
+                except ResponseError as error:  # an error reply: the next reply is intact
+                    replies.append(error)
+        return replies
+
+    async def close(self) -> None:
+        await self._connection.disconnect()
+
+    @staticmethod
+    async def _dirty(connection: AbstractConnection) -> bool:
+        """Whether the server closed the connection while it was idle (it restarted, or timed
+        idle clients out), as the pool checks a connection before handing it out."""
+        try:
+            return await connection.can_read()
+        except (RedisError, OSError):
+            return True
+
+
+def _lane_of(client: Client) -> Lane | None:
+    """A lane beside a standalone client; None on a Cluster, whose nodes each have a pool."""
+    return Lane(client.connection_pool) if isinstance(client, Redis) else None
+
+
 class Scripts:
     """The scripts registered on one client."""
 
@@ -106,9 +183,13 @@ class Scripts:
         self._scripts: dict[str, AsyncScript] = {
             name: client.register_script(source) for name, source in sources().items()
         }
+        self._lane = _lane_of(client)
+        self._keys: dict[tuple[str, ...], bytes] = {}  # KEYS as packed after EVALSHA's sha
 
     async def run(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
-        """Run one script (redis-py loads it again if the server forgot it)."""
+        """Run one script (loaded again if the server forgot it)."""
+        if self._lane is not None and not self._lane.busy:
+            return (await self.run_many([(name, keys, args)]))[0]
         with unavailable(name):
             return await self._scripts[name](keys=keys, args=args)
 
@@ -119,6 +200,14 @@ class Scripts:
         order within a node. Calls the server refused with NOSCRIPT (it restarted) did not
         run; they are sent again once the scripts are loaded.
         """
+        lane = self._lane
+        if lane is not None and not lane.busy:
+            lane.busy = True
+            try:
+                with unavailable(calls[0][0] if calls else "pipeline"):
+                    return await self._run_on(lane, calls)
+            finally:
+                lane.busy = False
         if len(calls) == 1:  # a pipeline of one costs the client twice a plain call
             name, keys, args = calls[0]
             return [await self.run(name, keys, args)]
@@ -133,20 +222,67 @@ class Scripts:
                     # routes EVALSHA by its first key; all keys of one call share a slot
                     sha = self._scripts[name].sha
                     pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
-                answers = await pipe.execute(raise_on_error=False)
-                missing = []
-                for n, answer in zip(todo, answers, strict=True):
-                    if isinstance(answer, NoScriptError):
-                        missing.append(n)
-                    elif isinstance(answer, Exception):
-                        raise answer
-                    else:
-                        replies[n] = answer
-                if not missing:
+                todo = self._settled(todo, await pipe.execute(raise_on_error=False), replies)
+                if not todo:
                     return replies
                 await self._load()
-                todo = missing
         raise StoreUnavailable("redis lost its scripts again while they were being loaded")
+
+    async def close(self) -> None:
+        """Close the lane's connection."""
+        if self._lane is not None:
+            await self._lane.close()
+
+    async def _run_on(self, lane: Lane, calls: Sequence[ScriptCall]) -> list[Any]:
+        """`run_many` over the lane: the calls packed here, written at once."""
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for _ in range(2):
+            packed = b"".join([self._pack(*calls[n]) for n in todo])
+            todo = self._settled(todo, await lane.send(packed, len(todo)), replies)
+            if not todo:
+                return replies
+            scripts = list(self._scripts.values())
+            load = [_command(b"SCRIPT", b"LOAD", script.script) for script in scripts]
+            for script, sha in zip(
+                scripts, await lane.send(b"".join(load), len(load)), strict=True
+            ):
+                if isinstance(sha, Exception):
+                    raise sha
+                script.sha = sha.decode() if isinstance(sha, bytes) else sha
+        raise StoreUnavailable("redis lost its scripts again while they were being loaded")
+
+    @staticmethod
+    def _settled(todo: list[int], answers: Sequence[Any], replies: list[Any]) -> list[int]:
+        """Put the answers to calls `todo` in `replies`; return the calls refused with
+        NOSCRIPT (they did not run). Any other error reply is raised."""
+        missing = []
+        for n, answer in zip(todo, answers, strict=True):
+            if isinstance(answer, NoScriptError):
+                missing.append(n)
+            elif isinstance(answer, Exception):
+                raise answer
+            else:
+                replies[n] = answer
+        return missing
+
+    def _pack(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> bytes:
+        """EVALSHA of script `name` as RESP; each shard's keys are packed once."""
+        keys = tuple(keys)
+        packed_keys = self._keys.get(keys)
+        if packed_keys is None:
+            packed_keys = self._keys[keys] = b"".join(
+                [_packed(len(keys)), *[_packed(key) for key in keys]]
+            )
+        sha: str | bytes = self._scripts[name].sha
+        return b"".join(
+            [
+                b"*%d\r\n$7\r\nEVALSHA\r\n" % (3 + len(keys) + len(args)),
+                _packed(sha),
+                packed_keys,
+                *[_packed(arg) for arg in args],
+            ]
+        )
 
     async def _load(self) -> None:
         # on a Cluster, SCRIPT LOAD goes to every primary

@@ -103,7 +103,8 @@ class RedisStore:
         self.shards = shards
         self._client = client
         self._owns_client = owns_client
-        self._shards = Shards(Scripts(client), prefix, shards)
+        self._scripts = Scripts(client)
+        self._shards = Shards(self._scripts, prefix, shards)
         self._records = RecordCodec()
         self._seq = SeqSource()
         self._claimer = Claimer(self._shards, self._records, self._seq)
@@ -465,6 +466,7 @@ class RedisStore:
             return
         self._closed = True
         await self._listener.close()
+        await self._scripts.close()
         if self._owns_client:
             await self._client.aclose()
 
