@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.connection import AbstractConnection, ConnectionPool
@@ -243,7 +243,7 @@ class Scripts:
             if not todo:
                 return replies
             scripts = list(self._scripts.values())
-            load = [_command(b"SCRIPT", b"LOAD", script.script) for script in scripts]
+            load = [_command(b"SCRIPT", b"LOAD", cast(str, script.script)) for script in scripts]
             for script, sha in zip(
                 scripts, await lane.send(b"".join(load), len(load)), strict=True
             ):
