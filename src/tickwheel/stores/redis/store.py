@@ -60,6 +60,7 @@ from tickwheel.stores.redis.keys import (
     limits_key,
     queue_settings_key,
 )
+from tickwheel.stores.redis.limits import RedisGrants
 from tickwheel.stores.redis.listen import Listener
 from tickwheel.stores.redis.record import RecordCodec, SeqSource, base36
 from tickwheel.stores.redis.schedules import Schedules
@@ -423,6 +424,10 @@ class RedisStore:
         with unavailable("HDEL"):
             deleted: Any = await self._client.hdel(limits_key(self.prefix), host)
         return bool(deleted)
+
+    def limit_grants(self) -> RedisGrants:
+        """Return the limit grants every worker of this store shares (`limits.RedisGrants`)."""
+        return RedisGrants(self._client, self.prefix)
 
     async def list(
         self,
