@@ -60,10 +60,6 @@ class Stream:
         self._stopping.set()
         await asyncio.gather(*self._tasks)
 
-    async def run_for(self, seconds: float) -> None:
-        """Let the stream run `seconds` more (it runs in the background; this only waits)."""
-        await asyncio.sleep(seconds)
-
     def _timers(self) -> list[dict[str, object]]:
         timers = []
         for _ in range(self.batch):

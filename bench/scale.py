@@ -1,0 +1,127 @@
+"""Scale benchmark (issue 17): N pending timers on one Redis (default 10,000,000).
+
+Reports Redis memory per timer (``INFO memory`` used_memory delta / N), the `add_many` rate over
+the whole fill (with a progress line every 1/20 of it), and the latency of a claim of 1,000 due
+timers with 10k pending beside N pending, on the same server in alternation.
+
+Run ``python bench/scale.py`` (``--count N`` for a quicker run, ``--rounds`` claims per store,
+``--markdown PATH``). It starts its own ``redis-server`` on a free loopback port in a temp dir,
+without persistence, and stops it at the end. 10M timers need about 2 GiB for Redis.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+import uvloop
+from harness.machine import OtherLoad, machine_table, sample_other_load
+from harness.redis_server import private_redis
+from harness.report import Table, emit, fmt, progress, write_markdown
+from redis.asyncio import Redis
+from scenarios.scale.pending import (
+    BATCH,
+    CLAIM_LIMIT,
+    SMALL,
+    Claims,
+    Fill,
+    claim_latency,
+    fill,
+)
+
+from tickwheel.stores.redis import RedisStore
+
+MAX_COUNT = 50_000_000
+
+
+def fill_table(big: Fill, other: OtherLoad) -> Table:
+    out = Table(
+        f"{big.count:,} pending timers on Redis: memory and add_many",
+        ["measure", "value"],
+    )
+    rates = big.step_rates
+    out.rows = [
+        ["Redis used_memory per timer", f"{fmt(big.bytes_per_timer)} B"],
+        ["used_memory added by the fill", f"{big.memory_bytes / 2**20:,.0f} MiB"],
+        ["add_many rate over the whole fill", f"{fmt(big.per_s)}/s"],
+        ["add_many rate, slowest / fastest 1/20", f"{fmt(min(rates))} / {fmt(max(rates))}/s"],
+        ["first 1/20 -> last 1/20", f"{fmt(rates[0])} -> {fmt(rates[-1])}/s"],
+        ["fill wall time (timers built too)", f"{big.wall_s:,.1f} s"],
+    ]
+    out.notes = [
+        f"ids 'order-<uuid hex>' ({big.id_bytes} B), one callback URL, a {big.spec_bytes} B "
+        f"spec; due over the hour starting an hour ahead; add_many of {BATCH:,} a call, one "
+        "call at a time; the rate counts time inside add_many only",
+        other.note(),
+    ]
+    return out
+
+
+def claim_table(claims: Claims, other: OtherLoad) -> Table:
+    out = Table(
+        f"claim of {CLAIM_LIMIT:,} due timers, by pending timers in the store",
+        ["pending", "claims", "p50 ms", "p99 ms", "p50 x 10k"],
+    )
+    base = claims.p(SMALL, 0.5)
+    for pending, samples in claims.samples.items():
+        p50 = claims.p(pending, 0.5)
+        out.rows.append(
+            [
+                f"{pending:,}",
+                str(len(samples)),
+                fmt(p50, 2),
+                fmt(claims.p(pending, 0.99), 2),
+                f"{p50 / base:.2f}",
+            ]
+        )
+    out.notes = [
+        f"each round adds {CLAIM_LIMIT:,} timers due in the last ten minutes to one store, "
+        "times one claim (taking them all), then acks them; the two stores alternate on one "
+        "server (other prefixes)",
+        other.note(),
+    ]
+    return out
+
+
+async def run(url: str, count: int, rounds: int) -> tuple[Fill, Claims]:
+    admin = Redis.from_url(url)
+    big = RedisStore.from_url(url, prefix="scale")
+    small = RedisStore.from_url(url, prefix="scale-small")
+    try:
+        progress(f"filling {count:,} pending timers")
+        filled = await fill(big, admin, count)
+        progress(f"filling {SMALL:,} pending timers beside them")
+        await fill(small, admin, SMALL)
+        progress(f"claim latency: {rounds} rounds on each store")
+        claims = await claim_latency({SMALL: small, count: big}, rounds)
+    finally:
+        await big.close()
+        await small.close()
+        await admin.aclose()
+    return filled, claims
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=10_000_000, help="pending timers (N)")
+    parser.add_argument("--rounds", type=int, default=100, help="timed claims per store")
+    parser.add_argument("--markdown", metavar="PATH")
+    args = parser.parse_args(argv)
+    if not SMALL < args.count <= MAX_COUNT:
+        parser.error(f"--count must be between {SMALL + 1:,} and {MAX_COUNT:,}")
+    if not 1 <= args.rounds <= 10_000:
+        parser.error("--rounds must be between 1 and 10,000")
+    tables: list[Table] = []
+    emit(machine_table(sample_other_load()), tables)
+    with private_redis("tickwheel-bench-scale-") as server:
+        tables[0].rows += server.rows()
+        other = OtherLoad(server.pid)
+        filled, claims = uvloop.run(run(server.url, args.count, args.rounds))
+        emit(fill_table(filled, other), tables)
+        emit(claim_table(claims, other), tables)
+    if args.markdown:
+        write_markdown(args.markdown, tables, "Scale benchmark")
+
+
+if __name__ == "__main__":
+    main()

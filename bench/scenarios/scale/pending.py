@@ -1,0 +1,146 @@
+"""Fill a RedisStore with N pending timers (memory, `add_many` rate), then time claims of 1,000
+due timers beside a store holding 10k pending on the same server."""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from harness.report import pct, progress
+from redis.asyncio import Redis
+
+from tickwheel.model import Callback, Timer
+from tickwheel.stores.codec import encode_spec
+from tickwheel.stores.redis import RedisStore
+
+URL = "https://hooks.example.com/t/42"  # the stores bench's callback: a 63-byte spec
+QUEUE = "default"
+SEED = 20261125
+LEAD_MS = 3_600_000  # pending timers are due an hour ahead or later...
+SPREAD_MS = 3_600_000  # ...spread over the hour after that
+BATCH = 10_000  # timers per add_many call
+SMALL = 10_000  # the small store's pending timers
+CLAIM_LIMIT = 1_000
+DUE_SPAN_MS = 600_000  # due timers for the claims are spread over the last ten minutes
+LEASE_MS = 30_000
+PROGRESS_STEPS = 20  # progress lines over one fill
+
+
+@dataclass
+class Fill:
+    """What filling one store cost."""
+
+    count: int
+    add_s: float  # time inside add_many calls
+    wall_s: float  # building the timers too
+    memory_bytes: int  # INFO memory used_memory after the fill minus before
+    spec_bytes: int
+    id_bytes: int
+    step_rates: list[float] = field(default_factory=list)  # add_many per s, each 1/20 of N
+
+    @property
+    def per_s(self) -> float:
+        return self.count / self.add_s
+
+    @property
+    def bytes_per_timer(self) -> float:
+        return self.memory_bytes / self.count
+
+
+@dataclass
+class Claims:
+    """Claim latencies (ms) of CLAIM_LIMIT due timers, by pending timers in the store."""
+
+    samples: dict[int, list[float]] = field(default_factory=dict)
+
+    def p(self, pending: int, q: float) -> float:
+        return pct(self.samples[pending], q)
+
+
+def _timers(count: int, rng: random.Random, now_ms: int, lead_ms: int, span_ms: int) -> list[Timer]:
+    callback = Callback(url=URL)
+    return [
+        Timer(
+            id=f"order-{uuid.UUID(int=rng.getrandbits(128), version=4).hex}",
+            due_ms=now_ms + lead_ms + rng.randrange(span_ms),
+            callback=callback,
+        )
+        for _ in range(count)
+    ]
+
+
+def _chunks(count: int) -> Iterator[int]:
+    for start in range(0, count, BATCH):
+        yield min(BATCH, count - start)
+
+
+async def used_memory(admin: Redis) -> int:
+    return int((await admin.info("memory"))["used_memory"])
+
+
+async def fill(store: RedisStore, admin: Redis, count: int) -> Fill:
+    """`add_many` `count` pending timers, BATCH a call, one call at a time."""
+    rng = random.Random(SEED)
+    await store.sync_clock()  # due times count from the server's clock
+    sample = _timers(1, rng, store.now_ms(), LEAD_MS, SPREAD_MS)[0]
+    before = await used_memory(admin)
+    add_s = step_add_s = 0.0
+    added = step_added = 0
+    step = max(BATCH, count // PROGRESS_STEPS)
+    rates: list[float] = []
+    wall0 = time.perf_counter()
+    for size in _chunks(count):
+        timers = _timers(size, rng, store.now_ms(), LEAD_MS, SPREAD_MS)
+        t0 = time.perf_counter()
+        await store.add_many(timers)
+        spent = time.perf_counter() - t0
+        add_s += spent
+        step_add_s += spent
+        added += size
+        step_added += size
+        if step_added >= step or added == count:
+            rates.append(step_added / step_add_s)
+            progress(
+                f"filled {added:,} of {count:,}: add_many {rates[-1]:,.0f}/s over the last "
+                f"{step_added:,}, {added / add_s:,.0f}/s so far, used_memory "
+                f"{await used_memory(admin) / 2**20:,.0f} MiB"
+            )
+            step_add_s, step_added = 0.0, 0
+    wall_s = time.perf_counter() - wall0
+    memory = await used_memory(admin) - before
+    return Fill(
+        count,
+        add_s,
+        wall_s,
+        memory,
+        len(encode_spec(sample).encode()),
+        len(sample.id),
+        rates,
+    )
+
+
+async def claim_latency(stores: dict[int, RedisStore], rounds: int) -> Claims:
+    """Time `claim` of CLAIM_LIMIT due timers on each store, the stores in alternation.
+
+    Each round adds CLAIM_LIMIT timers due in the last ten minutes to a store, times one claim
+    (which takes them all), then acks them, so the pending timers stay as filled.
+    """
+    rng = random.Random(SEED + 1)
+    claims = Claims({pending: [] for pending in stores})
+    for n in range(rounds + 1):  # round 0 warms up and is not kept
+        for pending, store in stores.items():
+            now = store.now_ms()
+            await store.add_many(_timers(CLAIM_LIMIT, rng, now, -DUE_SPAN_MS, DUE_SPAN_MS))
+            t0 = time.perf_counter()
+            leases = await store.claim(QUEUE, store.now_ms(), CLAIM_LIMIT, LEASE_MS)
+            spent_ms = (time.perf_counter() - t0) * 1000
+            if len(leases) != CLAIM_LIMIT:
+                raise RuntimeError(f"claimed {len(leases)} of {CLAIM_LIMIT} due timers")
+            if not all(await store.ack_many(leases)):
+                raise RuntimeError("an ack of the latency rounds was refused")
+            if n:
+                claims.samples[pending].append(spent_ms)
+    return claims

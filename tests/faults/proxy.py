@@ -1,0 +1,107 @@
+"""A loopback TCP proxy to Redis that can lose one reply after Redis has acted on its request.
+
+That is the ambiguous outcome a crash or a dropped connection leaves a client with: the command
+ran, the client never heard. Armed with a marker, the proxy cuts the first connection whose
+reply carries the marker (say, a timer's callback URL, which only a claim's reply holds among
+a worker's commands) and passes none of that reply on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+
+class ReplyDropper:
+    """Forwards 127.0.0.1:`port` to Redis on `upstream_port`; `arm(marker)` loses one reply."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = 0
+        self.dropped = asyncio.Event()
+        self.dropped_at_ms = 0.0
+        self._marker: bytes | None = None
+        self._server: asyncio.Server | None = None
+        self._pumps: set[asyncio.Task[None]] = set()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    async def __aenter__(self) -> ReplyDropper:
+        self._server = await asyncio.start_server(self._connected, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.close()
+        for pump in list(self._pumps):
+            pump.cancel()
+        await asyncio.gather(*self._pumps, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    def arm(self, marker: bytes) -> None:
+        """Lose the next reply that holds `marker`, and its connection."""
+        self._marker = marker
+
+    async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            writer.close()
+            return
+        pair = (writer, up_writer)
+        for pump in (
+            self._requests(reader, up_writer, pair),
+            self._replies(up_reader, writer, pair),
+        ):
+            task = asyncio.create_task(pump)
+            self._pumps.add(task)
+            task.add_done_callback(self._pumps.discard)
+
+    async def _requests(
+        self,
+        reader: asyncio.StreamReader,
+        up_writer: asyncio.StreamWriter,
+        pair: tuple[asyncio.StreamWriter, ...],
+    ) -> None:
+        try:
+            while chunk := await reader.read(65536):
+                up_writer.write(chunk)
+                await up_writer.drain()
+        except OSError:
+            pass
+        finally:
+            _close(pair)
+
+    async def _replies(
+        self,
+        up_reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        pair: tuple[asyncio.StreamWriter, ...],
+    ) -> None:
+        tail = b""
+        try:
+            while chunk := await up_reader.read(65536):
+                marker = self._marker
+                if marker is not None and marker in tail + chunk:
+                    self._marker = None
+                    self.dropped_at_ms = time.time_ns() / 1e6
+                    self.dropped.set()
+                    return  # the finally cuts both sides: this reply never arrives
+                tail = chunk[-len(marker) :] if marker else b""
+                writer.write(chunk)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            _close(pair)
+
+
+def _close(writers: tuple[asyncio.StreamWriter, ...]) -> None:
+    for writer in writers:
+        with contextlib.suppress(Exception):
+            writer.transport.abort()
