@@ -208,7 +208,8 @@ async function filteredTimers() {
   return found;
 }
 
-// Sums of the counters the chart needs, over every queue or the one the filter names.
+// Sums of the counters the chart needs, over every queue or the one the filter names, whatever
+// other labels they carry (queue names need no escaping: letters, digits and ._:-).
 function readMetrics(body, queue) {
   const sample = { at: Date.now(), fired: 0, lateSum: 0, lateCount: 0 };
   const fields = {
@@ -217,8 +218,10 @@ function readMetrics(body, queue) {
     tickwheel_lateness_seconds_count: "lateCount",
   };
   for (const line of body.split("\n")) {
-    const match = /^(\w+)\{queue="((?:[^"\\]|\\.)*)"\} (\S+)$/.exec(line);
-    if (!match || !(match[1] in fields) || (queue && match[2] !== queue)) continue;
+    const match = /^(\w+)(?:\{(.*)\})? (\S+)( \d+)?$/.exec(line);
+    if (!match || !(match[1] in fields)) continue;
+    const label = /(?:^|,)queue="([^"]*)"/.exec(match[2] || "");
+    if (queue && (!label || label[1] !== queue)) continue;
     const value = Number(match[3]);
     if (Number.isFinite(value)) sample[fields[match[1]]] += value;
   }
