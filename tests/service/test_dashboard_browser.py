@@ -353,3 +353,14 @@ async def test_the_chart_reads_what_fired_and_how_late_from_the_metrics(
     service.metrics.observe_fired("mail", 1.5)
     service.metrics.observe_fired("default", 0.01)
     await expect(summary).to_have_text("last minute: 1 fired, mean lateness 1500.0 ms")
+
+
+async def test_queue_and_host_limits_are_shown(tabs: Tabs, service: Service) -> None:
+    limit = {"rate": 5, "burst": None, "concurrency": 2}
+    queue = await service.api.put("/v1/queues/mail", json={"paused": False, "limit": limit})
+    host = await service.api.put("/v1/limits/api.example.com:8443", json={"rate": 50, "burst": 10})
+    assert (queue.status_code, host.status_code) == (200, 200), queue.text + host.text
+    page = await tabs.open()
+    await expect(_row(page, "queues", "mail")).to_contain_text("5/s, ≤ 2 at once")
+    cells = ["api.example.com:8443", "50/s", "10", "\N{EN DASH}"]  # no concurrency limit
+    await expect(page.locator("#limits td")).to_have_text(cells)

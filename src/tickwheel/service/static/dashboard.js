@@ -146,6 +146,14 @@ function renderQueue(queue) {
   );
 }
 
+function renderLimit(limit) {
+  const tr = document.createElement("tr");
+  for (const value of [limit.host, limit.rate == null ? "–" : limit.rate + "/s", limit.burst ?? "–", limit.concurrency ?? "–"]) {
+    tr.appendChild(text("td", value));
+  }
+  return tr;
+}
+
 function timerActions(timer) {
   const actions = [button("Details", "details", [timer.id])];
   if (timer.state === "scheduled") {
@@ -345,6 +353,11 @@ const SECTIONS = [
       fill("queues", body.queues, renderQueue);
     },
   },
+  {
+    name: "limits",
+    load: () => api("GET", "/v1/limits"),
+    show: (body) => fill("limits", body.limits, renderLimit),
+  },
   { name: "timers", load: filteredTimers, show: (timers) => fill("timers", timers, renderTimer) },
   {
     name: "dead letters",
@@ -380,7 +393,7 @@ async function refresh() {
   if (failed.some(([, error]) => error.status === 401)) {
     selected = null;
     $("details").className = "panel hidden";
-    for (const body of ["queues", "timers", "dead", "schedules"]) clear(body);
+    for (const body of ["queues", "limits", "timers", "dead", "schedules"]) clear(body);
     status.textContent = "this service needs a token: enter it above";
     status.className = "error";
     $("token").focus();
