@@ -252,7 +252,7 @@ def test_dead_letters_and_replay(tw: Run, service: Service) -> None:
 
 def test_stats(tw: Run) -> None:
     found = json.loads(tw("stats", "--json").stdout)
-    assert set(found["counts"]) == {"scheduled", "leased", "done", "dead"}
+    assert set(found["counts"]) == {"scheduled", "leased", "paused", "done", "dead"}
     shown = tw("stats")
     assert shown.exit_code == 0
     assert re.search(r"scheduled\s+\d+", shown.stdout)

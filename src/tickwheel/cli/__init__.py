@@ -39,7 +39,7 @@ def _missing_service(error: ModuleNotFoundError) -> int:
 
 
 try:
-    from tickwheel.cli import commands, processes, schedules
+    from tickwheel.cli import commands, flow, importer, processes, schedules
     from tickwheel.cli.app import app
     from tickwheel.cli.parse import parse_duration, parse_header, parse_time
 except ModuleNotFoundError as _error:
@@ -65,6 +65,8 @@ def main() -> None:
 __all__ = [
     "app",
     "commands",
+    "flow",
+    "importer",
     "main",
     "parse_duration",
     "parse_header",

@@ -25,6 +25,11 @@ schedule_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(schedule_app, name="schedule")
+limit_app = typer.Typer(
+    help="Rate and concurrency limits on callback hosts and queues: tickwheel limit set | ls | rm.",
+    no_args_is_help=True,
+)
+app.add_typer(limit_app, name="limit")
 
 
 def _print_version(value: bool) -> None:

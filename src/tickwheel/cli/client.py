@@ -26,6 +26,8 @@ MAX_PAGE = 1000
 BAD_INPUT_STATUSES = frozenset({400, 409, 413, 415, 422})
 """Statuses that mean the request itself was wrong (the CLI exits 2 for them)."""
 _TOKEN_CHARS = frozenset(string.printable) - frozenset(string.whitespace)
+Rows = list[dict[str, Any]]
+"""A list of JSON objects (named here: inside `ApiClient`, ``list`` is its method)."""
 
 
 class ApiRequestFailed(TickwheelError):
@@ -135,25 +137,30 @@ class ApiClient:
 
     def put(self, timer_id: str, timer: dict[str, Any]) -> Response:
         """Create the timer `timer_id` (201) or replace it (200)."""
-        return self.request("PUT", f"/v1/timers/{_segment(timer_id)}", timer)
+        return self.request("PUT", _timer_path(timer_id), timer)
 
     def get(self, timer_id: str) -> dict[str, Any]:
         """Return a timer as the API shows it."""
-        body: dict[str, Any] = self.request("GET", f"/v1/timers/{_segment(timer_id)}").body
+        body: dict[str, Any] = self.request("GET", _timer_path(timer_id)).body
         return body
 
     def cancel(self, timer_id: str) -> None:
         """Delete a scheduled timer; a 404 raises `ApiRequestFailed`."""
-        self.request("DELETE", f"/v1/timers/{_segment(timer_id)}")
+        self.request("DELETE", _timer_path(timer_id))
 
-    def list(self, path: str, limit: int, state: str | None = None) -> dict[str, Any]:
-        """Return up to `limit` timers of ``/v1/timers`` or ``/v1/dead``, following cursors."""
+    def list(
+        self, path: str, limit: int, filters: dict[str, str | None] | None = None
+    ) -> dict[str, Any]:
+        """Return up to `limit` timers of ``/v1/timers`` or ``/v1/dead``, following cursors.
+
+        `filters` are query parameters sent with every page (``state``, ``queue``, ...); a None
+        value is left out."""
         timers: list[Any] = []
         cursor: str | None = None
         while True:
             query: dict[str, str | int | None] = {
+                **(filters or {}),
                 "limit": min(limit - len(timers), MAX_PAGE),
-                "state": state,
                 "cursor": cursor,
             }
             page = self.request("GET", path, query=query).body
@@ -161,6 +168,65 @@ class ApiClient:
             cursor = page.get("cursor")
             if cursor is None or len(timers) >= limit:
                 return {"timers": timers[:limit], "cursor": cursor}
+
+    def add_batch(self, timers: Rows) -> Rows:
+        """Create up to 1,000 timers (`POST /v1/timers` bodies); return their results, in order."""
+        results: Rows = self.request("POST", "/v1/timers/batch", {"timers": timers}).body["results"]
+        return results
+
+    def reschedule(self, timer_id: str, when: dict[str, Any]) -> dict[str, Any]:
+        """Move a scheduled timer to `when` (``{"delay": s}`` or ``{"due": t}``); return it."""
+        body: dict[str, Any] = self.request("PATCH", _timer_path(timer_id), when).body
+        return body
+
+    def pause(self, timer_id: str) -> dict[str, Any]:
+        """Pause a scheduled timer; return it."""
+        body: dict[str, Any] = self.request("POST", _timer_path(timer_id, "pause")).body
+        return body
+
+    def resume(self, timer_id: str) -> dict[str, Any]:
+        """Resume a paused timer; return it."""
+        body: dict[str, Any] = self.request("POST", _timer_path(timer_id, "resume")).body
+        return body
+
+    def queues(self) -> Rows:
+        """Return every queue with its counts and settings, by name."""
+        found: Rows = self.request("GET", "/v1/queues").body["queues"]
+        return found
+
+    def queue(self, queue: str) -> dict[str, Any]:
+        """Return one queue (zero counts and default settings for one never used)."""
+        body: dict[str, Any] = self.request("GET", _queue_path(queue)).body
+        return body
+
+    def pause_queue(self, queue: str) -> dict[str, Any]:
+        """Stop workers claiming from `queue`; return the queue."""
+        body: dict[str, Any] = self.request("POST", _queue_path(queue, "pause")).body
+        return body
+
+    def resume_queue(self, queue: str) -> dict[str, Any]:
+        """Let workers claim from `queue` again; return the queue."""
+        body: dict[str, Any] = self.request("POST", _queue_path(queue, "resume")).body
+        return body
+
+    def set_queue(self, queue: str, settings: dict[str, Any]) -> dict[str, Any]:
+        """Replace a queue's settings (``paused``, ``limit``); return the queue."""
+        body: dict[str, Any] = self.request("PUT", _queue_path(queue), settings).body
+        return body
+
+    def limits(self) -> Rows:
+        """Return the limits set on callback hosts, by host."""
+        found: Rows = self.request("GET", "/v1/limits").body["limits"]
+        return found
+
+    def set_limit(self, host: str, limit: dict[str, Any]) -> dict[str, Any]:
+        """Set the limit on callbacks to `host`; return it."""
+        body: dict[str, Any] = self.request("PUT", _limit_path(host), limit).body
+        return body
+
+    def delete_limit(self, host: str) -> None:
+        """Remove the limit on `host`; none there raises `ApiRequestFailed` (404)."""
+        self.request("DELETE", _limit_path(host))
 
     def replay(self, timer_id: str) -> Response:
         """Schedule a dead timer again, due now."""
@@ -239,6 +305,20 @@ def _segment(timer_id: str) -> str:
 def _schedule_path(schedule_id: str, action: str | None = None) -> str:
     path = f"/v1/schedules/{_segment(schedule_id)}"
     return path if action is None else f"{path}/{action}"
+
+
+def _timer_path(timer_id: str, action: str | None = None) -> str:
+    path = f"/v1/timers/{_segment(timer_id)}"
+    return path if action is None else f"{path}/{action}"
+
+
+def _queue_path(queue: str, action: str | None = None) -> str:
+    path = f"/v1/queues/{_segment(queue)}"
+    return path if action is None else f"{path}/{action}"
+
+
+def _limit_path(host: str) -> str:
+    return f"/v1/limits/{_segment(host)}"
 
 
 def _decode(raw: bytes) -> Any:

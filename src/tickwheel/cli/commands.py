@@ -1,20 +1,32 @@
-"""The client commands: add, get, cancel, ls, dead, stats, against a running service."""
+"""The client commands: add, get, reschedule, cancel, ls, dead, stats, against a running service."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group, RenderableType
+from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from tickwheel.cli.app import app, dead_app, fail, out
 from tickwheel.cli.client import DEFAULT_API, ApiClient, ApiRequestFailed, ApiUnreachable
-from tickwheel.cli.parse import parse_duration, parse_header, parse_time
+from tickwheel.cli.parse import parse_duration, parse_header, parse_instant, parse_time
 from tickwheel.cli.secret_files import secret_from
-from tickwheel.cli.show import describe_target, print_json, timer_table, timers_table
+from tickwheel.cli.show import (
+    describe_target,
+    print_json,
+    print_line,
+    timer_table,
+    timers_table,
+)
 
-STATES = ("scheduled", "leased", "done", "dead")
+STATES = ("scheduled", "leased", "paused", "done", "dead")
 
 ApiOption = Annotated[
     str,
@@ -41,21 +53,31 @@ JsonOption = Annotated[
 ]
 
 
+def client_of(ctx: typer.Context, api: str, token: str | None, token_file: str | None) -> ApiClient:
+    """The client of the API the options name; a bad URL or token ends the command (status 2)."""
+    token = secret_from(ctx, "token", token, token_file)
+    try:
+        return ApiClient(api, token)
+    except ValueError as error:
+        fail(str(error), 2)
+
+
+def unreachable(error: ApiUnreachable) -> str:
+    """The line for an API nothing answers at."""
+    return f"{error}: is `tickwheel serve` running at {error.base_url}?"
+
+
 def call(
     ctx: typer.Context, api: str, token: str | None, token_file: str | None, action: Any
 ) -> Any:
     """Run `action(client)`, turning API errors into one line on stderr and an exit status."""
-    token = secret_from(ctx, "token", token, token_file)
-    try:
-        client = ApiClient(api, token)
-    except ValueError as error:
-        fail(str(error), 2)
+    client = client_of(ctx, api, token, token_file)
     try:
         return action(client)
     except ApiRequestFailed as error:
         fail(str(error), 2 if error.bad_input else 1)
     except ApiUnreachable as error:
-        fail(f"{error}: is `tickwheel serve` running at {api}?")
+        fail(unreachable(error))
 
 
 def callback_of(
@@ -73,6 +95,16 @@ def callback_of(
     if data is not None:
         callback["body"] = data
     return callback
+
+
+def when_of(in_: str | None, at: str | None) -> dict[str, Any]:
+    """The API's ``delay`` or ``due`` from exactly one of ``--in`` and ``--at``."""
+    if (in_ is None) == (at is None):
+        raise typer.BadParameter("give exactly one of --in and --at", param_hint="'--in' / '--at'")
+    if in_ is not None:
+        return {"delay": parse_duration(in_)}
+    assert at is not None
+    return {"due": parse_time(at)}
 
 
 def retry_of(max_attempts: int | None, timeout: str | None) -> dict[str, Any]:
@@ -122,16 +154,9 @@ def add(
     as_json: JsonOption = False,
 ) -> None:
     """Schedule an HTTP callback: tickwheel add --in 30s --url https://example.com/hook."""
-    if (in_ is None) == (at is None):
-        raise typer.BadParameter("give exactly one of --in and --at", param_hint="'--in' / '--at'")
     if replace and timer_id is None:
         raise typer.BadParameter("--replace needs the --id of the timer", param_hint="'--replace'")
-    body: dict[str, Any] = {}
-    if in_ is not None:
-        body["delay"] = parse_duration(in_)
-    else:
-        assert at is not None
-        body["due"] = parse_time(at)
+    body = when_of(in_, at)
     body["callback"] = callback_of(url, method, header, data)
     if timer_id is not None:
         body["id"] = timer_id
@@ -175,6 +200,32 @@ def get(
 
 
 @app.command()
+def reschedule(
+    ctx: typer.Context,
+    timer_id: Annotated[str, typer.Argument(metavar="ID", help="The timer's id.")],
+    in_: Annotated[
+        str | None,
+        typer.Option("--in", help="Fire this long from now: 500ms, 30s, 5m, 2h, 1h30m."),
+    ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="Fire at this time: RFC 3339 with offset, or epoch seconds."),
+    ] = None,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    token_file: TokenFileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Move a scheduled timer to a new due time: tickwheel reschedule ID --in 5m."""
+    when = when_of(in_, at)
+    timer = call(ctx, api, token, token_file, lambda client: client.reschedule(timer_id, when))
+    if as_json:
+        print_json(timer)
+    else:
+        out.print(f"rescheduled {timer['id']} · due {timer['due']}", markup=False)
+
+
+@app.command()
 def cancel(
     ctx: typer.Context,
     timer_id: Annotated[str, typer.Argument(metavar="ID", help="The timer's id.")],
@@ -198,30 +249,139 @@ def list_timers(
         str | None,
         typer.Option("--state", help=f"Only timers in this state: {', '.join(STATES)}."),
     ] = None,
+    queue: Annotated[str | None, typer.Option("--queue", help="Only timers of this queue.")] = None,
+    due_from: Annotated[
+        str | None,
+        typer.Option("--due-from", help="Only timers due at or after this time (RFC 3339)."),
+    ] = None,
+    due_to: Annotated[
+        str | None,
+        typer.Option("--due-to", help="Only timers due before this time (RFC 3339)."),
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many.")] = 100,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Show the list again every --interval.")
+    ] = False,
+    interval: Annotated[
+        str, typer.Option("--interval", help="How often --watch refreshes: 2s, 500ms, 1m.")
+    ] = "2s",
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
     token_file: TokenFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List timers (in id order on SQLite and memory stores; by shard on Redis)."""
+    """List timers (in id order on SQLite and memory stores; by shard on Redis).
+
+    With --watch the list is shown again every 2 seconds until Ctrl-C."""
     if state is not None and state not in STATES:
         raise typer.BadParameter(f"must be one of {', '.join(STATES)}", param_hint="'--state'")
-    page = call(ctx, api, token, token_file, lambda client: client.list("/v1/timers", limit, state))
-    _print_page(page, "timers" if state is None else f"{state} timers", as_json)
+    if queue == "":
+        raise typer.BadParameter("must not be empty", param_hint="'--queue'")
+    filters = {
+        "state": state,
+        "queue": queue,
+        "due_from": None if due_from is None else parse_instant(due_from),
+        "due_to": None if due_to is None else parse_instant(due_to),
+    }
+    if (
+        filters["due_from"] is not None
+        and filters["due_to"] is not None
+        and _instant(filters["due_from"]) >= _instant(filters["due_to"])
+    ):
+        raise typer.BadParameter(
+            "--due-from must be before --due-to", param_hint="'--due-from' / '--due-to'"
+        )
+    period_s = parse_duration(interval)
+    if not MIN_INTERVAL_S <= period_s <= MAX_INTERVAL_S:
+        raise typer.BadParameter(
+            f"must be from {MIN_INTERVAL_S:g}s to {MAX_INTERVAL_S:g}s", param_hint="'--interval'"
+        )
+    what = " ".join(
+        part
+        for part in (state, "timers", None if queue is None else f"in queue {queue}")
+        if part is not None
+    )
+
+    def fetch(client: ApiClient) -> dict[str, Any]:
+        return client.list("/v1/timers", limit, filters)
+
+    if not watch:
+        page = call(ctx, api, token, token_file, fetch)
+        _print_page(page, what, as_json)
+        return
+    call(
+        ctx,
+        api,
+        token,
+        token_file,
+        lambda client: _watch(lambda: fetch(client), what, period_s, api, as_json),
+    )
+
+
+MIN_INTERVAL_S = 0.1
+MAX_INTERVAL_S = 3600.0
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def _watch(
+    fetch: Callable[[], dict[str, Any]], what: str, period_s: float, api: str, as_json: bool
+) -> None:
+    """Show `fetch()`'s page every `period_s` until Ctrl-C, which ends it cleanly (status 0).
+
+    The first page's error ends the command as any call's would; a later one is shown in the
+    page's place and the next round tries again, so a restarting service does not end a watch.
+    """
+    live = Live(console=out, auto_refresh=False) if out.is_terminal and not as_json else None
+    try:
+        page: dict[str, Any] | str = fetch()
+        if live is not None:
+            live.start()
+        while True:
+            if as_json:
+                print_line(page)
+            else:
+                shown = _watched(page, what, period_s, api)
+                if live is not None:
+                    live.update(shown, refresh=True)
+                else:
+                    out.print(shown)
+            time.sleep(period_s)
+            try:
+                page = fetch()
+            except (ApiRequestFailed, ApiUnreachable) as error:
+                page = f"error: {error} (trying again every {period_s:g}s)"
+    except KeyboardInterrupt:
+        return
+    finally:
+        if live is not None:
+            live.stop()
+
+
+def _watched(page: dict[str, Any] | str, what: str, period_s: float, api: str) -> RenderableType:
+    now = datetime.now(UTC).strftime("%H:%M:%S")
+    header = Text(f"{api} · {now} UTC · every {period_s:g}s · Ctrl-C ends", style="dim")
+    if isinstance(page, str):
+        return Group(header, Text(page, style="red"))
+    return Group(header, _page_view(page, what), Text(""))
 
 
 def _print_page(page: dict[str, Any], what: str, as_json: bool) -> None:
     if as_json:
         print_json(page)
-        return
+    else:
+        out.print(_page_view(page, what))
+
+
+def _page_view(page: dict[str, Any], what: str) -> RenderableType:
     timers = page["timers"]
     more = " (more: raise --limit)" if page.get("cursor") else ""
-    if timers:
-        noun = what if len(timers) > 1 else what.removesuffix("s")
-        out.print(timers_table(timers, f"{len(timers)} {noun}{more}"))
-    else:
-        out.print(f"no {what}", markup=False)
+    if not timers:
+        return Text(f"no {what}")
+    one = what.replace("timers", "timer") if len(timers) == 1 else what
+    return timers_table(timers, f"{len(timers)} {one}{more}")
 
 
 @dead_app.callback(invoke_without_command=True)

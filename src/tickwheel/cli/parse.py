@@ -1,4 +1,4 @@
-"""Parsing the CLI's durations, times and headers into what the API takes."""
+"""Parsing the CLI's durations, times, rates and headers into what the API takes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import re
 from datetime import UTC, datetime
 
 import typer
+
+from tickwheel.stores.base import MAX_RATE
 
 _UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")
@@ -56,6 +58,55 @@ def parse_time(text: str) -> str | float:
             "(2030-01-01T09:00:00Z, 2030-01-01T10:00:00+01:00) or epoch seconds"
         )
     return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_rate(text: str) -> float:
+    """Return callbacks a second for ``50/s``, ``3000/m``, ``10/h``, ``1/d`` or a bare number.
+
+    Raises:
+        typer.BadParameter: the text is no rate, or not above 0 and at most `MAX_RATE` a second.
+    """
+    count, slash, unit = text.strip().lower().replace(" ", "").partition("/")
+    per_s = _UNITS_S.get(unit if slash else "s")
+    if per_s is None or per_s < 1 or not _NUMBER.fullmatch(count):
+        raise typer.BadParameter(
+            f"{_shown(text)} is not a rate: write e.g. 50/s, 3000/m, 10/h or 50"
+        )
+    rate = float(count) / per_s
+    if not 0 < rate <= MAX_RATE:
+        raise typer.BadParameter(
+            f"{_shown(text)} is out of range: a rate is above 0 and at most {MAX_RATE:g}/s"
+        )
+    return rate
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+def describe_rate(rate: float) -> str:
+    """Show callbacks a second in the unit that reads best: 50/s, 30/m, 10/h."""
+    for unit, per in (("s", 1.0), ("m", 60.0)):
+        if rate * per >= 1:
+            return f"{rate * per:g}/{unit}"
+    return f"{rate * 3600:g}/h"
+
+
+def parse_instant(text: str) -> str:
+    """Return RFC 3339 in UTC for RFC 3339 with an offset or epoch seconds (query parameters
+    take only the former).
+
+    Raises:
+        typer.BadParameter: the text is no time, or one past the year 9999.
+    """
+    when = parse_time(text)
+    if isinstance(when, str):
+        return when
+    try:
+        moment = datetime.fromtimestamp(when, UTC)
+    except (OverflowError, OSError, ValueError):
+        raise typer.BadParameter(f"{_shown(text)} is too far a time") from None
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_header(text: str) -> tuple[str, str]:

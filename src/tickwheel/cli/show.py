@@ -1,4 +1,4 @@
-"""How the CLI shows timers and schedules: tables for people, JSON for scripts."""
+"""How the CLI shows timers, schedules, queues and limits: tables for people, JSON for scripts."""
 
 from __future__ import annotations
 
@@ -9,9 +9,19 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from tickwheel.cli.parse import describe_rate
+
+QUEUE_STATES = ("scheduled", "leased", "paused", "done", "dead")
+
 
 def print_json(body: Any) -> None:
     sys.stdout.write(json.dumps(body, indent=2) + "\n")
+
+
+def print_line(body: Any) -> None:
+    """Write `body` as one line of JSON and flush it: a reader of a stream sees it at once."""
+    sys.stdout.write(json.dumps(body) + "\n")
+    sys.stdout.flush()
 
 
 def describe_target(timer: dict[str, Any]) -> str:
@@ -168,5 +178,58 @@ def runs_table(runs: list[dict[str, Any]], title: str) -> Table:
         ]
         if errors:
             row.append(run.get("last_error") or "")
+        table.add_row(*map(Text, row))
+    return table
+
+
+def describe_limit(limit: dict[str, Any] | None) -> str:
+    if not limit:
+        return "-"
+    parts = []
+    if limit.get("rate") is not None:
+        burst = limit.get("burst")
+        parts.append(describe_rate(limit["rate"]) + ("" if burst is None else f" burst {burst}"))
+    if limit.get("concurrency") is not None:
+        parts.append(f"{limit['concurrency']} at once")
+    return ", ".join(parts)
+
+
+def limits_table(limits: list[dict[str, Any]], title: str, key: str) -> Table:
+    """A table of limits, each named by its `key` field (``host`` or ``queue``)."""
+    table = Table(title=title, title_justify="left", box=None, header_style="bold")
+    table.add_column(key.upper(), no_wrap=True)
+    table.add_column("RATE", justify="right", no_wrap=True)
+    table.add_column("BURST", justify="right", no_wrap=True)
+    table.add_column("CONCURRENCY", justify="right", no_wrap=True)
+    for limit in limits:
+        rate = limit.get("rate")
+        row = [
+            limit[key],
+            "-" if rate is None else describe_rate(rate),
+            str(limit.get("burst") or "-"),
+            str(limit.get("concurrency") or "-"),
+        ]
+        table.add_row(*map(Text, row))
+    return table
+
+
+def queues_table(queues: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, header_style="bold")
+    table.add_column("QUEUE", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    for state in QUEUE_STATES:
+        table.add_column(state.upper(), justify="right", no_wrap=True)
+    table.add_column("OLDEST OVERDUE", justify="right", no_wrap=True)
+    table.add_column("LIMIT", overflow="fold")
+    for queue in queues:
+        counts = queue.get("counts") or {}
+        overdue = queue.get("oldest_overdue_s")
+        row = [
+            queue["name"],
+            "paused" if queue.get("paused") else "",
+            *(str(counts.get(state, 0)) for state in QUEUE_STATES),
+            "-" if overdue is None else f"{overdue:.1f}s",
+            describe_limit(queue.get("limit")),
+        ]
         table.add_row(*map(Text, row))
     return table
