@@ -11,6 +11,9 @@ inside after every step (every bucket entry is pending or a tombstone, no key tw
 tombstone outliving its bucket), churns keys it never reuses to pile tombstones up, and runs
 wheels whose sweep allowance is 0 or 3 so that sweeps happen within a few steps, one of them
 sweeping two entries per add so that a sweep spans many steps while the wheel changes.
+
+The same wheel also holds filed entries (`WheelEntry`, their own key and value), filed,
+discarded and moved among the keyed ones; a discarded one is a tombstone until its bucket goes.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from tickwheel.core.wheel import TimingWheel
+from tickwheel.core.wheel import TimingWheel, WheelEntry
 
 YEAR_MS = 365 * 24 * 3600 * 1000
 # single-entry rules use a small pool so keys get replaced; batches reach a little further
@@ -42,20 +45,36 @@ STARTS = st.one_of(
 )
 
 
-class EagerSweepWheel(TimingWheel[int, str]):
+class Filed(WheelEntry):
+    """A filed entry, named for failure messages."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        super().__init__(0)
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<Filed {self.name}>"
+
+
+Key = int | Filed
+
+
+class EagerSweepWheel(TimingWheel[Key, object]):
     """Sweeps as soon as tombstones outnumber pending entries."""
 
     SPARE_TOMBSTONES = 0
 
 
-class SmallSpareWheel(TimingWheel[int, str]):
+class SmallSpareWheel(TimingWheel[Key, object]):
     """Sweeps once tombstones outnumber pending entries by more than 3, two entries per add."""
 
     SPARE_TOMBSTONES = 3
     SWEEP_SLICE = 2
 
 
-WHEELS: dict[str, type[TimingWheel[int, str]]] = {
+WHEELS: dict[str, type[TimingWheel[Key, object]]] = {
     "default": TimingWheel,
     "eager": EagerSweepWheel,
     "small": SmallSpareWheel,
@@ -109,10 +128,12 @@ class WheelModel(RuleBasedStateMachine):
         super().__init__()
         self.tick = 1
         self.now = 0
-        self.wheel: TimingWheel[int, str] = TimingWheel()
-        self.pending: dict[int, tuple[int, int, str]] = {}
+        self.wheel: TimingWheel[Key, object] = TimingWheel()
+        self.pending: dict[Key, tuple[int, int, object]] = {}
         self.seq = 0
-        self.fired: set[str] = set()
+        self.fired: set[object] = set()
+        # every entry ever filed, pending or not
+        self.filed: list[Filed] = []
         self.churned = CHURN_BASE
         self.peak = 0
 
@@ -135,11 +156,26 @@ class WheelModel(RuleBasedStateMachine):
         self.wheel.add(key, due_ms, value)
         self.pending[key] = (due_ms, self.seq, value)
         self.peak = max(self.peak, len(self.pending))
+        self.check_tombstones_bounded()
+
+    def check_tombstones_bounded(self) -> None:
         # the bound the sweep keeps: a sweep starts past the allowance beyond the pending
         # entries, and ends within entries / SWEEP_SLICE adds
-        assert len(self.wheel._dead) <= 2 * (self.peak + self.wheel.SPARE_TOMBSTONES) + 1
+        dead = len(self.wheel._dead) + self.wheel._filed_dead
+        assert dead <= 2 * (self.peak + self.wheel.SPARE_TOMBSTONES) + 1
 
-    def do_advance(self, now_ms: int) -> list[tuple[int, str]]:
+    def do_file(self, entry: Filed, due_ms: int) -> None:
+        self.seq += 1
+        self.wheel.file(entry, due_ms)
+        assert entry.due_ms == due_ms
+        self.pending[entry] = (due_ms, self.seq, entry)
+        self.peak = max(self.peak, len(self.pending))
+        self.check_tombstones_bounded()
+
+    def int_keys(self) -> list[int]:
+        return sorted(key for key in self.pending if isinstance(key, int))
+
+    def do_advance(self, now_ms: int) -> list[tuple[Key, object]]:
         self.now = max(self.now, now_ms)
         now_tick = self.now // self.tick
         got = self.wheel.advance(now_ms)
@@ -185,8 +221,9 @@ class WheelModel(RuleBasedStateMachine):
     @rule(index=st.integers(0, BATCH_POOL), due=DUES)
     def readd_pending(self, index: int, due: Due) -> None:
         """The wheel's reschedule: add again under a key that is pending."""
-        if self.pending:
-            key = sorted(self.pending)[index % len(self.pending)]
+        keys = self.int_keys()
+        if keys:
+            key = keys[index % len(keys)]
             self.do_add(key, due.resolve(self.now, self.tick))
 
     @rule(key=st.integers(0, BATCH_POOL - 1))
@@ -216,6 +253,43 @@ class WheelModel(RuleBasedStateMachine):
             assert self.wheel.cancel(key) is True
             del self.pending[key]
 
+    @rule(due=DUES)
+    def file(self, due: Due) -> None:
+        entry = Filed(f"f{len(self.filed)}")
+        self.filed.append(entry)
+        self.do_file(entry, due.resolve(self.now, self.tick))
+
+    @rule(index=st.integers(0, 1000))
+    def discard(self, index: int) -> None:
+        """Discard a filed entry: pending, already fired or already discarded."""
+        if self.filed:
+            entry = self.filed[index % len(self.filed)]
+            assert self.wheel.discard(entry) == (entry in self.pending)
+            self.pending.pop(entry, None)
+            assert self.wheel.discard(entry) is False
+
+    @rule(index=st.integers(0, 1000), due=DUES)
+    def move(self, index: int, due: Due) -> None:
+        """Move a filed entry: it is due anew, as if filed now; a fired or discarded one stays."""
+        if self.filed:
+            entry = self.filed[index % len(self.filed)]
+            due_ms = due.resolve(self.now, self.tick)
+            was_pending = entry in self.pending
+            assert self.wheel.move(entry, due_ms) == was_pending
+            if was_pending:
+                self.seq += 1
+                self.pending[entry] = (due_ms, self.seq, entry)
+
+    @rule(dues=st.lists(DUES, min_size=1, max_size=12), keep=st.integers(0, 3))
+    def churn_filed(self, dues: list[Due], keep: int) -> None:
+        """File fresh entries and discard all but `keep`: filed tombstones pile up and sweep."""
+        entries = [Filed(f"c{len(self.filed) + i}") for i in range(len(dues))]
+        for entry, due in zip(entries, dues, strict=True):
+            self.do_file(entry, due.resolve(self.now, self.tick))
+        for entry in entries[keep:]:
+            assert self.wheel.discard(entry) is True
+            del self.pending[entry]
+
     @rule(step=STEPS)
     def advance(self, step: int) -> None:
         self.do_advance(self.now + step)
@@ -228,7 +302,7 @@ class WheelModel(RuleBasedStateMachine):
     @rule(index=st.integers(0, BATCH_POOL), delta=st.sampled_from([-1, 0, 1, "tick-1"]))
     def advance_to_pending_due(self, index: int, delta: int | str) -> None:
         if self.pending:
-            key = sorted(self.pending)[index % len(self.pending)]
+            key = sorted(self.pending, key=lambda k: self.pending[k][1])[index % len(self.pending)]
             offset = self.tick - 1 if delta == "tick-1" else delta
             assert isinstance(offset, int)
             self.do_advance(max(0, self.pending[key][0] + offset))
@@ -259,7 +333,7 @@ class WheelModel(RuleBasedStateMachine):
     @invariant()
     def buckets_hold_pending_entries_and_tombstones(self) -> None:
         wheel = self.wheel
-        seen: list[int] = []
+        seen: list[Key] = []
         for bucket in wheel._buckets:
             seen.extend(bucket)
         assert len(seen) == len(set(seen)), "a key in two buckets"
@@ -267,10 +341,20 @@ class WheelModel(RuleBasedStateMachine):
         dead = set(wheel._dead)
         assert not dead & set(self.pending), "a pending key is also a tombstone"
         assert not dead & overdue, "an overdue entry left as a tombstone"
-        assert set(seen) == (set(self.pending) - overdue) | dead
+        # a discarded filed entry stays in its bucket; an overdue one goes at once
+        filed_dead = {key for key in seen if isinstance(key, Filed) and key not in self.pending}
+        assert all(key in self.pending for key in overdue if isinstance(key, Filed))
+        assert wheel._filed_dead == len(filed_dead)
+        assert wheel._filed == sum(isinstance(key, Filed) for key in self.pending)
+        assert not set(seen) & overdue, "an entry both in a bucket and overdue"
+        assert set(seen) | overdue == set(self.pending) | dead | filed_dead
         for key in dead:
             # a tombstone is reclaimed by the advance that passes its due tick
             assert self.fire_tick(wheel._dead[key]) > self.now // self.tick
+        for entry in filed_dead:
+            assert self.fire_tick(entry.due_ms) > self.now // self.tick
+        for entry in self.filed:
+            assert entry._pending == (entry in self.pending)
 
     @invariant()
     def next_due_bounds_the_earliest(self) -> None:

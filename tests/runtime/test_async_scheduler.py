@@ -296,6 +296,48 @@ async def test_async_with_closes_and_drops_pending_timers(clock: FakeClock) -> N
         s.call_at(0, print)
 
 
+async def test_handles_are_spent_after_close(clock: FakeClock) -> None:
+    s = AsyncScheduler(clock=clock)
+    plain = s.call_later(1, print)
+    keyed = s.call_later(1, print, key="k")
+    assert len(s) == 2
+    await s.aclose()
+    assert len(s) == 0
+    assert plain.cancel() is False
+    assert keyed.cancel() is False
+    assert plain.reschedule(1) is False
+    assert len(s) == 0
+
+
+async def test_many_handles_cancelled_rescheduled_or_left_fire_exactly_as_left(
+    clock: FakeClock,
+) -> None:
+    # cancelled handles are tombstones in the wheel: enough of them to make it sweep
+    rng = random.Random(7)
+    ran: list[int] = []
+    async with AsyncScheduler(clock=clock) as s:
+        handles = [s.call_later(rng.randint(1, 5000) / 1000, ran.append, i) for i in range(9000)]
+        expected = {}
+        for i, handle in enumerate(handles):
+            if i % 3 == 0:
+                assert handle.cancel() is True
+            elif i % 3 == 1:
+                assert handle.reschedule(rng.randint(1, 5000) / 1000) is True
+                expected[i] = due_ms(handle)
+            else:
+                expected[i] = due_ms(handle)
+        assert len(s) == len(expected)
+        for _ in range(5000):
+            clock.advance_ms(1)
+            await settle()
+            now = clock.now_ms()
+            assert all(expected[i] <= now for i in ran)
+        assert sorted(ran) == sorted(expected)
+        assert ran == sorted(ran, key=lambda i: expected[i])
+        assert len(s) == 0
+        assert all(handle.cancel() is False for handle in handles)
+
+
 async def test_close_is_idempotent(clock: FakeClock) -> None:
     s = AsyncScheduler(clock=clock)
     s.close()

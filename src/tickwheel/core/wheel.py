@@ -21,22 +21,25 @@ lookups can find it and takes the new entries that belong to it, keeping inserti
 
 Per pending entry the wheel holds one slot in a key → due dict and one in its bucket dict: no
 per-entry object, so a million pending timers add nothing for the cyclic garbage collector.
+A caller that makes an object per timer anyway (a scheduler's handle) can file that object
+instead, as a `WheelEntry`: it is its own key and value and carries its due time and whether it
+is pending, so filing it touches only its bucket and cancelling it only itself.
 
-`cancel` is lazy: it moves the key from the due dict to a dict of *tombstones* and leaves the
-bucket alone, because at a million timers the bucket delete is a second cache miss that costs
-more than the rest of the call. A tombstone is reclaimed when its bucket is re-filed or expires
-(or heads the bucket `next_due_ms` looks at), at once when its key is added again, and by a
-sweep once tombstones outnumber pending entries by `SPARE_TOMBSTONES`. The sweep visits every
-bucket, `SWEEP_SLICE` entries per `add`, so no call pauses for long; its cost is paid by the
-adds that made the tombstones, and the wheel holds no more than about twice its peak of
-pending entries plus that allowance.
+`cancel` is lazy: it moves the key from the due dict to a dict of *tombstones* (a filed entry
+just stops being pending) and leaves the bucket alone, because at a million timers the bucket
+delete is a second cache miss that costs more than the rest of the call. A tombstone is
+reclaimed when its bucket is re-filed or expires (or heads the bucket `next_due_ms` looks at),
+at once when its key is added again, and by a sweep once tombstones outnumber pending entries
+by `SPARE_TOMBSTONES`. The sweep visits every bucket, `SWEEP_SLICE` entries per `add` or
+`file`, so no call pauses for long; its cost is paid by the adds that made the tombstones, and
+the wheel holds no more than about twice its peak of pending entries plus that allowance.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 from itertools import islice
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
@@ -48,6 +51,20 @@ _LAST = 63  # the last bucket of a block
 _ALL = (1 << _RING) - 1
 # a source bucket is drained at least this many entries per advance
 _MIN_SLICE = 64
+
+
+class WheelEntry:
+    """A timer that is its own key and value, filed with `TimingWheel.file`.
+
+    The wheel sets `due_ms` when it files or moves the entry, and keeps `_pending` true from
+    filing until the entry fires or is discarded; callers read `due_ms` and write neither.
+    """
+
+    __slots__ = ("_pending", "due_ms")
+
+    def __init__(self, due_ms: int) -> None:
+        self.due_ms = due_ms
+        self._pending = False
 
 
 class TimingWheel(Generic[K, T]):
@@ -72,6 +89,8 @@ class TimingWheel(Generic[K, T]):
         "_dead",
         "_draining",
         "_due",
+        "_filed",
+        "_filed_dead",
         "_now",
         "_occupied",
         "_origin",
@@ -106,9 +125,12 @@ class TimingWheel(Generic[K, T]):
         self._sweep_bucket = -1
         self._sweep_keys: list[K] = []
         self._sweep_pos = 0
+        # filed entries (`WheelEntry`) pending, and discarded but still in a bucket
+        self._filed = 0
+        self._filed_dead = 0
 
     def __len__(self) -> int:
-        return len(self._due)
+        return len(self._due) + self._filed
 
     def __contains__(self, key: object) -> bool:
         return key in self._due
@@ -123,13 +145,74 @@ class TimingWheel(Generic[K, T]):
         due = self._due
         if key in due or self._dead:
             self._unfile(key)
+        self._place(key, due_ms, value)
+        due[key] = due_ms
+
+    def file(self, entry: T, due_ms: int) -> None:
+        """File `entry`, a `WheelEntry` that is not pending, under itself for `due_ms`.
+
+        No key is looked up: the entry is its own key. File each entry once; `move` it to
+        change its due time and `discard` it to cancel it.
+        """
+        item: Any = entry  # a WheelEntry, and the key it is filed under
+        if item._pending:
+            raise ValueError(f"entry: already filed, {entry!r}")
+        item.due_ms = due_ms
+        item._pending = True
+        self._filed += 1
+        if self._filed_dead and (self._sweep_bucket >= 0 or self._crowded()):
+            self._sweep_slice()
+        self._place(item, due_ms, entry)
+
+    def discard(self, entry: T) -> bool:
+        """Cancel a filed `entry`; return whether it was pending. Left in its bucket, it is a
+        tombstone until the bucket goes or a sweep takes it."""
+        item: Any = entry
+        if not item._pending:
+            return False
+        item._pending = False
+        self._filed -= 1
+        overdue = self._overdue
+        if overdue and item in overdue:
+            del overdue[item]
+        else:
+            self._filed_dead += 1
+        return True
+
+    def move(self, entry: T, due_ms: int) -> bool:
+        """Make a filed `entry` due at `due_ms`, as if filed now; return whether it was pending."""
+        item: Any = entry
+        if not item._pending:
+            return False
+        del self._bucket_of(item, item.due_ms)[item]
+        item.due_ms = due_ms
+        self._place(item, due_ms, entry)
+        return True
+
+    def clear(self) -> None:
+        """Drop every entry, keeping the time; filed entries stop being pending."""
+        for bucket in (*self._buckets, self._overdue):
+            for key in bucket:
+                if key not in self._due and key not in self._dead:
+                    entry: Any = key
+                    entry._pending = False
+            bucket.clear()
+        self._due.clear()
+        self._dead.clear()
+        self._occupied = [0] * len(self._occupied)
+        self._draining = 0
+        self._sweep_bucket, self._sweep_keys, self._sweep_pos = -1, [], 0
+        self._filed = self._filed_dead = 0
+
+    def _place(self, key: K, due_ms: int, value: T) -> None:
+        """Put `value` under `key` into the bucket `due_ms` belongs in, or among the overdue."""
         tick = self._tick_ms
         t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
         now = self._now
         if t <= now:
             self._overdue[key] = value
         else:
-            # _level, inlined: add and cancel are the hot path
+            # _level, inlined: add and file are the hot path
             level = ((t ^ now).bit_length() - 1) // _BITS
             shift = level * _BITS
             while level and (t >> shift) - (now >> shift) <= 1:
@@ -152,7 +235,6 @@ class TimingWheel(Generic[K, T]):
                 if not bucket:  # a non-empty bucket has its bit set already
                     self._occupied[level] |= 1 << slot
                 bucket[key] = value
-        due[key] = due_ms
 
     def cancel(self, key: K) -> bool:
         """Remove the entry under `key`; return whether there was one."""
@@ -186,7 +268,7 @@ class TimingWheel(Generic[K, T]):
         now = self._now
         if self._overdue:
             return self.now_ms
-        if not self._due:
+        if not self._due and not self._filed:
             return None  # tombstones at most
         wake = None
         for level, bits in enumerate(self._occupied):
@@ -250,8 +332,25 @@ class TimingWheel(Generic[K, T]):
             del self._bucket_of(key, due[key])[key]
         elif key in dead:
             del self._bucket_of(key, dead.pop(key))[key]
-        if self._sweep_bucket >= 0 or len(dead) > len(due) + self.SPARE_TOMBSTONES:
+        if self._sweep_bucket >= 0 or self._crowded():
             self._sweep_slice()
+
+    def _crowded(self) -> bool:
+        """Whether tombstones outnumber pending entries by more than the allowance."""
+        dead = len(self._dead) + self._filed_dead
+        return dead > len(self._due) + self._filed + self.SPARE_TOMBSTONES
+
+    def _is_dead(self, key: K) -> bool:
+        """Whether a bucket's `key` is a tombstone: cancelled, or a filed entry discarded."""
+        if key in self._dead:
+            return True
+        entry: Any = key
+        return key not in self._due and not entry._pending
+
+    def _reclaim(self, key: K) -> None:
+        """Forget the tombstone `key` once it has left its bucket."""
+        if self._dead.pop(key, None) is None:
+            self._filed_dead -= 1
 
     def _level(self, t: int, now: int) -> int:
         """Return the lowest level whose current or next block holds tick `t` (> now)."""
@@ -286,12 +385,12 @@ class TimingWheel(Generic[K, T]):
         turn = first & _SLOT
         ring = ((bits >> turn) | (bits << (_RING - turn))) & _ALL
         base = level << 7
-        dead = self._dead
+        tombstones = self._dead or self._filed_dead
         while ring:
             low = ring & -ring
             offset = low.bit_length() - 1
             bucket = buckets[base | (first + offset) & _SLOT]
-            if bucket and dead:
+            if bucket and tombstones:
                 self._drop_leading_tombstones(bucket)
             if bucket:
                 return first + offset
@@ -301,15 +400,14 @@ class TimingWheel(Generic[K, T]):
 
     def _drop_leading_tombstones(self, bucket: dict[K, T]) -> None:
         """Reclaim the tombstones at the head of `bucket`, so that it is known to be live."""
-        dead = self._dead
         gone: list[K] = []
         for key in bucket:
-            if key not in dead:
+            if not self._is_dead(key):
                 break
             gone.append(key)
         for key in gone:
             del bucket[key]
-            del dead[key]
+            self._reclaim(key)
 
     def _sweep_slice(self) -> None:
         """Drop the tombstones among the next `SWEEP_SLICE` entries of a sweep of every bucket.
@@ -318,10 +416,9 @@ class TimingWheel(Generic[K, T]):
         a tombstone and is in the bucket being swept is that tombstone, however the bucket has
         changed since the sweep took its keys.
         """
-        dead = self._dead
         buckets = self._buckets
         budget = self.SWEEP_SLICE
-        while budget > 0 and dead:
+        while budget > 0 and (self._dead or self._filed_dead):
             keys, pos = self._sweep_keys, self._sweep_pos
             if pos >= len(keys):
                 index = self._sweep_bucket + 1
@@ -334,9 +431,9 @@ class TimingWheel(Generic[K, T]):
             bucket = buckets[self._sweep_bucket]
             end = min(pos + budget, len(keys))
             for key in keys[pos:end]:
-                if key in dead and key in bucket:
+                if key in bucket and self._is_dead(key):
                     del bucket[key]
-                    del dead[key]
+                    self._reclaim(key)
             budget -= end - pos
             self._sweep_pos = end
         if budget > 0:  # every bucket swept, or no tombstone left
@@ -387,8 +484,11 @@ class TimingWheel(Generic[K, T]):
         """Put a pending entry (due after `now`) into its own bucket; reclaim a tombstone."""
         due_ms = self._due.get(key)
         if due_ms is None:
-            del self._dead[key]
-            return
+            if self._is_dead(key):
+                self._reclaim(key)
+                return
+            entry: Any = key
+            due_ms = entry.due_ms
         tick = self._tick_ms
         t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
         level = self._level(t, now)
@@ -444,8 +544,12 @@ class TimingWheel(Generic[K, T]):
             for key, value in bucket.items():
                 due_ms = due.get(key)
                 if due_ms is None:
-                    del self._dead[key]
-                elif (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin <= now:
+                    if self._is_dead(key):
+                        self._reclaim(key)
+                        continue
+                    entry: Any = key
+                    due_ms = entry.due_ms
+                if (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin <= now:
                     now_due[key] = value
                 else:
                     self._file(key, value, now)
@@ -455,6 +559,8 @@ class TimingWheel(Generic[K, T]):
         """Flatten detached buckets, already in due order between them, and forget them."""
         due = self._due
         dead = self._dead
+        # whether buckets may hold filed entries, which are not in `due`
+        mixed = self._filed or self._filed_dead
         out: list[tuple[K, T]] = []
         for bucket, ordered in expired:
             if dead:
@@ -462,15 +568,44 @@ class TimingWheel(Generic[K, T]):
                 for key in gone:
                     del bucket[key]
                     del dead[key]
-                if not bucket:
-                    continue
+            if mixed:
+                self._fire_filed(bucket)
+            if not bucket:
+                continue
             if ordered or len(bucket) == 1:
                 out.extend(bucket.items())
             else:
-                out.extend(sorted(bucket.items(), key=lambda kv: due[kv[0]]))
-            for key in bucket:
-                del due[key]
+                out.extend(sorted(bucket.items(), key=self._due_of))
+            if mixed:
+                for key in bucket:
+                    due.pop(key, None)
+            else:
+                for key in bucket:
+                    del due[key]
         return out
+
+    def _fire_filed(self, bucket: dict[K, T]) -> None:
+        """Take the discarded filed entries out of an expired `bucket`; mark the others fired."""
+        due = self._due
+        gone: list[K] = []
+        for key in bucket:
+            if key in due:
+                continue
+            entry: Any = key
+            if entry._pending:
+                entry._pending = False
+                self._filed -= 1
+            else:
+                gone.append(key)
+        for key in gone:
+            del bucket[key]
+        self._filed_dead -= len(gone)
+
+    def _due_of(self, item: tuple[K, T]) -> int:
+        """The due time of an expired bucket's (key, value): a keyed entry's or a filed one's."""
+        due_ms = self._due.get(item[0])
+        entry: Any = item[0]
+        return entry.due_ms if due_ms is None else due_ms
 
     def _grow(self, level: int) -> None:
         while len(self._occupied) <= level:

@@ -43,7 +43,7 @@ class AsyncScheduler(WheelTimers):
             return super().call_later(delay, fn, *args, key=key)
         due_ms = due_after(delay, self._clock.now_ns())
         handle = TimerHandle(self, None, due_ms, fn, args)
-        self._wheel.add(handle, due_ms, handle)
+        self._wheel.file(handle, due_ms)
         wake_at = self._wake_at
         if wake_at is None or due_ms < wake_at:
             self._wake_before(due_ms)
@@ -52,7 +52,7 @@ class AsyncScheduler(WheelTimers):
     def cancel_handle(self, handle: TimerHandle) -> bool:
         key = handle.key
         if key is None:
-            return self._wheel.cancel(handle)
+            return self._wheel.discard(handle)
         return self._wheel.get(key) is handle and self._wheel.cancel(key)
 
     async def __aenter__(self) -> AsyncScheduler:

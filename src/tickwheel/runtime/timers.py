@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from tickwheel.core import TimingWheel
+from tickwheel.core import TimingWheel, WheelEntry
 from tickwheel.errors import Closed, InvalidArgument
 from tickwheel.recurrence import Cron, Recurrence, every_seconds
 from tickwheel.runtime._args import (
@@ -22,10 +22,17 @@ from tickwheel.runtime.clock import NS_PER_MS, Clock, SystemClock
 from tickwheel.runtime.series import Series
 
 
-class TimerHandle:
-    """One scheduled call, returned by `call_later` and `call_at`; cancel or move it."""
+class TimerHandle(WheelEntry):
+    """One scheduled call, returned by `call_later` and `call_at`; cancel or move it.
 
-    __slots__ = ("_args", "_due_ms", "_fn", "_owner", "key", "series")
+    Without a key the handle is itself the wheel's entry: cancelling it flags it, no lookup.
+    """
+
+    __slots__ = ("_args", "_fn", "_owner", "key")
+
+    # the recurring call this occurrence belongs to: set on an `Occurrence` only, so that a
+    # plain call's handle has no slot for it
+    series: Series | None = None
 
     def __init__(
         self,
@@ -34,19 +41,18 @@ class TimerHandle:
         due_ms: int,
         fn: Callable[..., Any],
         args: tuple[Any, ...],
-        series: Series | None = None,
     ) -> None:
         self._owner = owner
         self.key = key
-        self._due_ms = due_ms
+        self.due_ms = due_ms
+        self._pending = False
         self._fn = fn
         self._args = args
-        self.series = series  # the recurring call this occurrence belongs to
 
     @property
     def when(self) -> float:
         """When the call is due, in epoch seconds."""
-        return self._due_ms / 1000
+        return self.due_ms / 1000
 
     def cancel(self) -> bool:
         """Stop the call; return whether it was still pending."""
@@ -63,6 +69,16 @@ class TimerHandle:
     def __repr__(self) -> str:
         name = getattr(self._fn, "__qualname__", repr(self._fn))
         return f"<TimerHandle {name} key={self.key!r} when={self.when:.3f}>"
+
+
+class Occurrence(TimerHandle):
+    """The handle of one occurrence of a recurring call (`every`, `cron`)."""
+
+    __slots__ = ("series",)
+
+    def __init__(self, owner: WheelTimers, series: Series, due_ms: int) -> None:
+        super().__init__(owner, series.key, due_ms, series.occur, (due_ms,))
+        self.series = series
 
 
 class WheelTimers(ABC):
@@ -203,7 +219,7 @@ class WheelTimers(ABC):
             if series.key is not None and self._series.get(series.key) is series:
                 del self._series[series.key]
             return
-        handle = TimerHandle(self, series.key, due_ms, series.occur, (due_ms,), series)
+        handle = Occurrence(self, series, due_ms)
         self._wheel.add(series if series.key is None else series.key, due_ms, handle)
         self._wake_if_earlier(due_ms)
 
@@ -220,25 +236,29 @@ class WheelTimers(ABC):
     def cancel_handle(self, handle: TimerHandle) -> bool:
         key = handle.key
         with self._lock:
-            if key is None:  # filed under itself: whatever the wheel holds there is this call
-                return self._wheel.cancel(handle)
+            if key is None:  # the handle is its own entry
+                return self._wheel.discard(handle)
             return self._wheel.get(key) is handle and self._wheel.cancel(key)
 
     def reschedule_handle(self, handle: TimerHandle, delay: float) -> bool:
         due_ms = due_after(delay, self._clock.now_ns())
-        wheel_key = handle if handle.key is None else handle.key
+        key = handle.key
         with self._lock:
-            if self._wheel.get(wheel_key) is not handle:
+            if key is None:
+                if not self._wheel.move(handle, due_ms):
+                    return False
+            elif self._wheel.get(key) is handle:
+                handle.due_ms = due_ms
+                self._wheel.add(key, due_ms, handle)
+            else:
                 return False
-            handle._due_ms = due_ms
-            self._wheel.add(wheel_key, due_ms, handle)
             self._wake_if_earlier(due_ms)
         return True
 
     def _drop_pending(self) -> None:
         """Close, forgetting every pending timer; called with the lock held."""
         self._closed = True
-        self._wheel = TimingWheel(self._wheel.now_ms, 1)
+        self._wheel.clear()
 
     def _add(
         self, due_ms: int, fn: Callable[..., Any], args: tuple[Any, ...], key: Hashable | None
@@ -249,9 +269,11 @@ class WheelTimers(ABC):
         with self._lock:
             if self._closed:
                 raise Closed(f"{type(self).__name__} is closed")
-            if key is not None:
+            if key is None:
+                self._wheel.file(handle, due_ms)
+            else:
                 self._end_keyed(key)
-            self._wheel.add(handle if key is None else key, due_ms, handle)
+                self._wheel.add(key, due_ms, handle)
             self._wake_if_earlier(due_ms)
         return handle
 
