@@ -201,6 +201,10 @@ class RedisClusterProcesses:
             if time.monotonic() > deadline:
                 raise RuntimeError("cluster did not reach cluster_state:ok")
             time.sleep(0.05)
+        while not all(self._synced(node) for node in self.nodes):
+            if time.monotonic() > deadline + START_TIMEOUT_S:
+                raise RuntimeError("the replicas did not sync with their masters")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         for node in self.nodes:
@@ -211,6 +215,12 @@ class RedisClusterProcesses:
         with node.client() as client:
             info = client.execute_command("CLUSTER", "INFO")
         return "cluster_state:ok" in str(info)
+
+    @staticmethod
+    def _synced(node: RedisServer) -> bool:
+        with node.client() as client:
+            info = client.info("replication")
+        return info["role"] == "master" or info.get("master_link_status") == "up"
 
 
 @pytest.fixture(scope="session")
@@ -241,12 +251,20 @@ def start_redis(
 ) -> Iterator[Callable[..., RedisServer]]:
     """Start private standalone servers (to stop or restart in a test); all stopped after it.
 
-    `start(appendonly=True)` keeps an AOF fsynced on every write, so a restart keeps the data.
+    `start(appendonly=True)` keeps an AOF fsynced on every write (`appendfsync` says otherwise),
+    so a restart keeps the data; `options` are more server arguments.
     """
     started: list[RedisServer] = []
 
-    def start(*, appendonly: bool = False) -> RedisServer:
-        server = RedisServer(tmp_path_factory.mktemp("redis-own"), appendonly=appendonly)
+    def start(
+        *, appendonly: bool = False, appendfsync: str = "always", options: Sequence[str] = ()
+    ) -> RedisServer:
+        server = RedisServer(
+            tmp_path_factory.mktemp("redis-own"),
+            appendonly=appendonly,
+            appendfsync=appendfsync,
+            options=options,
+        )
         started.append(server)
         server.start()
         return server
@@ -256,6 +274,29 @@ def start_redis(
     finally:
         for server in started:
             server.stop()
+
+
+@pytest.fixture
+def start_redis_cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., RedisClusterProcesses]]:
+    """Start private Clusters (`replicas` per master, `options` for every node) to crash
+    nodes of; all stopped after the test."""
+    started: list[RedisClusterProcesses] = []
+
+    def start(*, replicas: int = 0, options: Sequence[str] = ()) -> RedisClusterProcesses:
+        cluster = RedisClusterProcesses(
+            tmp_path_factory.mktemp("redis-cluster-own"), replicas=replicas, options=options
+        )
+        started.append(cluster)
+        cluster.start()
+        return cluster
+
+    try:
+        yield start
+    finally:
+        for cluster in started:
+            cluster.stop()
 
 
 WORKER_MAIN = Path(__file__).parent / "engine" / "worker_main.py"

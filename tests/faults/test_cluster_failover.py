@@ -4,6 +4,9 @@ Its replica takes over after the node timeout (2 s). POSTs to the dead master's 
 (503) until then and are not acknowledged; every acknowledged timer must still arrive, none
 early. A write the master acknowledged but had not yet sent to its replica would be lost by
 design (asynchronous replication); on loopback the replica trails by microseconds.
+
+Lateness is measured, not yet asserted: a claim whose reply the dying master swallows leaves
+its timers leased to nobody until the lease lapses (issue 17's claim recovery is to end that).
 """
 
 from __future__ import annotations
@@ -11,14 +14,17 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
-from conftest import RedisClusterProcesses, RedisServer
 from service.e2e_helpers import Processes
 
 from tickwheel.testing.receiver import Receiver
 
 from .harness import FaultReport, Stream, now_ms, report, settle, wait_until
+
+if TYPE_CHECKING:
+    from conftest import RedisClusterProcesses, RedisServer
 
 pytestmark = pytest.mark.timeout(120)
 

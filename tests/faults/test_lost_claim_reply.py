@@ -10,15 +10,18 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
-from conftest import RedisServer
 from service.e2e_helpers import Processes
 
 from tickwheel.testing.receiver import Receiver
 
 from .harness import FaultReport, Stream, report, settle
 from .proxy import ReplyDropper
+
+if TYPE_CHECKING:
+    from conftest import RedisServer
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -30,12 +33,12 @@ WINDOW_MS = 1000  # timers due within this of the lost reply count as due during
 
 
 async def test_claim_reply_lost(
-    own_redis: Callable[..., RedisServer],
+    start_redis: Callable[..., RedisServer],
     receiver: Receiver,
     procs: Processes,
     record_fault: Callable[[FaultReport], None],
 ) -> None:
-    server = own_redis()
+    server = start_redis()
     async with ReplyDropper(server.port) as proxy:
         api = await procs.start(
             "serve", "--port", "0", "--store", server.url, "--no-worker", "--allow-private-targets"

@@ -9,14 +9,17 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
-from conftest import RedisServer
 from service.e2e_helpers import Processes
 
 from tickwheel.testing.receiver import Receiver
 
 from .harness import FaultReport, Stream, now_ms, report, settle
+
+if TYPE_CHECKING:
+    from conftest import RedisServer
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -26,12 +29,12 @@ AFTER_S = 3.0
 
 
 async def test_redis_answering_slowly(
-    own_redis: Callable[..., RedisServer],
+    start_redis: Callable[..., RedisServer],
     receiver: Receiver,
     procs: Processes,
     record_fault: Callable[[FaultReport], None],
 ) -> None:
-    server = own_redis(options=["--enable-debug-command", "local"])
+    server = start_redis(options=["--enable-debug-command", "local"])
     api = await procs.start(
         "serve", "--port", "0", "--store", server.url, "--no-worker", "--allow-private-targets"
     )

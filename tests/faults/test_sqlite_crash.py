@@ -4,6 +4,9 @@ Batches (``POST /v1/timers/batch``) keep coming; the one the kill interrupts has
 counts as not acknowledged (its timers may or may not be stored). Every timer of an answered
 batch must arrive after the restart, none early. One the dead worker had claimed comes back
 when its lease lapses; one it had fired but not yet acked fires again then (at least once).
+
+Lateness is measured, not yet asserted: those leases make timers due at the crash a lease late
+(issue 17's shorter leases, or a restart taking back its own, are to end that).
 """
 
 from __future__ import annotations

@@ -11,14 +11,17 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
-from conftest import RedisServer
 from service.e2e_helpers import Processes
 
 from tickwheel.testing.receiver import Received, Receiver, Reply
 
 from .harness import FaultReport, Stream, metrics_url, now_ms, report, scrape, settle
+
+if TYPE_CHECKING:
+    from conftest import RedisServer
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -33,11 +36,11 @@ async def _slow(received: Received) -> Reply:
 
 
 async def test_worker_stopped_past_its_lease_loses_it(
-    own_redis: Callable[..., RedisServer],
+    start_redis: Callable[..., RedisServer],
     procs: Processes,
     record_fault: Callable[[FaultReport], None],
 ) -> None:
-    server = own_redis()
+    server = start_redis()
     worker_args = ["worker", "--store", server.url, "--allow-private-targets"]
     worker_args += ["--lease", str(LEASE_S), "--metrics-port", "0"]
     async with Receiver(respond=_slow) as receiver:
