@@ -1,8 +1,9 @@
 """Scale benchmark (issue 17): N pending timers on one Redis (default 10,000,000).
 
 Reports Redis memory per timer (``INFO memory`` used_memory delta / N), the `add_many` rate over
-the whole fill (with a progress line every 1/20 of it), and the latency of a claim of 1,000 due
-timers with 10k pending beside N pending, on the same server in alternation.
+the whole fill (with a progress line every 1/20 of it), both beside a floor of plain pipelined
+ZADD + HSET of the same ids and specs (up to 1M of them), and the latency of a claim of 1,000
+due timers with 10k pending beside N pending, on the same server in alternation.
 
 Run ``python bench/scale.py`` (``--count N`` for a quicker run, ``--rounds`` claims per store,
 ``--markdown PATH``). It starts its own ``redis-server`` on a free loopback port in a temp dir,
@@ -22,11 +23,13 @@ from redis.asyncio import Redis
 from scenarios.scale.pending import (
     BATCH,
     CLAIM_LIMIT,
+    FLOOR_MAX,
     SMALL,
     Claims,
     Fill,
     claim_latency,
     fill,
+    floor,
 )
 
 from tickwheel.stores.redis import RedisStore
@@ -34,24 +37,41 @@ from tickwheel.stores.redis import RedisStore
 MAX_COUNT = 50_000_000
 
 
-def fill_table(big: Fill, other: OtherLoad) -> Table:
+def fill_table(big: Fill, raw: Fill, other: OtherLoad) -> Table:
     out = Table(
         f"{big.count:,} pending timers on Redis: memory and add_many",
-        ["measure", "value"],
+        ["measure", "RedisStore", f"floor ({raw.count:,})", "x floor"],
     )
     rates = big.step_rates
     out.rows = [
-        ["Redis used_memory per timer", f"{fmt(big.bytes_per_timer)} B"],
-        ["used_memory added by the fill", f"{big.memory_bytes / 2**20:,.0f} MiB"],
-        ["add_many rate over the whole fill", f"{fmt(big.per_s)}/s"],
-        ["add_many rate, slowest / fastest 1/20", f"{fmt(min(rates))} / {fmt(max(rates))}/s"],
-        ["first 1/20 -> last 1/20", f"{fmt(rates[0])} -> {fmt(rates[-1])}/s"],
-        ["fill wall time (timers built too)", f"{big.wall_s:,.1f} s"],
+        [
+            "Redis used_memory per timer",
+            f"{fmt(big.bytes_per_timer)} B",
+            f"{fmt(raw.bytes_per_timer)} B",
+            f"{big.bytes_per_timer / raw.bytes_per_timer:.2f}",
+        ],
+        [
+            "used_memory added by the fill",
+            f"{big.memory_bytes / 2**20:,.0f} MiB",
+            f"{raw.memory_bytes / 2**20:,.0f} MiB",
+            "",
+        ],
+        [
+            "add rate over the whole fill",
+            f"{fmt(big.per_s)}/s",
+            f"{fmt(raw.per_s)}/s",
+            f"{big.per_s / raw.per_s:.2f}",
+        ],
+        ["add_many, slowest / fastest 1/20", f"{fmt(min(rates))} / {fmt(max(rates))}/s", "", ""],
+        ["add_many, first 1/20 -> last 1/20", f"{fmt(rates[0])} -> {fmt(rates[-1])}/s", "", ""],
+        ["fill wall time (timers built too)", f"{big.wall_s:,.1f} s", f"{raw.wall_s:,.1f} s", ""],
     ]
     out.notes = [
         f"ids 'order-<uuid hex>' ({big.id_bytes} B), one callback URL, a {big.spec_bytes} B "
         f"spec; due over the hour starting an hour ahead; add_many of {BATCH:,} a call, one "
-        "call at a time; the rate counts time inside add_many only",
+        "call at a time; rates count time inside the calls only",
+        f"floor: ZADD id -> due and HSET id -> spec of the same timers, {BATCH:,} of each a "
+        "pipeline, keys deleted before the store's fill",
         other.note(),
     ]
     return out
@@ -83,11 +103,13 @@ def claim_table(claims: Claims, other: OtherLoad) -> Table:
     return out
 
 
-async def run(url: str, count: int, rounds: int) -> tuple[Fill, Claims]:
+async def run(url: str, count: int, rounds: int) -> tuple[Fill, Fill, Claims]:
     admin = Redis.from_url(url)
     big = RedisStore.from_url(url, prefix="scale")
     small = RedisStore.from_url(url, prefix="scale-small")
     try:
+        progress(f"floor: ZADD + HSET of {min(count, FLOOR_MAX):,} timers")
+        raw = await floor(admin, min(count, FLOOR_MAX))
         progress(f"filling {count:,} pending timers")
         filled = await fill(big, admin, count)
         progress(f"filling {SMALL:,} pending timers beside them")
@@ -98,7 +120,7 @@ async def run(url: str, count: int, rounds: int) -> tuple[Fill, Claims]:
         await big.close()
         await small.close()
         await admin.aclose()
-    return filled, claims
+    return filled, raw, claims
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -116,8 +138,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     with private_redis("tickwheel-bench-scale-") as server:
         tables[0].rows += server.rows()
         other = OtherLoad(server.pid)
-        filled, claims = uvloop.run(run(server.url, args.count, args.rounds))
-        emit(fill_table(filled, other), tables)
+        filled, raw, claims = uvloop.run(run(server.url, args.count, args.rounds))
+        emit(fill_table(filled, raw, other), tables)
         emit(claim_table(claims, other), tables)
     if args.markdown:
         write_markdown(args.markdown, tables, "Scale benchmark")

@@ -1,5 +1,8 @@
 """Fill a RedisStore with N pending timers (memory, `add_many` rate), then time claims of 1,000
-due timers beside a store holding 10k pending on the same server."""
+due timers beside a store holding 10k pending on the same server.
+
+The floor: the same ids and specs written as plainly as Redis allows, ZADD id -> due plus
+HSET id -> spec, pipelined; what any store of these timers needs at the least."""
 
 from __future__ import annotations
 
@@ -27,6 +30,8 @@ CLAIM_LIMIT = 1_000
 DUE_SPAN_MS = 600_000  # due timers for the claims are spread over the last ten minutes
 LEASE_MS = 30_000
 PROGRESS_STEPS = 20  # progress lines over one fill
+FLOOR_MAX = 1_000_000  # the floor writes at most this many (its cost per timer is flat)
+FLOOR_KEYS = ("floor:due", "floor:specs")
 
 
 @dataclass
@@ -79,6 +84,33 @@ def _chunks(count: int) -> Iterator[int]:
 
 async def used_memory(admin: Redis) -> int:
     return int((await admin.info("memory"))["used_memory"])
+
+
+async def floor(admin: Redis, count: int) -> Fill:
+    """ZADD + HSET `count` timers like `fill`'s, BATCH a pipeline; the keys are deleted after."""
+    rng = random.Random(SEED)
+    now = int((await admin.time())[0]) * 1000
+    sample = _timers(1, rng, now, LEAD_MS, SPREAD_MS)[0]
+    spec = encode_spec(sample)
+    await admin.delete(*FLOOR_KEYS)
+    before = await used_memory(admin)
+    add_s = 0.0
+    wall0 = time.perf_counter()
+    for size in _chunks(count):
+        timers = _timers(size, rng, now, LEAD_MS, SPREAD_MS)
+        t0 = time.perf_counter()
+        async with admin.pipeline(transaction=False) as pipe:
+            pipe.zadd(FLOOR_KEYS[0], {t.id: t.due_ms for t in timers})
+            pipe.hset(FLOOR_KEYS[1], mapping={t.id: spec for t in timers})
+            await pipe.execute()
+        add_s += time.perf_counter() - t0
+    wall_s = time.perf_counter() - wall0
+    memory = await used_memory(admin) - before
+    await admin.delete(*FLOOR_KEYS)
+    progress(
+        f"floor: {count:,} ZADD + HSET at {count / add_s:,.0f}/s, {memory / count:,.0f} B each"
+    )
+    return Fill(count, add_s, wall_s, memory, len(spec.encode()), len(sample.id))
 
 
 async def fill(store: RedisStore, admin: Redis, count: int) -> Fill:
