@@ -30,18 +30,18 @@ pytestmark = pytest.mark.timeout(120)
 
 START_TIMEOUT_S = 30.0
 COMMANDS = (
-    "serve", "worker", "receiver", "add", "get", "cancel", "ls", "dead", "stats", "schedule",
-    "bench",
+    "serve", "worker", "receiver", "add", "get", "reschedule", "cancel", "ls", "dead", "stats",
+    "pause", "resume", "queues", "limit", "import", "schedule", "bench",
 )  # fmt: skip
 
 
 class Process:
     """A ``python -m tickwheel ARGS`` process whose stdout is read line by line."""
 
-    def __init__(self, directory: Path, *args: str) -> None:
+    def __init__(self, directory: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.log = directory / f"{args[0]}.log"
         command = [sys.executable, "-m", "tickwheel", *args]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")} | (env or {})
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=env
@@ -82,8 +82,8 @@ class Process:
 class Service(Process):
     """A ``python -m tickwheel serve --port 0`` process; `url` is the address it printed."""
 
-    def __init__(self, directory: Path, *args: str) -> None:
-        super().__init__(directory, "serve", "--port", "0", *args)
+    def __init__(self, directory: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        super().__init__(directory, "serve", "--port", "0", *args, env=env)
         found = re.search(r"serving (http://\S+)", self.first_line)
         assert found, self.first_line
         self.url = found[1]
