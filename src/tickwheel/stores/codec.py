@@ -49,11 +49,11 @@ def encode_spec(timer: Timer) -> str:
 
 def encode_target(callback: Callback | None, payload: Any, retry: RetryPolicy) -> str:
     """A spec from its parts: a schedule's occurrences share the target it holds."""
-    return json.dumps(
-        [_callback_fields(callback), payload, _retry_fields(retry)],
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+    return _encode([_callback_fields(callback), payload, _retry_fields(retry)])
+
+
+# one encoder for every spec: json.dumps with options builds an encoder per call
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def _callback_fields(callback: Callback | None) -> list[Any] | None:

@@ -15,8 +15,9 @@ from typing import TypeAlias, cast
 
 from tickwheel.errors import TimerExists
 from tickwheel.model import Timer
+from tickwheel.stores.codec import encode_spec
 from tickwheel.stores.rebuild import as_scheduled
-from tickwheel.stores.redis.record import RecordCodec, SeqSource
+from tickwheel.stores.redis.record import RecordCodec, SeqSource, base36, pack_new
 from tickwheel.stores.redis.shards import Shards
 
 Added: TypeAlias = list[Timer | TimerExists]
@@ -99,6 +100,22 @@ async def add(
             for task in in_flight:
                 task.cancel()
     return cast(Added, results)
+
+
+async def add_one(
+    shards: Shards, records: RecordCodec, timer: Timer, *, replace: bool, now_ms: int, seq: int
+) -> Timer | TimerExists:
+    """`add` of one timer, as lean as it goes: its record encoded once, then add_one.lua, which
+    stores it unless a record holds its id; only then (or to replace) add.lua decides."""
+    spec = encode_spec(timer)
+    record = pack_new(timer, base36(now_ms), SeqSource.format(seq), spec)
+    if not replace:
+        stored = await shards.run("add_one", timer.id, (now_ms, timer.id, record))
+        if stored is not None:
+            return as_scheduled(timer, now_ms)
+    line = f"{timer.id}\n{record}\n"
+    (result,) = await shards.run("add", timer.id, (now_ms, int(replace), line))
+    return _added(records, timer, now_ms, result)
 
 
 def _added(

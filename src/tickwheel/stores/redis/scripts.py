@@ -35,6 +35,7 @@ ScriptCall: TypeAlias = tuple[str, Sequence[str], Sequence[Arg]]
 NAMES = (
     "ack",
     "add",
+    "add_one",
     "cancel",
     "claim",
     "extend",
@@ -185,11 +186,19 @@ class Scripts:
         }
         self._lane = _lane_of(client)
         self._keys: dict[tuple[str, ...], bytes] = {}  # KEYS as packed after EVALSHA's sha
+        self._shas: dict[str | bytes, bytes] = {}  # each script's sha, packed
 
     async def run(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         """Run one script (loaded again if the server forgot it)."""
-        if self._lane is not None and not self._lane.busy:
-            return (await self.run_many([(name, keys, args)]))[0]
+        lane = self._lane
+        if lane is not None and not lane.busy:
+            lane.busy = True
+            try:
+                return (await self._run_on(lane, [(name, keys, args)]))[0]
+            except _ERRORS as error:  # (not `unavailable`: a context manager per call)
+                raise StoreUnavailable(f"redis {name} failed: {error}") from error
+            finally:
+                lane.busy = False
         with unavailable(name):
             return await self._scripts[name](keys=keys, args=args)
 
@@ -274,11 +283,14 @@ class Scripts:
             packed_keys = self._keys[keys] = b"".join(
                 [_packed(len(keys)), *[_packed(key) for key in keys]]
             )
-        sha: str | bytes = self._scripts[name].sha
+        sha = self._scripts[name].sha
+        packed_sha = self._shas.get(sha)
+        if packed_sha is None:
+            packed_sha = self._shas[sha] = _packed(sha)
         return b"".join(
             [
                 b"*%d\r\n$7\r\nEVALSHA\r\n" % (3 + len(keys) + len(args)),
-                _packed(sha),
+                packed_sha,
                 packed_keys,
                 *[_packed(arg) for arg in args],
             ]

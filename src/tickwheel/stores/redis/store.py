@@ -486,6 +486,11 @@ class RedisStore:
             for timer in timers:
                 check_due(timer.due_ms, now, self.settings)
         first_seq = self._seq.take(len(timers))
+        if len(timers) == 1:
+            one = await adding.add_one(
+                self._shards, self._records, timers[0], replace=replace, now_ms=now, seq=first_seq
+            )
+            return [one]
         return await adding.add(
             self._shards, self._records, timers, replace=replace, now_ms=now, first_seq=first_seq
         )
