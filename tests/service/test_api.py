@@ -476,7 +476,7 @@ async def test_dead_letters_and_replay(client: httpx.AsyncClient, store: Store) 
 async def test_stats(client: httpx.AsyncClient, store: Store) -> None:
     empty = (await client.get("/v1/stats")).json()
     assert empty == {
-        "counts": {"scheduled": 0, "leased": 0, "done": 0, "dead": 0},
+        "counts": {"scheduled": 0, "leased": 0, "paused": 0, "done": 0, "dead": 0},
         "earliest_due": None,
         "earliest_due_ms": None,
     }
@@ -485,7 +485,7 @@ async def test_stats(client: httpx.AsyncClient, store: Store) -> None:
     await client.post("/v1/timers", json=timer(id="d", delay=0))
     await make_dead(store, "d")
     stats = (await client.get("/v1/stats")).json()
-    assert stats["counts"] == {"scheduled": 2, "leased": 0, "done": 0, "dead": 1}
+    assert stats["counts"] == {"scheduled": 2, "leased": 0, "paused": 0, "done": 0, "dead": 1}
     assert stats["earliest_due"] == "2029-01-01T00:00:00.000Z"
 
 

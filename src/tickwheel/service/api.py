@@ -17,7 +17,7 @@ from tickwheel.service.dashboard import static_routes
 from tickwheel.service.errors import install_error_handlers
 from tickwheel.service.gate import Gate
 from tickwheel.service.request_metrics import RequestMetrics
-from tickwheel.service.routes import dead, ops, schedules, timers
+from tickwheel.service.routes import dead, limits, ops, queues, schedules, timers
 from tickwheel.service.routes.deps import Context
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.stores.base import Store
@@ -96,7 +96,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.tickwheel = context
-    for resource in (timers, schedules, dead, ops):
+    for resource in (timers, schedules, dead, queues, limits, ops):
         app.include_router(resource.router())
     app.router.routes.extend(static_routes())
     install_error_handlers(app)

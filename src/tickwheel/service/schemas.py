@@ -8,7 +8,15 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictBool,
+    WithJsonSchema,
+)
 
 from tickwheel.errors import InvalidArgument, InvalidTimer
 from tickwheel.model import (
@@ -28,6 +36,14 @@ from tickwheel.model import (
     State,
     Timer,
     json_depth,
+)
+from tickwheel.stores.base import (
+    MAX_BURST,
+    MAX_CONCURRENCY,
+    MAX_RATE,
+    Limit,
+    QueueInfo,
+    QueueSettings,
 )
 
 MAX_EPOCH_S = MAX_DUE_MS // 1000
@@ -372,3 +388,114 @@ class HealthOut(BaseModel):
 
     status: Literal["ok"]
     store: str
+
+
+Rate = Annotated[float, Field(strict=True, gt=0, le=MAX_RATE, allow_inf_nan=False)]
+Burst = Annotated[int, Field(strict=True, ge=1, le=MAX_BURST)]
+Concurrency = Annotated[int, Field(strict=True, ge=1, le=MAX_CONCURRENCY)]
+
+
+class LimitIn(_Input):
+    """A bound on callbacks: `rate` a second on average with bursts of `burst` (default: one
+    second's worth; it needs a rate), and at most `concurrency` at once; a rate, a concurrency
+    or both."""
+
+    rate: Rate | None = None
+    burst: Burst | None = None
+    concurrency: Concurrency | None = None
+
+    def limit(self, field_prefix: str = "") -> Limit:
+        """The store's `Limit`; its refusals (no rate nor concurrency, a burst without a rate)
+        name the field under `field_prefix`."""
+        try:
+            return Limit(rate=self.rate, burst=self.burst, concurrency=self.concurrency)
+        except InvalidArgument as error:
+            message = str(error).removeprefix(f"{error.argument}: ")
+            raise InvalidArgument(field_prefix + error.argument, message) from None
+
+
+class LimitOut(BaseModel):
+    """A limit as stored (unset parts null)."""
+
+    rate: float | None
+    burst: int | None
+    concurrency: int | None
+
+    @classmethod
+    def of(cls, limit: Limit) -> LimitOut:
+        return cls(rate=limit.rate, burst=limit.burst, concurrency=limit.concurrency)
+
+
+class HostLimitOut(LimitOut):
+    """The limit on callbacks to one host (``host`` or ``host:port``, as in its URLs)."""
+
+    host: str
+
+    @classmethod
+    def of_host(cls, host: str, limit: Limit) -> HostLimitOut:
+        return cls(host=host, rate=limit.rate, burst=limit.burst, concurrency=limit.concurrency)
+
+
+class LimitsOut(BaseModel):
+    """Every host's limit, sorted by host."""
+
+    limits: list[HostLimitOut]
+
+
+class QueueIn(_Input):
+    """A queue's settings, replacing the ones it had: paused (no worker claims from it) and
+    a limit on its callbacks."""
+
+    paused: StrictBool = False
+    limit: LimitIn | None = None
+
+    def settings(self) -> QueueSettings:
+        limit = None if self.limit is None else self.limit.limit("limit.")
+        return QueueSettings(paused=self.paused, limit=limit)
+
+
+class QueueCounts(BaseModel):
+    """A queue's timers per state."""
+
+    scheduled: int
+    leased: int
+    paused: int
+    done: int
+    dead: int
+
+
+class QueueOut(BaseModel):
+    """One queue: its timers per state, how long its earliest overdue timer has waited (null
+    when none is due), and its settings."""
+
+    name: str
+    counts: QueueCounts
+    oldest_overdue_s: float | None
+    paused: bool
+    limit: LimitOut | None
+
+    @classmethod
+    def of(cls, info: QueueInfo, now_ms: int) -> QueueOut:
+        earliest = info.earliest_due_ms
+        limit = info.settings.limit
+        return cls(
+            name=info.name,
+            counts=QueueCounts(**{state.value: info.counts.get(state, 0) for state in State}),
+            oldest_overdue_s=None
+            if earliest is None or earliest > now_ms
+            else (now_ms - earliest) / 1000,
+            paused=info.settings.paused,
+            limit=None if limit is None else LimitOut.of(limit),
+        )
+
+
+class QueuesOut(BaseModel):
+    """Every queue that holds timers or has settings, sorted by name."""
+
+    queues: list[QueueOut]
+
+
+class ReplayedOut(BaseModel):
+    """How many dead timers were scheduled again."""
+
+    replayed: int

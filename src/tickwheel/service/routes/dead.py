@@ -1,8 +1,11 @@
-"""The ``/v1/dead`` routes: list dead-lettered timers, replay one."""
+"""The ``/v1/dead`` routes: list dead-lettered timers, replay one, replay a queue's."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
 
 from tickwheel.model import State
 from tickwheel.service.errors import ApiError
@@ -15,7 +18,11 @@ from tickwheel.service.routes.deps import (
     found,
     is_timer_id,
 )
-from tickwheel.service.schemas import TimerOut, TimerPage
+from tickwheel.service.schemas import QUEUE_PATTERN, ReplayedOut, TimerOut, TimerPage
+from tickwheel.stores.checks import MAX_LIST
+
+REPLAYS_AT_ONCE = 64
+"""Replays of one request in flight together: a store round trip each on Redis."""
 
 
 def router() -> APIRouter:
@@ -27,6 +34,24 @@ def router() -> APIRouter:
         """List dead-lettered timers (in id order)."""
         page = await store.list(State.DEAD, limit, cursor)
         return TimerPage(timers=[TimerOut.of(t) for t in page.timers], cursor=page.cursor)
+
+    @routes.post("/v1/dead/replay", responses=errors())
+    async def replay_queue(
+        store: StoreDep,
+        queue: Annotated[str, Query(pattern=QUEUE_PATTERN, description="the queue to replay")],
+    ) -> ReplayedOut:
+        """Schedule every dead timer of `queue` again, due now; say how many."""
+        replayed = 0
+        cursor = None
+        while True:
+            page = await store.list(State.DEAD, MAX_LIST, cursor, queue=queue)
+            ids = [timer.id for timer in page.timers]
+            for start in range(0, len(ids), REPLAYS_AT_ONCE):
+                chunk = ids[start : start + REPLAYS_AT_ONCE]
+                replayed += sum(await asyncio.gather(*(store.replay(i) for i in chunk)))
+            if page.cursor is None:
+                return ReplayedOut(replayed=replayed)
+            cursor = page.cursor
 
     @routes.post("/v1/dead/{timer_id}/replay", responses=errors(404))
     async def replay_dead(timer_id: str, store: StoreDep) -> TimerOut:

@@ -1,4 +1,5 @@
-"""The ``/v1/timers`` routes: create (one or a batch), list, put, get, reschedule, cancel.
+"""The ``/v1/timers`` routes: create (one or a batch), list, put, get, reschedule, cancel,
+pause and resume.
 
 A schedule's occurrences are timers too, readable here, but their schedule owns them: moving
 or cancelling the pending one would stall the series, and writing a timer under an occurrence's
@@ -7,10 +8,12 @@ id would put words in the schedule's mouth. Those writes are refused (409).
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response
 
 from tickwheel.errors import InvalidArgument
-from tickwheel.model import State, occurrence_of
+from tickwheel.model import State, Timer, occurrence_of
 from tickwheel.service.errors import ApiError
 from tickwheel.service.routes import create
 from tickwheel.service.routes.deps import (
@@ -25,14 +28,23 @@ from tickwheel.service.routes.deps import (
     is_timer_id,
 )
 from tickwheel.service.schemas import (
+    QUEUE_PATTERN,
     BatchIn,
     BatchOut,
     RescheduleIn,
     TimerIn,
     TimerOut,
     TimerPage,
+    epoch_ms,
 )
 from tickwheel.stores.base import Store
+
+MAX_TIME_CHARS = 64
+"""An RFC 3339 timestamp is 20-35 characters; a longer query value is refused unread."""
+QueueFilter = Annotated[
+    str | None, Query(pattern=QUEUE_PATTERN, description="only timers of this queue")
+]
+TimeFilter = Annotated[str | None, Query(max_length=MAX_TIME_CHARS)]
 
 
 async def _not_scheduled(store: Store, timer_id: str) -> ApiError:
@@ -56,6 +68,30 @@ def _owned(timer_id: str) -> ApiError | None:
         f"delete the schedule instead (/v1/schedules/{schedule_id})",
         code="schedule_occurrence",
         field="id",
+    )
+
+
+def _due_filter(name: str, value: str | None) -> int | None:
+    """A due bound of the list, RFC 3339 with an offset, as epoch ms (422 naming it)."""
+    if value is None:
+        return None
+    try:
+        return epoch_ms(value)
+    except ValueError as error:
+        raise ApiError(422, f"{name} {error}", field=name) from None
+
+
+async def _paused_or_not(
+    store: Store, timer_id: str, changed: bool, wanted: State, code: str
+) -> Timer:
+    """The timer after a pause or resume: `changed`, or already in `wanted` (200 again);
+    else 404 when unknown, 409 with `code` when it is in another state."""
+    timer = await found(store, timer_id)
+    if changed or timer.state is wanted:
+        return timer
+    verb = "paused" if wanted is State.PAUSED else "resumed"
+    raise ApiError(
+        409, f"timer {timer_id!r} is {timer.state}: it cannot be {verb}", code=code, field="id"
     )
 
 
@@ -91,12 +127,30 @@ def router() -> APIRouter:
 
     @routes.get("/v1/timers", responses=errors())
     async def list_timers(
-        store: StoreDep, state: State | None = None, limit: Limit = 100, cursor: Cursor = None
+        store: StoreDep,
+        state: State | None = None,
+        queue: QueueFilter = None,
+        due_from: Annotated[
+            TimeFilter, Query(description="due at or after (RFC 3339 with an offset)")
+        ] = None,
+        due_to: Annotated[
+            TimeFilter, Query(description="due before (RFC 3339 with an offset)")
+        ] = None,
+        limit: Limit = 100,
+        cursor: Cursor = None,
     ) -> TimerPage:
-        """List timers, optionally in one state; follow `cursor` to the end (each timer once).
+        """List timers, optionally of one state and queue and due in a range; follow `cursor`
+        to the end (each matching timer once; give the same filters with it).
 
         SQLite and memory stores list in id order, Redis shard by shard."""
-        page = await store.list(state, limit, cursor)
+        page = await store.list(
+            state,
+            limit,
+            cursor,
+            queue=queue,
+            due_from_ms=_due_filter("due_from", due_from),
+            due_to_ms=_due_filter("due_to", due_to),
+        )
         return TimerPage(timers=[TimerOut.of(t) for t in page.timers], cursor=page.cursor)
 
     @routes.put(
@@ -139,10 +193,30 @@ def router() -> APIRouter:
             raise await _not_scheduled(store, timer_id)
         return TimerOut.of(await found(store, timer_id))
 
+    @routes.post("/v1/timers/{timer_id}/pause", responses=errors(404, 409))
+    async def pause_timer(timer_id: str, store: StoreDep) -> TimerOut:
+        """Stop a scheduled timer from firing, keeping its id, attempts and history (an
+        already paused one: 200 again); 409 ``not_scheduled`` when it is firing or finished,
+        409 ``schedule_occurrence`` for a schedule's occurrence (pause the schedule)."""
+        await _refuse_occurrence(store, timer_id)
+        paused = VALID_ID.fullmatch(timer_id) is not None and await store.pause(timer_id)
+        timer = await _paused_or_not(store, timer_id, paused, State.PAUSED, "not_scheduled")
+        return TimerOut.of(timer)
+
+    @routes.post("/v1/timers/{timer_id}/resume", responses=errors(404, 409))
+    async def resume_timer(timer_id: str, store: StoreDep) -> TimerOut:
+        """Schedule a paused timer again at its due time, at once if that has passed (an
+        already scheduled one: 200 again); 409 ``not_paused`` when it is firing or finished."""
+        await _refuse_occurrence(store, timer_id)
+        resumed = VALID_ID.fullmatch(timer_id) is not None and await store.resume(timer_id)
+        timer = await _paused_or_not(store, timer_id, resumed, State.SCHEDULED, "not_paused")
+        return TimerOut.of(timer)
+
     @routes.delete("/v1/timers/{timer_id}", status_code=204, responses=errors(404, 409))
     async def cancel_timer(timer_id: str, store: StoreDep) -> Response:
-        """Cancel a scheduled timer; 404 when unknown, or when it is firing or has fired; 409
-        for a schedule's occurrence (pause, change or delete the schedule instead)."""
+        """Cancel a scheduled or paused timer; 404 when unknown, or when it is firing or has
+        fired; 409 for a schedule's occurrence (pause, change or delete the schedule
+        instead)."""
         await _refuse_occurrence(store, timer_id)
         if not (VALID_ID.fullmatch(timer_id) and await store.cancel(timer_id)):
             raise await _not_scheduled(store, timer_id)
