@@ -225,10 +225,12 @@ def report(
 
 
 async def scrape(url: str, name: str) -> float:
-    """Sum the samples of metric `name` on a Prometheus page (0 when it has none)."""
+    """Sum the samples of metric `name` on a Prometheus page (0 when it has none); a `name`
+    with labels (``x{a="b"}``) matches that sample only."""
     async with httpx.AsyncClient(timeout=10) as client:
         text = (await client.get(url)).text
-    pattern = rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$"
+    labels = "" if "{" in name else r"(?:\{[^}]*\})?"
+    pattern = rf"^{re.escape(name)}{labels} (\S+)$"
     return sum(float(value) for value in re.findall(pattern, text, re.M))
 
 

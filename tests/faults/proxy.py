@@ -2,8 +2,9 @@
 
 That is the ambiguous outcome a crash or a dropped connection leaves a client with: the command
 ran, the client never heard. Armed with a marker, the proxy cuts the first connection whose
-reply carries the marker (say, a timer's callback URL, which only a claim's reply holds among
-a worker's commands) and passes none of that reply on.
+reply carries it (`arm_reply`: a timer's callback URL, which among a worker's commands only a
+claim's reply holds) or whose request carries it (`arm_request`: a timer's id, which an ack
+names), passing on none of that reply.
 """
 
 from __future__ import annotations
@@ -13,15 +14,29 @@ import contextlib
 import time
 
 
+class _Link:
+    """One client connection and its upstream one."""
+
+    def __init__(self, client: asyncio.StreamWriter, upstream: asyncio.StreamWriter) -> None:
+        self.writers = (client, upstream)
+        self.cut_next_reply = False
+
+    def close(self) -> None:
+        for writer in self.writers:
+            with contextlib.suppress(Exception):
+                writer.transport.abort()
+
+
 class ReplyDropper:
-    """Forwards 127.0.0.1:`port` to Redis on `upstream_port`; `arm(marker)` loses one reply."""
+    """Forwards 127.0.0.1:`port` to Redis on `upstream_port`; armed, it loses one reply."""
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.port = 0
         self.dropped = asyncio.Event()
         self.dropped_at_ms = 0.0
-        self._marker: bytes | None = None
+        self._in_reply: bytes | None = None
+        self._in_request: bytes | None = None
         self._server: asyncio.Server | None = None
         self._pumps: set[asyncio.Task[None]] = set()
 
@@ -43,9 +58,13 @@ class ReplyDropper:
         if self._server is not None:
             await self._server.wait_closed()
 
-    def arm(self, marker: bytes) -> None:
+    def arm_reply(self, marker: bytes) -> None:
         """Lose the next reply that holds `marker`, and its connection."""
-        self._marker = marker
+        self._in_reply = marker
+
+    def arm_request(self, marker: bytes) -> None:
+        """Pass on the next request that holds `marker`, then lose its reply and connection."""
+        self._in_request = marker
 
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -53,55 +72,42 @@ class ReplyDropper:
         except OSError:
             writer.close()
             return
-        pair = (writer, up_writer)
-        for pump in (
-            self._requests(reader, up_writer, pair),
-            self._replies(up_reader, writer, pair),
-        ):
+        link = _Link(writer, up_writer)
+        for pump in (self._requests(reader, up_writer, link), self._replies(up_reader, link)):
             task = asyncio.create_task(pump)
             self._pumps.add(task)
             task.add_done_callback(self._pumps.discard)
 
     async def _requests(
-        self,
-        reader: asyncio.StreamReader,
-        up_writer: asyncio.StreamWriter,
-        pair: tuple[asyncio.StreamWriter, ...],
+        self, reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter, link: _Link
     ) -> None:
         try:
             while chunk := await reader.read(65536):
+                if self._in_request is not None and self._in_request in chunk:
+                    self._in_request = None
+                    link.cut_next_reply = True
                 up_writer.write(chunk)
                 await up_writer.drain()
         except OSError:
             pass
         finally:
-            _close(pair)
+            link.close()
 
-    async def _replies(
-        self,
-        up_reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        pair: tuple[asyncio.StreamWriter, ...],
-    ) -> None:
+    async def _replies(self, up_reader: asyncio.StreamReader, link: _Link) -> None:
         tail = b""
         try:
             while chunk := await up_reader.read(65536):
-                marker = self._marker
-                if marker is not None and marker in tail + chunk:
-                    self._marker = None
+                marker = self._in_reply
+                if link.cut_next_reply or (marker is not None and marker in tail + chunk):
+                    if not link.cut_next_reply:
+                        self._in_reply = None
                     self.dropped_at_ms = time.time_ns() / 1e6
                     self.dropped.set()
                     return  # the finally cuts both sides: this reply never arrives
                 tail = chunk[-len(marker) :] if marker else b""
-                writer.write(chunk)
-                await writer.drain()
+                link.writers[0].write(chunk)
+                await link.writers[0].drain()
         except OSError:
             pass
         finally:
-            _close(pair)
-
-
-def _close(writers: tuple[asyncio.StreamWriter, ...]) -> None:
-    for writer in writers:
-        with contextlib.suppress(Exception):
-            writer.transport.abort()
+            link.close()
