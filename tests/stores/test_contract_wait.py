@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from tickwheel.model import Timer
 from tickwheel.stores import MemoryStore, Store, StoreSettings
-from tickwheel.stores.base import ANY_QUEUE
+from tickwheel.stores.base import ANY_QUEUE, QueueSettings
 
 from .conftest import ManualClock, StoreFactory
 
@@ -119,6 +119,36 @@ async def test_a_change_between_next_due_ms_and_wait_still_wakes(
         assert await store.wait("jobs", 5) is True
         assert time.monotonic() - start < WAKE_LIMIT_S
         assert await store.wait("jobs", 0.05) is False  # the mark is used once
+    finally:
+        if other is not store:
+            await other.close()
+
+
+async def test_a_queue_setting_changed_elsewhere_wakes_its_waiters(
+    store: Store, make_store: StoreFactory, clock: ManualClock, settings: StoreSettings
+) -> None:
+    """A worker waiting on a paused queue hears of its resume at once."""
+    other = other_of(store, make_store, clock, settings)
+    try:
+        await store.set_queue("q", QueueSettings(paused=True))
+        await quiet(store, "q")
+        took = await woken_after(store, "q", lambda: other.set_queue("q", QueueSettings()))
+        assert took < WAKE_LIMIT_S
+    finally:
+        if other is not store:
+            await other.close()
+
+
+async def test_a_resumed_timer_wakes_its_queue(
+    store: Store, make_store: StoreFactory, clock: ManualClock, settings: StoreSettings
+) -> None:
+    other = other_of(store, make_store, clock, settings)
+    try:
+        await store.add(Timer(id="t", due_ms=clock.now_ms - 1, queue="q", payload=1))
+        assert await store.pause("t")
+        await quiet(store, "q")
+        took = await woken_after(store, "q", lambda: other.resume("t"))
+        assert took < WAKE_LIMIT_S
     finally:
         if other is not store:
             await other.close()
