@@ -63,7 +63,7 @@ def pause(
     as_json: JsonOption = False,
 ) -> None:
     """Pause a timer (it keeps its id and attempts, and never fires until resumed), or with
-    --queue a whole queue (workers claim nothing from it; leases held finish)."""
+    --queue a whole queue (workers claim nothing from it within a second; leases held finish)."""
     _one_of(timer_id, queue, "ID")
     if queue is not None:
         found = call(ctx, api, token, token_file, lambda client: client.pause_queue(queue))
