@@ -2,7 +2,12 @@
 
 The oracle holds ``key -> (due_ms, insertion, value)``; `push` and `reschedule` both take a fresh
 insertion number. ``pop_due(now_ms, limit)`` must return the first ``limit`` entries with
-``due_ms <= now_ms`` in ``(due_ms, insertion)`` order, and nothing else.
+``due_ms <= now_ms`` in ``(due_ms, insertion)`` order, and nothing else; ``pop_one`` the first.
+
+Cancelled and replaced entries stay in the heap, dead, until they surface or a rebuild drops
+them: the machine churns fresh keys to pile them up, on heaps that rebuild after 0, 3 or the
+default number of spare dead entries, and checks after every step that the top is pending and
+the dead are counted and bounded.
 """
 
 from __future__ import annotations
@@ -26,6 +31,26 @@ STEPS = st.one_of(
     st.integers(0, 3 * YEAR_MS),
 )
 LIMITS = st.sampled_from([None, None, 0, 1, 2, 5])
+CHURN_BASE = 1_000
+
+
+class EagerHeap(DelayHeap[int, str]):
+    """Rebuilds as soon as dead entries outnumber pending ones."""
+
+    SPARE_DEAD = 0
+
+
+class SmallSpareHeap(DelayHeap[int, str]):
+    """Rebuilds once dead entries outnumber pending ones by more than 3."""
+
+    SPARE_DEAD = 3
+
+
+HEAPS: dict[str, type[DelayHeap[int, str]]] = {
+    "default": DelayHeap,
+    "eager": EagerHeap,
+    "small": SmallSpareHeap,
+}
 
 
 @dataclass(frozen=True)
@@ -73,10 +98,16 @@ class HeapModel(RuleBasedStateMachine):
         self.pending: dict[int, tuple[int, int, str]] = {}
         self.seq = 0
         self.fired: set[str] = set()
+        self.churned = CHURN_BASE
+        self.peak = 0
 
-    @initialize(start=st.one_of(st.sampled_from([0, 1, 64, 4096]), st.integers(0, 10 * YEAR_MS)))
-    def start(self, start: int) -> None:
+    @initialize(
+        start=st.one_of(st.sampled_from([0, 1, 64, 4096]), st.integers(0, 10 * YEAR_MS)),
+        kind=st.sampled_from(sorted(HEAPS)),
+    )
+    def start(self, start: int, kind: str) -> None:
         self.now = start
+        self.heap = HEAPS[kind]()
 
     # -- oracle helpers --------------------------------------------------------------------
 
@@ -86,8 +117,10 @@ class HeapModel(RuleBasedStateMachine):
     def do_push(self, key: int, due_ms: int) -> None:
         self.seq += 1
         value = f"v{self.seq}"
-        self.heap.push(key, due_ms, value)
+        earliest = self.heap.push(key, due_ms, value)
         self.pending[key] = (due_ms, self.seq, value)
+        self.peak = max(self.peak, len(self.pending))
+        assert earliest == (self.ordered()[0][2] == key)
 
     def do_pop(self, now_ms: int, limit: int | None) -> None:
         due_now = [entry for entry in self.ordered() if entry[0] <= now_ms]
@@ -142,6 +175,36 @@ class HeapModel(RuleBasedStateMachine):
             key = sorted(self.pending)[index % len(self.pending)]
             self.reschedule_any(key, due)
 
+    @rule(index=st.integers(0, BATCH_POOL))
+    def cancel_pending(self, index: int) -> None:
+        if self.pending:
+            self.cancel(sorted(self.pending)[index % len(self.pending)])
+
+    @rule(dues=st.lists(DUES, min_size=1, max_size=12), keep=st.integers(0, 3))
+    def churn(self, dues: list[Due], keep: int) -> None:
+        """Push fresh keys and cancel all but `keep` of them: dead entries pile up."""
+        keys = []
+        for due in dues:
+            self.churned += 1
+            keys.append(self.churned)
+            self.do_push(self.churned, due.resolve(self.now))
+        for key in keys[keep:]:
+            assert self.heap.cancel(key) is True
+            del self.pending[key]
+
+    @rule(step=STEPS)
+    def pop_one(self, step: int) -> None:
+        self.now += step
+        ordered = self.ordered()
+        got = self.heap.pop_one(self.now)
+        if not ordered or ordered[0][0] > self.now:
+            assert got is None
+            return
+        _, _, key, value = ordered[0]
+        assert got == (key, value)
+        del self.pending[key]
+        self.fired.add(value)
+
     @rule(step=STEPS, limit=LIMITS)
     def pop_due(self, step: int, limit: int | None) -> None:
         self.now += step
@@ -167,6 +230,15 @@ class HeapModel(RuleBasedStateMachine):
             self.do_pop(next_due, limit)
 
     # -- invariants ------------------------------------------------------------------------
+
+    @invariant()
+    def dead_entries_counted_and_bounded(self) -> None:
+        heap = self.heap
+        assert len(heap._heap) == len(self.pending) + heap._dead
+        # a cancel rebuilds past the allowance beyond the pending entries, never more
+        assert heap._dead <= self.peak + heap.SPARE_DEAD
+        if heap._heap:
+            assert heap._heap[0][2] in self.pending, "the top of the heap is dead"
 
     @invariant()
     def matches_oracle(self) -> None:

@@ -62,13 +62,16 @@ class _Delayed(ABC, Generic[T]):
 
         Returns its key: `key` if given (replacing an item held under it), else a new one.
         """
-        due_ms = due_ms_of(delay, when, self._clock.now_ns())
+        now_ns = self._clock.now_ns()
+        if delay is None and when is None:
+            due_ms = now_ns // NS_PER_MS
+        else:
+            due_ms = due_ms_of(delay, when, now_ns)
         key = object() if key is None else check_key(key)
         with self._lock:
-            self._check_open()
-            head = self._heap.next_due_ms()
-            self._heap.push(key, due_ms, item)
-            if head is None or due_ms < head:
+            if self._closed:
+                raise Closed(f"{type(self).__name__} is closed")
+            if self._heap.push(key, due_ms, item):
                 self._wake_getter()
         return key
 
@@ -86,10 +89,12 @@ class _Delayed(ABC, Generic[T]):
     def get_nowait(self) -> T:
         """Remove and return a due item, or raise `queue.Empty`."""
         with self._lock:
-            taken = self._take()
-        if not taken:
+            if self._closed:
+                raise Closed(f"{type(self).__name__} is closed")
+            taken = self._heap.pop_one(self._clock.now_ns() // NS_PER_MS)
+        if taken is None:
             raise queue.Empty
-        return taken[0]
+        return taken[1]
 
     def close(self) -> list[T]:
         """Refuse further puts, wake every waiting `get` with `Closed`; return items still held."""
@@ -110,10 +115,11 @@ class _Delayed(ABC, Generic[T]):
     def _wake_getter(self) -> None:
         """Tell one waiting getter that the earliest item changed; called with the lock held."""
 
-    def _take(self) -> list[T]:
-        """Pop one due item, if any, as a list of zero or one."""
-        self._check_open()
-        return [item for _, item in self._heap.pop_due(self._clock.now_ns() // NS_PER_MS, 1)]
+    def _take(self) -> tuple[Hashable, T] | None:
+        """Pop the earliest ``(key, item)`` if it is due, else None."""
+        if self._closed:
+            raise Closed(f"{type(self).__name__} is closed")
+        return self._heap.pop_one(self._clock.now_ns() // NS_PER_MS)
 
     def _sleep_s(self) -> float | None:
         """Return how long until the earliest item is due, or None when empty."""
@@ -128,10 +134,6 @@ class _Delayed(ABC, Generic[T]):
                 return []
             self._closed = True
             return [item for _, item in self._heap.pop_due(MAX_DUE_MS)]
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise Closed(f"{type(self).__name__} is closed")
 
 
 class DelayQueue(_Delayed[T]):
@@ -159,10 +161,10 @@ class DelayQueue(_Delayed[T]):
         with self._lock:
             while True:
                 taken = self._take()
-                if taken:
+                if taken is not None:
                     if self._sleep_s() == 0.0:
                         self._cond.notify()
-                    return taken[0]
+                    return taken[1]
                 sleep_s = self._sleep_s()
                 if deadline is not None:
                     left_s = deadline - time.monotonic()
@@ -205,10 +207,10 @@ class AsyncDelayQueue(_Delayed[T]):
             with self._lock:
                 taken = self._take()
                 sleep_s = self._sleep_s()
-            if taken:
+            if taken is not None:
                 if sleep_s == 0.0:
                     self._wake_one()
-                return taken[0]
+                return taken[1]
             waiter = self._loop.create_future()
             self._getters.append(waiter)
             alarm = None if sleep_s is None else self._loop.call_later(sleep_s, _settle, waiter)
