@@ -353,7 +353,8 @@ async def test_a_worker_keeps_a_host_limit_late_never_early_and_loses_nothing(
     assert len({r.timer_id for r in got}) == 60
     assert all(r.due_ms is not None and r.at_ms >= r.due_ms for r in got)  # never early
     times = arrivals(receiver)
-    assert times[-1] - times[0] >= (60 - 4) / 40 * 1000 - 50  # the rate held overall
+    # the bucket is full when the first falls due: the last goes 56 tokens later at the soonest
+    assert times[-1] - min(due) >= (60 - 4) / 40 * 1000 - 5
     assert most_in_any_window(times, 1000) <= 40 + 4 + 1
     assert worker.metrics.limited_s["default"] > 10  # waited, and it shows
 

@@ -211,7 +211,9 @@ async def test_a_timer_without_callback_is_dead_lettered_by_an_http_worker(store
 
 async def test_stop_hands_back_unfired_timers_at_their_own_due_time(store: Store) -> None:
     target = Recorder(store)
-    added = await store.add_many(timers(store, 20, 100))  # all within the lookahead
+    # all within the lookahead, and far enough ahead to be claimed before they are due
+    due_ms = store.now_ms() + 1000
+    added = await store.add_many([Timer(due_ms=due_ms + n, callback=CALLBACK) for n in range(20)])
     worker = Worker(store, target, WorkerSettings(lookahead_ms=5000, lease_ms=60_000))
     task = asyncio.create_task(worker.run())
     await until(lambda: leased(store, 20))

@@ -135,10 +135,10 @@ class Dispatcher:
         """Claim and deliver until `stop` (or cancellation), then hand everything back."""
         loops: list[asyncio.Task[None]] = []
         try:
+            loops.append(asyncio.create_task(self.controls.run(self._stopping)))
             await self._sync_clock()
             # the wheel starts at the store's time: read it only once it is the server's
             self._scheduler = AsyncScheduler(clock=StoreClock(self._store))
-            loops.append(asyncio.create_task(self.controls.run(self._stopping)))
             if self._settings.queues is None:
                 loops.append(asyncio.create_task(self._discover_loop(loops)))
             else:

@@ -199,8 +199,7 @@ class Controls:
         Raises:
             StoreUnavailable: the store did not answer; the settings stay as they were.
         """
-        queues = await self._store.queue_settings()
-        hosts = await self._store.limits()
+        queues, hosts = await asyncio.gather(self._store.queue_settings(), self._store.limits())
         if queues != self.queues or hosts != self.hosts:
             self.queues, self.hosts = queues, hosts
             self._changed.set()
