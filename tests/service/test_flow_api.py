@@ -3,6 +3,8 @@ settings, host limits, the list's filters and replaying a queue's dead letters; 
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -11,8 +13,9 @@ import pytest
 from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule
 from tickwheel.stores.base import Limit, QueueSettings, Store
+from tickwheel.stores.redis import RedisStore
 
-from .conftest import ClientFactory
+from .conftest import ClientFactory, serve
 from .test_api import error_of, timer
 
 TOKEN = "s3cret-token"
@@ -434,3 +437,50 @@ async def test_every_flow_route_needs_the_token(make_client: ClientFactory, stor
         for method, path, body in calls:
             response = await client.request(method, path, json=body, headers=good)
             assert response.status_code in (200, 204), (path, response.text)
+
+
+# --- the same over Redis and Redis Cluster ---------------------------------------------------
+
+
+@pytest.fixture(params=["redis_server", "redis_cluster"])
+async def redis_store(request: pytest.FixtureRequest) -> AsyncIterator[RedisStore]:
+    url = request.getfixturevalue(request.param).url
+    opened = RedisStore.from_url(url, prefix=f"t{uuid.uuid4().hex[:12]}")
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def test_flow_routes_over_redis(redis_store: RedisStore) -> None:
+    """Pause and resume, the filters, queues, limits and replay-all end to end on Redis."""
+    store = redis_store
+    async with serve(store) as client:
+        for n in range(30):
+            await client.post("/v1/timers", json=timer(id=f"m{n:02}", queue="mail"))
+        await dead_letters(store, "mail", "d1", "d2")
+        await dead_letters(store, "sms", "d3")
+        assert (await client.post("/v1/timers/m07/pause")).json()["state"] == "paused"
+        ids: list[str] = []
+        params = {"queue": "mail", "state": "scheduled", "limit": "7"}
+        while True:
+            page = (await client.get("/v1/timers", params=params)).json()
+            ids += [t["id"] for t in page["timers"]]
+            if page["cursor"] is None:
+                break
+            params["cursor"] = page["cursor"]
+        assert sorted(ids) == [f"m{n:02}" for n in range(30) if n != 7]
+        await client.post("/v1/queues/mail/pause")
+        await client.put("/v1/limits/api.example.com:8443", json={"rate": 10, "concurrency": 2})
+        queues = {q["name"]: q for q in (await client.get("/v1/queues")).json()["queues"]}
+        assert queues["mail"]["counts"] == ZERO | {"scheduled": 29, "paused": 1, "dead": 2}
+        assert queues["mail"]["paused"] is True
+        assert queues["sms"]["counts"] == ZERO | {"dead": 1}
+        replayed = await client.post("/v1/dead/replay", params={"queue": "mail"})
+        assert replayed.json() == {"replayed": 2}
+        assert (await client.get("/v1/limits")).json()["limits"] == [
+            {"host": "api.example.com:8443", "rate": 10.0, "burst": None, "concurrency": 2}
+        ]
+        assert (await client.post("/v1/timers/m07/resume")).json()["state"] == "scheduled"
+        mail = (await client.get("/v1/queues/mail")).json()
+        assert mail["counts"] == ZERO | {"scheduled": 32}
