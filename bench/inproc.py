@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     emit(idle_table, tables)
     fresh()
     meter = OtherLoad()
-    queue_table = phase_queue(QUEUE_OPS)
+    queue_table, queue_pair = phase_queue(QUEUE_OPS)
     queue_table.notes.append(meter.note())
     emit(queue_table, tables)
     fresh()
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     emit(late_table, tables)
     fresh()
 
-    targets = targets_table(sizes[-1], results, idle_growth, late)
+    targets = targets_table(sizes, results, idle_growth, late, queue_pair)
     elapsed = time.monotonic() - start_s
     busy = whole.other()
     targets.notes.append(

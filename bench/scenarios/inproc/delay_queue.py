@@ -83,8 +83,8 @@ def queue_heap_lock(ops: int) -> float:
     return alternate(q.put, q.get_nowait, ops)
 
 
-def phase_queue(ops: int) -> Table:
-    """Measure DelayQueue put+get."""
+def phase_queue(ops: int) -> tuple[Table, tuple[float, float]]:
+    """Measure DelayQueue put+get; return the table and (DelayQueue, heapq + Lock) ns a pair."""
     now_s = time.time()
     table = Table(f"3. DelayQueue put+get, one thread ({ops:,} ops)", ["case", "ns/op"])
     cases: list[tuple[str, Callable[[int], float]]] = [
@@ -94,16 +94,18 @@ def phase_queue(ops: int) -> Table:
         ("heapq + threading.Lock put + get_nowait (the floor)", queue_heap_lock),
         ("queue.Queue put + get_nowait (stdlib, no delay)", queue_stdlib),
     ]
+    measured: dict[str, float] = {}
     for label, run in cases:
         progress(f"delay queue: {label}")
         fresh()
         run(ops // 20)  # warm-up
         fresh()
-        table.rows.append([label, fmt(run(ops))])
+        measured[label] = run(ops)
+        table.rows.append([label, fmt(measured[label])])
     table.rows.append(
         ["Go heap DelayQueue (reference constant, not measured)", fmt(GO_DELAYQUEUE_NS)]
     )
     table.notes = [
         "per op = one put plus one get",
     ]
-    return table
+    return table, (measured[cases[0][0]], measured[cases[3][0]])

@@ -20,6 +20,8 @@ from scenarios.inproc.operations import (
     heapq_memory,
     sched_add_cancel,
     sched_memory,
+    threads_add_cancel,
+    threads_memory,
     wheel_add_cancel,
     wheel_fire,
     wheel_memory,
@@ -85,8 +87,11 @@ STRUCTURES: dict[str, Structure] = {
         False,
         _cells("add"),
     ),
-    "AsyncScheduler (info)": Structure(
-        sched_add_cancel, sched_memory, None, False, False, _cells()
+    "AsyncScheduler": Structure(
+        sched_add_cancel, sched_memory, None, False, True, _cells("add", "memory")
+    ),
+    "Scheduler": Structure(
+        threads_add_cancel, threads_memory, None, False, True, _cells("add", "memory")
     ),
 }
 
@@ -243,8 +248,10 @@ def structures_table(sizes: list[int], results: dict[tuple[str, int], Cell]) -> 
         "counted, due ints / asyncio 'when' floats / contexts are; asyncio and AsyncScheduler "
         "handles are kept in a preallocated list whose 8 B/slot is not counted; the asyncio "
         "loop itself is created before tracing",
-        "AsyncScheduler (info): tickwheel's user-facing call_later (a TimerHandle in the wheel, "
-        "no lock on the loop's thread), the like-for-like peer of loop.call_later",
+        "AsyncScheduler / Scheduler: tickwheel's user-facing call_later + handle.cancel() (the "
+        "handle is filed in the wheel as its own entry; no lock on the loop's thread, the thread "
+        "Scheduler's lock taken per call), the like-for-like peers of loop.call_later + cancel; "
+        "memory through the same call_later, the Scheduler created before tracing",
         f"— = not applicable, or skipped at N > {LARGE:,} to fit the time budget "
         "(run with --complete to fill them)",
     ]
