@@ -64,9 +64,11 @@ class EngineBench:
 
 async def ack_counted(run: Run, delivery: Delivery) -> None:
     """Ack a delivery, counting it in `run` unless its lease was lost."""
-    with contextlib.suppress(LeaseLost):
+    try:
         await delivery.ack()
-        run.acked += 1
+    except LeaseLost:
+        return
+    run.acked += 1
 
 
 def acked_total(metrics: Metrics) -> int:

@@ -69,19 +69,22 @@ def burst_table(runs: list[Run], floor: Run, load: float) -> Table:
             "result",
         ],
     )
+    variadic = next(run for run in runs if "variadic" in run.label)
     for run in [floor, *runs]:
         first = None if run.first_ms is None else run.first_ms - run.due_ms
         last = None if run.last_ms is None else run.last_ms - run.due_ms
         ratio = run.seconds / floor.seconds
         is_consume = run.label.startswith("consume")
-        ok = (
-            run.seconds <= TARGET_BURST_S
-            and ratio <= TARGET_BURST_FLOOR
-            and run.acked == run.count == run.done
-        )
-        result = "floor"
-        if is_consume:
-            result = met(ok) if run.label.startswith("consume(): ack tasks") else "info"
+        whole = run.acked == run.count == run.done
+        result, target = "floor", "—"
+        if run.label.startswith("consume(): ack tasks"):
+            ok = run.seconds <= TARGET_BURST_S and ratio <= TARGET_BURST_FLOOR and whole
+            result = met(ok)
+            target = f"≤ {TARGET_BURST_S} s, ≤ {TARGET_BURST_FLOOR:g}x floor, none lost"
+        elif is_consume:  # the plain loop, against the variadic floor (issue 15)
+            ok = run.seconds <= TARGET_BURST_FLOOR * variadic.seconds and whole
+            result = met(ok)
+            target = f"≤ {TARGET_BURST_FLOOR:g}x variadic floor ({run.seconds / variadic.seconds:.1f}x), none lost"
         table.rows.append(
             [
                 run.label,
@@ -95,9 +98,7 @@ def burst_table(runs: list[Run], floor: Run, load: float) -> Table:
                 f"{run.acked:,}",
                 fmt(run.done),
                 f"{run.duplicates:,}",
-                f"≤ {TARGET_BURST_S} s, ≤ {TARGET_BURST_FLOOR:g}x floor, none lost"
-                if is_consume
-                else "—",
+                target,
                 result,
             ]
         )
