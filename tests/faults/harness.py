@@ -27,6 +27,7 @@ LATENESS_TARGET_S = 8.0
 
 
 def now_ms() -> float:
+    """Wall-clock epoch ms, as the receiver stamps arrivals."""
     return time.time_ns() / 1e6
 
 
@@ -34,8 +35,8 @@ def now_ms() -> float:
 class Stream:
     """Posts a timer due `delay_s` ahead every 1/`rate` s, spread over `posters` clients.
 
-    `batch` > 1 sends ``POST /v1/timers/batch`` of that many timers instead: all of a batch
-    count as acknowledged only when the whole answer came back 200 with each item 201.
+    `batch` > 1 sends ``POST /v1/timers/batch`` of that many timers instead: a timer of a batch
+    counts as acknowledged when the answer came back 200 and its item 201.
     """
 
     api: str
