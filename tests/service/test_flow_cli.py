@@ -248,6 +248,32 @@ def test_a_bad_queue_name_is_refused_by_the_api(tw: Run) -> None:
     assert result.stderr.rstrip().endswith("[HTTP 422 invalid]")
 
 
+def test_replay_the_dead_timers_of_a_queue(tw: Run, service: Service) -> None:
+    # the API answers 404 to these callbacks: a permanent failure, dead-lettered at once
+    for n in range(2):
+        add(tw, f"dq-{n}", "--in", "0s", "--queue", "dead-q", "--url", f"{service.url}/nowhere")
+    add(tw, "dq-other", "--in", "0s", "--queue", "dead-r", "--url", f"{service.url}/nowhere")
+
+    def dead(queue: str) -> list[dict[str, Any]]:
+        timers = ok_json(tw("ls", "--json", "--queue", queue, "--state", "dead"))["timers"]
+        return list(timers)
+
+    wait_until(lambda: len(dead("dead-q")) == 2 and len(dead("dead-r")) == 1)
+    replayed = tw("dead", "replay", "--queue", "dead-q")
+    assert (replayed.exit_code, replayed.stdout) == (0, "replayed 2 dead timers of queue dead-q\n")
+    wait_until(lambda: {t["attempt"] for t in dead("dead-q")} == {2})  # and they die again
+    assert [t["attempt"] for t in dead("dead-r")] == [1]
+    assert ok_json(tw("dead", "replay", "--queue", "dead-none", "--json")) == {"replayed": 0}
+    for args, message in [
+        ([], "give exactly one of ID and --queue Q"),
+        (["dq-0", "--queue", "dead-q"], "give exactly one of ID and --queue Q"),
+        (["--queue", "bad queue"], "(queue) [HTTP 422 invalid]"),
+    ]:
+        result = tw("dead", "replay", *args)
+        assert result.exit_code == 2, result.output
+        assert message in " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.stderr).split())
+
+
 # --- limits ----------------------------------------------------------------------------------
 
 

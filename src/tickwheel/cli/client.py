@@ -232,6 +232,11 @@ class ApiClient:
         """Schedule a dead timer again, due now."""
         return self.request("POST", f"/v1/dead/{_segment(timer_id)}/replay")
 
+    def replay_queue(self, queue: str) -> dict[str, Any]:
+        """Schedule every dead timer of `queue` again, due now; return ``{"replayed": n}``."""
+        body: dict[str, Any] = self.request("POST", "/v1/dead/replay", query={"queue": queue}).body
+        return body
+
     def stats(self) -> dict[str, Any]:
         """Return timers per state and the earliest due time."""
         body: dict[str, Any] = self.request("GET", "/v1/stats").body

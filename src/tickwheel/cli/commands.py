@@ -107,6 +107,17 @@ def when_of(in_: str | None, at: str | None) -> dict[str, Any]:
     return {"due": parse_time(at)}
 
 
+def one_of(argument: str | None, queue: str | None, name: str) -> None:
+    """Refuse both or neither of a positional `name` and ``--queue``, and empty ones."""
+    if (argument is None) == (queue is None):
+        raise typer.BadParameter(
+            f"give exactly one of {name} and --queue Q", param_hint=f"'{name}' / '--queue'"
+        )
+    if argument == "" or queue == "":
+        hint = "'--queue'" if queue == "" else f"'{name}'"
+        raise typer.BadParameter("must not be empty", param_hint=hint)
+
+
 def retry_of(max_attempts: int | None, timeout: str | None) -> dict[str, Any]:
     """The API's `retry` from the options; empty for the default policy."""
     retry: dict[str, Any] = {}
@@ -252,15 +263,20 @@ def list_timers(
     queue: Annotated[str | None, typer.Option("--queue", help="Only timers of this queue.")] = None,
     due_from: Annotated[
         str | None,
-        typer.Option("--due-from", help="Only timers due at or after this time (RFC 3339)."),
+        typer.Option(
+            "--due-from", help="Only timers due at or after this time (RFC 3339 or epoch s)."
+        ),
     ] = None,
     due_to: Annotated[
         str | None,
-        typer.Option("--due-to", help="Only timers due before this time (RFC 3339)."),
+        typer.Option("--due-to", help="Only timers due before this time (RFC 3339 or epoch s)."),
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many.")] = 100,
     watch: Annotated[
-        bool, typer.Option("--watch", "-w", help="Show the list again every --interval.")
+        bool,
+        typer.Option(
+            "--watch", "-w", help="Show the list again every --interval (--json: a line a page)."
+        ),
     ] = False,
     interval: Annotated[
         str, typer.Option("--interval", help="How often --watch refreshes: 2s, 500ms, 1m.")
@@ -403,13 +419,32 @@ def dead(
 @dead_app.command()
 def replay(
     ctx: typer.Context,
-    timer_id: Annotated[str, typer.Argument(metavar="ID", help="The dead timer's id.")],
+    timer_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="ID", help="The dead timer's id (or give --queue).", show_default=False
+        ),
+    ] = None,
+    queue: Annotated[
+        str | None, typer.Option("--queue", help="Replay every dead timer of this queue.")
+    ] = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
     token_file: TokenFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Schedule a dead timer again, due now."""
+    """Schedule a dead timer again, due now; with --queue, every dead timer of a queue."""
+    one_of(timer_id, queue, "ID")
+    if queue is not None:
+        found = call(ctx, api, token, token_file, lambda client: client.replay_queue(queue))
+        if as_json:
+            print_json(found)
+        else:
+            count = found["replayed"]
+            noun = "timer" if count == 1 else "timers"
+            out.print(f"replayed {count} dead {noun} of queue {queue}", markup=False)
+        return
+    assert timer_id is not None
     timer = call(ctx, api, token, token_file, lambda client: client.replay(timer_id)).body
     if as_json:
         print_json(timer)

@@ -8,14 +8,21 @@ import typer
 
 from tickwheel.cli.app import app, fail, limit_app, out
 from tickwheel.cli.client import DEFAULT_API, ApiClient, Rows
-from tickwheel.cli.commands import ApiOption, JsonOption, TokenFileOption, TokenOption, call
+from tickwheel.cli.commands import (
+    ApiOption,
+    JsonOption,
+    TokenFileOption,
+    TokenOption,
+    call,
+    one_of,
+)
 from tickwheel.cli.parse import parse_rate
 from tickwheel.cli.show import describe_limit, limits_table, print_json, queues_table
 from tickwheel.stores.base import MAX_BURST, MAX_CONCURRENCY
 
 TimerIdArgument = Annotated[
     str | None,
-    typer.Argument(metavar="[ID]", help="The timer's id (or give --queue).", show_default=False),
+    typer.Argument(metavar="ID", help="The timer's id (or give --queue).", show_default=False),
 ]
 QueueOption = Annotated[
     str | None, typer.Option("--queue", help="A whole queue instead of one timer.")
@@ -23,7 +30,7 @@ QueueOption = Annotated[
 HostArgument = Annotated[
     str | None,
     typer.Argument(
-        metavar="[HOST]",
+        metavar="HOST",
         help="A callback host as in its URL, with :port when not the default (or give --queue).",
         show_default=False,
     ),
@@ -31,17 +38,6 @@ HostArgument = Annotated[
 LimitQueueOption = Annotated[
     str | None, typer.Option("--queue", help="Limit a queue's callbacks instead of a host's.")
 ]
-
-
-def _one_of(argument: str | None, queue: str | None, name: str) -> None:
-    """Refuse both or neither of a positional `name` and ``--queue``, and empty ones."""
-    if (argument is None) == (queue is None):
-        raise typer.BadParameter(
-            f"give exactly one of {name} and --queue Q", param_hint=f"'{name}' / '--queue'"
-        )
-    if argument == "" or queue == "":
-        hint = "'--queue'" if queue == "" else f"'{name}'"
-        raise typer.BadParameter("must not be empty", param_hint=hint)
 
 
 def _queue_line(verb: str, queue: dict[str, Any]) -> str:
@@ -64,7 +60,7 @@ def pause(
 ) -> None:
     """Pause a timer (it keeps its id and attempts, and never fires until resumed), or with
     --queue a whole queue (workers claim nothing from it within a second; leases held finish)."""
-    _one_of(timer_id, queue, "ID")
+    one_of(timer_id, queue, "ID")
     if queue is not None:
         found = call(ctx, api, token, token_file, lambda client: client.pause_queue(queue))
         line = _queue_line("paused", found)
@@ -90,7 +86,7 @@ def resume(
 ) -> None:
     """Resume a paused timer (it fires at its due time, now if that has passed), or with
     --queue a paused queue."""
-    _one_of(timer_id, queue, "ID")
+    one_of(timer_id, queue, "ID")
     if queue is not None:
         found = call(ctx, api, token, token_file, lambda client: client.resume_queue(queue))
         line = _queue_line("resumed", found)
@@ -156,7 +152,7 @@ def set_limit(
 ) -> None:
     """Limit callbacks to a host (or with --queue, of a queue), for every worker together:
     tickwheel limit set api.example.com --rate 50/s --concurrency 10."""
-    _one_of(host, queue, "HOST")
+    one_of(host, queue, "HOST")
     if rate is None and concurrency is None:
         raise typer.BadParameter(
             "give --rate, --concurrency or both", param_hint="'--rate' / '--concurrency'"
@@ -220,7 +216,7 @@ def remove_limit(
     as_json: JsonOption = False,
 ) -> None:
     """Remove the limit on a host (or with --queue, a queue's); callbacks go out unlimited."""
-    _one_of(host, queue, "HOST")
+    one_of(host, queue, "HOST")
     if queue is not None:
 
         def clear(client: ApiClient) -> bool:

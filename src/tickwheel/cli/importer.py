@@ -25,7 +25,6 @@ from tickwheel.cli.app import app, err, fail, out
 from tickwheel.cli.client import DEFAULT_API, ApiClient, ApiRequestFailed, ApiUnreachable
 from tickwheel.cli.commands import (
     ApiOption,
-    JsonOption,
     TokenFileOption,
     TokenOption,
     client_of,
@@ -224,7 +223,7 @@ def import_timers(
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
     token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
 ) -> None:
     """Create timers from a JSON-lines file, 1,000 a request; bad lines are reported by number
     and the rest created (exit status 2 when any line failed)."""
