@@ -110,8 +110,10 @@ async def test_a_host_limit_holds_across_two_redis_workers(
     early = [r.timer_id for r in arrived if r.due_ms is None or r.at_ms < r.due_ms]
     assert not early, f"fired early: {early}"
     times = [r.at_ms for r in arrived]
-    # one bucket for both workers: the rate plus the burst at most, in any second
-    assert most_in_one_second(times) <= 2 * RATE + 2
+    # one bucket for both workers: the rate plus the burst at most, in any second, as granted;
+    # an arrival is its grant plus its delivery, which may put up to 100 ms of grants more
+    # into a window on a loaded machine (two buckets would allow twice as many)
+    assert most_in_one_second(times) <= 2 * RATE + RATE // 10
     span_s = (max(times) - due_ms) / 1000
     assert span_s >= (TIMERS - RATE) / RATE - 0.5, span_s  # two buckets would take half
     assert span_s <= (TIMERS - RATE) / RATE + 3, span_s
