@@ -1,11 +1,12 @@
 """Model test: every store does exactly what `MemoryStore`, the reference, does.
 
 A hypothesis state machine drives random adds, cancels, reschedules, claims, acks, retries,
-kills, replays and clock jumps (which expire leases and retention) against the reference and
-another store side by side on one manual clock, and compares every result and every raised
-error. Named edge cases that random runs reach rarely replay through the same machine in
-`test_scenario`. To check a new backend: subclass `StoreComparison` with its `make_store`,
-expose its ``TestCase`` as a module-level ``Test…`` name and append it to `COMPARISONS`
+kills, replays, pauses, resumes and clock jumps (which expire leases and retention) against the
+reference and another store side by side on one manual clock, and compares every result and
+every raised error. Named edge cases that random runs reach rarely replay through the same
+machine in `test_scenario`. To check a new backend: subclass `StoreComparison` with its
+`make_store`, expose its ``TestCase`` as a module-level ``Test…`` name and append it to
+`COMPARISONS`
 (see `SqliteComparison`).
 """
 
@@ -80,13 +81,13 @@ def _error(error: TickwheelError) -> tuple[object, ...]:
     return (type(error), *context, getattr(error, "token", None))
 
 
-async def listed(store: Store, state: State | None) -> list[Timer]:
+async def listed(store: Store, state: State | None, **filters: object) -> list[Timer]:
     """Every timer a walk through `store.list`'s pages returns, by id (each store lists in an
     order of its own)."""
     timers: list[Timer] = []
     cursor = None
     while True:
-        page = await store.list(state, limit=2, cursor=cursor)
+        page = await store.list(state, limit=2, cursor=cursor, **filters)  # type: ignore[arg-type]
         timers += page.timers
         if page.cursor is None:
             return sorted(timers, key=lambda timer: timer.id)
@@ -198,6 +199,14 @@ class StoreComparison(RuleBasedStateMachine):
     def replay(self, timer_id: str) -> None:
         self.both(lambda store: store.replay(timer_id))
 
+    @rule(timer_id=IDS)
+    def pause(self, timer_id: str) -> None:
+        self.both(lambda store: store.pause(timer_id))
+
+    @rule(timer_id=IDS)
+    def resume(self, timer_id: str) -> None:
+        self.both(lambda store: store.resume(timer_id))
+
     @rule(ms=STEPS)
     def advance(self, ms: int) -> None:
         self.clock.advance(ms)
@@ -211,6 +220,10 @@ class StoreComparison(RuleBasedStateMachine):
             self.both(methodcaller("next_due_ms", queue))
         for state in (None, *State):
             self.both(lambda store: listed(store, state))  # noqa: B023 -- run at once
+        self.both(lambda store: store.queue_infos())
+        now = self.clock.now_ms
+        self.both(lambda store: listed(store, None, queue="other"))
+        self.both(lambda store: listed(store, None, due_from_ms=now, due_to_ms=now + 2000))
 
 
 class SqliteComparison(StoreComparison):
@@ -275,6 +288,27 @@ SCENARIOS: dict[str, list[tuple[str, dict[str, object]]]] = {
         ("advance", {"ms": 4999}),
         ("advance", {"ms": 1}),
         ("add", {"timer_id": "a", "slot": 1, **_ADD, "payload": 2}),
+    ],
+    "a resumed timer goes after the timers due at the same time": [
+        ("add", {"timer_id": "a", "slot": 1, **_ADD}),
+        ("add", {"timer_id": "b", "slot": 1, **_ADD}),
+        ("pause", {"timer_id": "a"}),
+        ("add", {"timer_id": "c", "slot": 1, **_ADD}),
+        ("advance", {"ms": 5000}),
+        ("resume", {"timer_id": "a"}),
+        ("claim", {"limit": 3, **_CLAIM}),
+    ],
+    "a paused timer outlives its lease's return and keeps its attempt": [
+        ("add", {"timer_id": "a", "slot": 0, **_ADD}),
+        ("claim", {"limit": 1, **_CLAIM}),
+        ("advance", {"ms": 1000}),
+        ("claim", {"limit": 1, **_CLAIM}),
+        ("retry", {"which": 1, "slot": 1, "error": "HTTP 503"}),
+        ("pause", {"timer_id": "a"}),
+        ("advance", {"ms": 20_000}),
+        ("claim", {"limit": 1, **_CLAIM}),
+        ("resume", {"timer_id": "a"}),
+        ("claim", {"limit": 1, **_CLAIM}),
     ],
     "replace takes over a leased timer and the old lease is lost": [
         ("add", {"timer_id": "a", "slot": 0, **_ADD}),
