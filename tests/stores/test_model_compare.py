@@ -6,8 +6,7 @@ reference and another store side by side on one manual clock, and compares every
 every raised error. Named edge cases that random runs reach rarely replay through the same
 machine in `test_scenario`. To check a new backend: subclass `StoreComparison` with its
 `make_store`, expose its ``TestCase`` as a module-level ``Test…`` name and append it to
-`COMPARISONS`
-(see `SqliteComparison`).
+`COMPARISONS` (see `SqliteComparison`).
 """
 
 from __future__ import annotations
