@@ -463,16 +463,22 @@ def test_watch_json_is_one_page_a_line(service: Service, tmp_path: Path) -> None
     assert (status, watch.stderr()) == (0, "")
 
 
-def test_watch_outlives_the_service_going_away(tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_json", [False, True])
+def test_watch_outlives_the_service_going_away(tmp_path: Path, as_json: bool) -> None:
     gone = Service(tmp_path, "--store", "memory://", "--no-worker")
-    watch = _watch(tmp_path, gone.url)
+    watch = _watch(tmp_path, gone.url, *(["--json"] if as_json else []))
     try:
-        _read_until(watch, r"^no timers$")
-        gone.stop()
-        _read_until(
-            watch, r"^error: cannot reach the tickwheel API at .* \(trying again every 0.2s\)"
-        )
-        _read_until(watch, r"Ctrl-C ends$")  # and it goes on
+        if as_json:
+            assert json.loads(watch.first_line) == {"timers": [], "cursor": None}
+            gone.stop()
+            failed = json.loads(_read_until(watch, r'^\{"error": ')[-1])
+            assert failed["error"].startswith(f"cannot reach the tickwheel API at {gone.url} (")
+            assert json.loads(watch.read_line())["error"] == failed["error"]  # and it goes on
+        else:
+            _read_until(watch, r"^no timers$")
+            gone.stop()
+            _read_until(watch, r"^error: cannot reach the tickwheel API at .* every 0.2s\)$")
+            _read_until(watch, r"Ctrl-C ends$")  # and it goes on
     finally:
         status = watch.stop(signal.SIGINT)
         gone.stop()

@@ -27,6 +27,9 @@ from tickwheel.cli.show import (
 )
 
 STATES = ("scheduled", "leased", "paused", "done", "dead")
+MIN_INTERVAL_S = 0.1
+MAX_INTERVAL_S = 3600.0
+"""The bounds of ``ls --watch --interval``."""
 
 ApiOption = Annotated[
     str,
@@ -293,20 +296,13 @@ def list_timers(
         raise typer.BadParameter(f"must be one of {', '.join(STATES)}", param_hint="'--state'")
     if queue == "":
         raise typer.BadParameter("must not be empty", param_hint="'--queue'")
-    filters = {
-        "state": state,
-        "queue": queue,
-        "due_from": None if due_from is None else parse_instant(due_from),
-        "due_to": None if due_to is None else parse_instant(due_to),
-    }
-    if (
-        filters["due_from"] is not None
-        and filters["due_to"] is not None
-        and _instant(filters["due_from"]) >= _instant(filters["due_to"])
-    ):
+    start = None if due_from is None else parse_instant(due_from)
+    end = None if due_to is None else parse_instant(due_to)
+    if start and end and datetime.fromisoformat(start) >= datetime.fromisoformat(end):
         raise typer.BadParameter(
             "--due-from must be before --due-to", param_hint="'--due-from' / '--due-to'"
         )
+    filters = {"state": state, "queue": queue, "due_from": start, "due_to": end}
     period_s = parse_duration(interval)
     if not MIN_INTERVAL_S <= period_s <= MAX_INTERVAL_S:
         raise typer.BadParameter(
@@ -334,21 +330,14 @@ def list_timers(
     )
 
 
-MIN_INTERVAL_S = 0.1
-MAX_INTERVAL_S = 3600.0
-
-
-def _instant(text: str) -> datetime:
-    return datetime.fromisoformat(text)
-
-
 def _watch(
     fetch: Callable[[], dict[str, Any]], what: str, period_s: float, api: str, as_json: bool
 ) -> None:
     """Show `fetch()`'s page every `period_s` until Ctrl-C, which ends it cleanly (status 0).
 
     The first page's error ends the command as any call's would; a later one is shown in the
-    page's place and the next round tries again, so a restarting service does not end a watch.
+    page's place (as ``{"error": ...}`` in JSON) and the next round tries again, so a restarting
+    service does not end a watch.
     """
     live = Live(console=out, auto_refresh=False) if out.is_terminal and not as_json else None
     try:
@@ -357,7 +346,7 @@ def _watch(
             live.start()
         while True:
             if as_json:
-                print_line(page)
+                print_line({"error": page} if isinstance(page, str) else page)
             else:
                 shown = _watched(page, what, period_s, api)
                 if live is not None:
@@ -368,7 +357,7 @@ def _watch(
             try:
                 page = fetch()
             except (ApiRequestFailed, ApiUnreachable) as error:
-                page = f"error: {error} (trying again every {period_s:g}s)"
+                page = str(error)
     except KeyboardInterrupt:
         return
     finally:
@@ -379,8 +368,8 @@ def _watch(
 def _watched(page: dict[str, Any] | str, what: str, period_s: float, api: str) -> RenderableType:
     now = datetime.now(UTC).strftime("%H:%M:%S")
     header = Text(f"{api} · {now} UTC · every {period_s:g}s · Ctrl-C ends", style="dim")
-    if isinstance(page, str):
-        return Group(header, Text(page, style="red"))
+    if isinstance(page, str):  # what went wrong
+        return Group(header, Text(f"error: {page} (trying again every {period_s:g}s)", style="red"))
     return Group(header, _page_view(page, what), Text(""))
 
 
