@@ -37,6 +37,7 @@ the wheel holds no more than about twice its peak of pending entries plus that a
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Hashable
 from itertools import islice
 from typing import Any, Generic, TypeVar
@@ -89,6 +90,7 @@ class TimingWheel(Generic[K, T]):
         "_dead",
         "_draining",
         "_due",
+        "_ends",
         "_filed",
         "_filed_dead",
         "_now",
@@ -118,6 +120,9 @@ class TimingWheel(Generic[K, T]):
         self._buckets: list[dict[K, T]] = []
         # one bit per bucket that may be non-empty; removals leave bits set, scans clear them
         self._occupied: list[int] = []
+        # for each level below the top one, the first tick past its next block: a tick t > now
+        # belongs at the first level whose end is past t
+        self._ends: list[int] = []
         # one bit per level whose source (the upper bucket feeding its next block) is draining
         self._draining = 0
         # a sweep in progress: the bucket index it is in (-1: none), that bucket's keys when
@@ -145,8 +150,33 @@ class TimingWheel(Generic[K, T]):
         due = self._due
         if key in due or self._dead:
             self._unfile(key)
-        self._place(key, due_ms, value)
         due[key] = due_ms
+        tick = self._tick_ms
+        t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
+        now = self._now
+        if t <= now:
+            self._overdue[key] = value
+        else:
+            # _level by bisection, inlined here and in `file`: the hot path
+            level = bisect_right(self._ends, t)
+            if level == len(self._ends):
+                level = self._level(t, now)  # a level the wheel does not have yet
+            shift = level * _BITS
+            buckets = self._buckets
+            # while the source of the next block drains, new entries join it, behind older ones;
+            # a source has entries only while its level's draining bit is set
+            if (
+                self._draining
+                and (above := t >> (shift + _BITS)) != now >> (shift + _BITS)
+                and buckets[(level + 1) << 7 | above & _SLOT]
+            ):
+                buckets[(level + 1) << 7 | above & _SLOT][key] = value
+            else:
+                slot = (t >> shift) & _SLOT
+                bucket = buckets[level << 7 | slot]
+                if not bucket:  # a non-empty bucket has its bit set already
+                    self._occupied[level] |= 1 << slot
+                bucket[key] = value
 
     def file(self, entry: T, due_ms: int) -> None:
         """File `entry`, a `WheelEntry` that is not pending, under itself for `due_ms`.
@@ -162,7 +192,32 @@ class TimingWheel(Generic[K, T]):
         self._filed += 1
         if self._filed_dead and (self._sweep_bucket >= 0 or self._crowded()):
             self._sweep_slice()
-        self._place(item, due_ms, entry)
+        tick = self._tick_ms
+        t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
+        now = self._now
+        if t <= now:
+            self._overdue[item] = entry
+        else:
+            # as in `add`
+            level = bisect_right(self._ends, t)
+            if level == len(self._ends):
+                level = self._level(t, now)  # a level the wheel does not have yet
+            shift = level * _BITS
+            buckets = self._buckets
+            # while the source of the next block drains, new entries join it, behind older ones;
+            # a source has entries only while its level's draining bit is set
+            if (
+                self._draining
+                and (above := t >> (shift + _BITS)) != now >> (shift + _BITS)
+                and buckets[(level + 1) << 7 | above & _SLOT]
+            ):
+                buckets[(level + 1) << 7 | above & _SLOT][item] = entry
+            else:
+                slot = (t >> shift) & _SLOT
+                bucket = buckets[level << 7 | slot]
+                if not bucket:  # a non-empty bucket has its bit set already
+                    self._occupied[level] |= 1 << slot
+                bucket[item] = entry
 
     def discard(self, entry: T) -> bool:
         """Cancel a filed `entry`; return whether it was pending. Left in its bucket, it is a
@@ -185,8 +240,9 @@ class TimingWheel(Generic[K, T]):
         if not item._pending:
             return False
         del self._bucket_of(item, item.due_ms)[item]
-        item.due_ms = due_ms
-        self._place(item, due_ms, entry)
+        item._pending = False
+        self._filed -= 1
+        self.file(entry, due_ms)
         return True
 
     def clear(self) -> None:
@@ -203,38 +259,6 @@ class TimingWheel(Generic[K, T]):
         self._draining = 0
         self._sweep_bucket, self._sweep_keys, self._sweep_pos = -1, [], 0
         self._filed = self._filed_dead = 0
-
-    def _place(self, key: K, due_ms: int, value: T) -> None:
-        """Put `value` under `key` into the bucket `due_ms` belongs in, or among the overdue."""
-        tick = self._tick_ms
-        t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
-        now = self._now
-        if t <= now:
-            self._overdue[key] = value
-        else:
-            # _level, inlined: add and file are the hot path
-            level = ((t ^ now).bit_length() - 1) // _BITS
-            shift = level * _BITS
-            while level and (t >> shift) - (now >> shift) <= 1:
-                level -= 1
-                shift -= _BITS
-            if level + 1 >= len(self._occupied):
-                self._grow(level + 1)
-            buckets = self._buckets
-            # while the source of the next block drains, new entries join it, behind older ones;
-            # a source has entries only while its level's draining bit is set
-            if (
-                self._draining
-                and (above := t >> (shift + _BITS)) != now >> (shift + _BITS)
-                and buckets[(level + 1) << 7 | above & _SLOT]
-            ):
-                buckets[(level + 1) << 7 | above & _SLOT][key] = value
-            else:
-                slot = (t >> shift) & _SLOT
-                bucket = buckets[level << 7 | slot]
-                if not bucket:  # a non-empty bucket has its bit set already
-                    self._occupied[level] |= 1 << slot
-                bucket[key] = value
 
     def cancel(self, key: K) -> bool:
         """Remove the entry under `key`; return whether there was one."""
@@ -301,6 +325,8 @@ class TimingWheel(Generic[K, T]):
             if self._draining:
                 self._finish_sources(old, new, top)
             self._now = new
+            if (old ^ new) >> _BITS:
+                self._set_ends()
             levels = self._occupied
             # idle ticks skip this: no bucket at or below the highest changed level
             refile = self._expire(old, new, top, expired) if any(levels[: top + 1]) else None
@@ -608,6 +634,16 @@ class TimingWheel(Generic[K, T]):
         return entry.due_ms if due_ms is None else due_ms
 
     def _grow(self, level: int) -> None:
+        if len(self._occupied) > level:
+            return
         while len(self._occupied) <= level:
             self._occupied.append(0)
             self._buckets.extend({} for _ in range(_RING))
+        self._set_ends()
+
+    def _set_ends(self) -> None:
+        """Recompute `_ends` after time moves to another block or a level is added."""
+        now = self._now
+        self._ends = [
+            ((now >> s) + 2) << s for s in range(_BITS, _BITS * len(self._occupied), _BITS)
+        ]

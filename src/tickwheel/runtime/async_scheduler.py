@@ -9,7 +9,7 @@ from collections.abc import Callable, Hashable
 from types import TracebackType
 from typing import Any
 
-from tickwheel.runtime._args import MAX_SLEEP_S, due_after
+from tickwheel.runtime._args import MAX_SLEEP_S, YEAR_S, due_after
 from tickwheel.runtime.clock import NS_PER_MS, Clock
 from tickwheel.runtime.timers import TimerHandle, WheelTimers
 
@@ -41,7 +41,11 @@ class AsyncScheduler(WheelTimers):
         # the loop's thread owns the wheel: a plain call needs no lock and no key bookkeeping
         if key is not None or self._closed or not callable(fn):
             return super().call_later(delay, fn, *args, key=key)
-        due_ms = due_after(delay, self._clock.now_ns())
+        now_ns = self._clock.now_ns()
+        if (type(delay) is float or type(delay) is int) and 0 < delay <= YEAR_S:
+            due_ms = -(-(now_ns + round(delay * 1e9)) // NS_PER_MS)  # due_after's common case
+        else:
+            due_ms = due_after(delay, now_ns)
         handle = TimerHandle(self, None, due_ms, fn, args)
         self._wheel.file(handle, due_ms)
         wake_at = self._wake_at
