@@ -34,7 +34,7 @@ from tickwheel.engine.limits import (
 )
 from tickwheel.engine.metrics import OTHER_HOST, TOP_HOSTS, HostCounts
 from tickwheel.engine.settings import HttpSettings
-from tickwheel.model import Callback, RetryPolicy, Timer
+from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import MemoryStore, Store
 from tickwheel.stores.base import Limit, QueueSettings
 from tickwheel.stores.redis.limits import RedisGrants
@@ -426,3 +426,38 @@ def test_limit_deferred_and_limited_seconds_are_exported() -> None:
     assert sample("tickwheel_callbacks_total", {"outcome": "ack", "host": "api.example.com"}) == 1
     assert Verdict.ACK.value == "ack"
     assert Outcome(Verdict.ACK).hold_s is None
+
+
+async def test_a_stopping_worker_sends_waiting_callbacks_back_at_once(local_store: Store) -> None:
+    fired: list[str] = []
+
+    class Target:
+        async def fire(self, t: Timer, attempt: int) -> Outcome:
+            fired.append(t.id)
+            return ACKED
+
+        async def close(self) -> None:
+            pass
+
+    await local_store.set_limit("api.example.com", Limit(rate=0.5, burst=1))
+    now = local_store.now_ms()
+    callback = Callback(url="https://api.example.com/")
+    added = await local_store.add_many([Timer(due_ms=now, callback=callback) for _ in range(5)])
+    worker = Worker(local_store, Target(), WorkerSettings(lease_ms=60_000, grace_s=5.0))
+    task = asyncio.create_task(worker.run())
+    await until(lambda: len(fired) == 1, timeout_s=5)
+    await asyncio.sleep(0.1)
+    loop = asyncio.get_running_loop()
+    stopped = loop.time()
+    worker.stop()
+    await task
+    assert loop.time() - stopped < 1.0  # not the grace period, nor the 2 s to the next token
+    for timer in added:
+        stored = await local_store.get(timer.id)
+        assert stored is not None
+        if timer.id in fired:
+            assert stored.state is State.DONE
+        else:
+            assert stored.state is State.SCHEDULED
+            assert stored.due_ms <= local_store.now_ms()  # due: it may fire at once elsewhere
+    await local_store.close()

@@ -228,7 +228,7 @@ class Controls:
 Running = tuple[tuple[str, str], ...]  # (target key, member) of each concurrency unit held
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Admission:
     """What the limiter decided for one callback: go now, holding the concurrency units
     `running`, or go back to the store due at `defer_ms` (store clock)."""
@@ -341,6 +341,16 @@ class Limiter:
             self._releases.extend(admission.running)
             self._kick()
 
+    def send_back_all(self) -> None:
+        """Send every waiting callback back to the store, due now (it is due already): the
+        worker is stopping and should not hold timers that wait for their turn."""
+        now_ms = self._now_ms()
+        for group in self._groups.values():
+            while group.waiters:
+                waiter = group.waiters.popleft()
+                if not waiter.future.done():
+                    waiter.future.set_result(Admission(defer_ms=now_ms))
+
     async def close(self) -> None:
         """Stop the pump; callbacks still waiting are cancelled with their tasks."""
         pump, self._pump = self._pump, None
@@ -411,10 +421,15 @@ class Limiter:
                 try:
                     answers = await self._grants.take(limits, releases, asks)
                     failures = 0
-                except StoreUnavailable as error:
+                except Exception as error:
+                    # policy: the pump must outlive a failure, or its waiters would wait for
+                    # good holding their leases; a surprise is logged, an outage only counted
                     failures += 1
                     self._metrics.store_errors["limit"] += 1
-                    logger.warning("store unavailable, asking for grants again soon: %s", error)
+                    if isinstance(error, StoreUnavailable):
+                        logger.warning("store unavailable, asking for grants again soon: %s", error)
+                    else:
+                        logger.exception("asking for grants failed; trying again")
                     self._releases[:0] = releases  # not given back yet
                     await asyncio.sleep(min(1.0, 0.05 * 2**failures))
                     continue

@@ -85,6 +85,7 @@ class Worker:
     def stop(self) -> None:
         """Stop claiming; `run` returns once held timers are fired or handed back."""
         self._dispatcher.stop()
+        self._limiter.send_back_all()
 
     async def run(self) -> None:
         """Fire timers until `stop` or cancellation."""
