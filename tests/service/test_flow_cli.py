@@ -178,9 +178,9 @@ def test_pause_and_resume_a_timer(tw: Run, service: Service) -> None:
 
 
 def test_a_paused_timer_due_now_fires_on_resume(tw: Run, service: Service) -> None:
-    add(tw, "pr-2", "--in", "1s", "--url", f"{service.url}/healthz", "--method", "get")
+    add(tw, "pr-2", "--in", "2s", "--url", f"{service.url}/healthz", "--method", "get")
     assert tw("pause", "pr-2").exit_code == 0
-    time.sleep(1.5)
+    time.sleep(2.5)
     assert ok_json(tw("get", "pr-2", "--json"))["state"] == "paused"
     assert tw("resume", "pr-2").exit_code == 0
     wait_until(lambda: ok_json(tw("get", "pr-2", "--json"))["state"] == "done")
@@ -223,6 +223,19 @@ def test_pause_a_queue_then_resume_it(tw: Run, service: Service) -> None:
     resumed = tw("resume", "--queue", "flow-q", "--json")
     assert ok_json(resumed)["paused"] is False
     wait_until(lambda: ok_json(tw("get", "fq-1", "--json"))["state"] == "done")
+
+
+def test_a_schedule_occurrence_is_left_to_its_schedule(tw: Run, service: Service) -> None:
+    url = f"{service.url}/healthz"
+    added = tw("schedule", "add", "--every", "1h", "--url", url, "--id", "flow-sched")
+    assert added.exit_code == 0, added.output
+    (run,) = ok_json(tw("schedule", "runs", "flow-sched", "--json"))["runs"]
+    for args in (["pause"], ["resume"], ["reschedule", "--in", "5m"]):
+        refused = tw(args[0], run["timer_id"], *args[1:])
+        assert refused.exit_code == 2, refused.output
+        assert "[HTTP 409 schedule_occurrence]" in refused.stderr
+    assert ok_json(tw("get", run["timer_id"], "--json"))["state"] == "scheduled"
+    tw("schedule", "rm", "flow-sched")
 
 
 @pytest.mark.parametrize("command", ["pause", "resume"])
