@@ -26,8 +26,13 @@ from tickwheel.stores.open import open_store
 DESCRIPTION = """Durable timers over HTTP: tickwheel calls a timer's callback (or hands its payload
 to a queue consumer) at the due millisecond, at least once. A schedule (`/v1/schedules`) fires a
 timer for each occurrence of a cron rule or an interval; those timers, with ids
-`<schedule id>@<epoch ms>`, can be read and replayed but not moved or cancelled (409): pause,
-change or delete their schedule instead.
+`<schedule id>@<epoch ms>`, can be read and replayed but not moved, cancelled or paused (409):
+pause, change or delete their schedule instead.
+
+Flow control: a timer or a whole queue can be paused (`/v1/timers/{id}/pause`,
+`/v1/queues/{queue}/pause`), and callbacks to a host (`/v1/limits/{host}`) or of a queue
+(`PUT /v1/queues/{queue}`) limited in rate and concurrency; all of it is stored, so it holds
+across restarts and for every worker of the store.
 
 Every error is `{"error": {"code", "message", "field"}}`. When the service has a token, every
 path but `/healthz`, `/openapi.json` and the static pages (`/docs`, `/dashboard`) needs
