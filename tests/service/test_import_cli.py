@@ -7,7 +7,11 @@ loopback, and every count is checked against what the API then holds.
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -130,6 +134,27 @@ def test_several_batches_and_a_clash_with_a_stored_timer(tw: Run, tmp_path: Path
     assert result.stderr.rstrip().endswith("[HTTP 409 conflict]")
     for n in (0, importer.BATCH_TIMERS - 1, importer.BATCH_TIMERS, count - 1):
         assert state_of(tw, f"many-{n}") == "scheduled"
+
+
+def test_a_progress_bar_on_a_terminal(service: Service, tmp_path: Path) -> None:
+    lines = [json.dumps(timer(f"bar-{n}")) for n in range(1500)]
+    lines[700] = "oops"
+    path = write_lines(tmp_path / "bar.jsonl", lines)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tickwheel", "import", str(path), "--api", service.url],
+        env={**env, "FORCE_COLOR": "1"},  # rich draws on stderr as on a terminal
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == f"imported {path}: 1499 created, 0 existing, 1 failed of 1500 timers\n"
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", done.stderr)
+    assert "line 701: not JSON: Expecting value" in plain
+    # the bar, full at the end, and the tally beside it
+    assert re.search(r"\nimporting ━+ 1499 created, 0 existing, 1 failed of 1500 timers ", plain)
 
 
 def test_stdin_with_a_byte_order_mark(tw: Run) -> None:
