@@ -1,4 +1,4 @@
--- add_one.lua: add.lua's common case, one timer whose id no record holds: no batch to parse.
+-- add_one.lua: add.lua's common case, one timer whose id no record holds: no batch to read.
 -- KEYS[1..6] the shard's fixed keys (see lib.lua)
 -- ARGV[1] now_ms  ARGV[2] id  ARGV[3] its new record (add.lua's format)
 -- returns: 0 when stored; nil when a record holds the id (nothing changed: the caller sends
