@@ -101,6 +101,7 @@ def test_good_lines_are_created_and_bad_ones_reported_by_number(tw: Run, tmp_pat
     assert result.exit_code == 2, result.output
     assert result.stdout == f"imported {path}: 4 created, 0 existing, 10 failed of 14 timers\n"
     reported = dict(line.split(": ", 1) for line in result.stderr.splitlines())
+    assert list(reported) == [f"line {n}" for n in (3, 5, 6, 7, 8, 9, 11, 12, 14, 15)]  # in order
     assert set(reported) == {f"line {n}" for n in (3, 5, 6, 7, 8, 9, 11, 12, 14, 15)}
     assert reported["line 3"].startswith("not JSON: Expecting value")
     assert reported["line 5"] == "not a JSON object: write one timer object a line"

@@ -1,9 +1,10 @@
 """``tickwheel import``: create timers from a JSON-lines file, in batches, with a progress bar.
 
 Each line is one ``POST /v1/timers`` body. Lines go out through ``POST /v1/timers/batch``; a
-line that is not a JSON object, or that the API refuses, is reported by its number and the
-others are created. A batch the API refuses as a whole (too large a body, say) is split in
-halves until the line at fault stands alone, so one bad line never costs its neighbours.
+line that is not a JSON object, or that the API refuses, is reported by its number (in line
+order: a batch's reports are printed once the API has answered it) and the others are created.
+A batch the API refuses as a whole (too large a body, say) is split in halves until the line at
+fault stands alone, so one bad line never costs its neighbours.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class Line:
 
 
 class Importer:
-    """Sends timers in batches, reporting each line that failed as it learns of it."""
+    """Sends timers in batches and reports the lines that failed, in line order."""
 
     def __init__(self, client: ApiClient, progress: Progress) -> None:
         self.client = client
@@ -78,11 +79,19 @@ class Importer:
         self.tally = Tally()
         self.at = 1
         """The first line not yet sent: where the import stopped if it ends early."""
+        self.reports: list[tuple[int, str]] = []
+        """Failed lines not yet printed: those of the batch being gathered, or just sent."""
 
     def report(self, number: int, problem: str) -> None:
-        """Count line `number` as failed and say why on stderr."""
+        """Count line `number` as failed; `print_reports` says why."""
         self.tally.failed += 1
-        self.progress.console.print(f"line {number}: {escape(problem)}", soft_wrap=True)
+        self.reports.append((number, problem))
+
+    def print_reports(self) -> None:
+        """Print the failed lines so far on stderr, above the progress bar, by number."""
+        for number, problem in sorted(self.reports):
+            self.progress.console.print(f"line {number}: {escape(problem)}", soft_wrap=True)
+        self.reports.clear()
 
     def send(self, batch: list[Line]) -> None:
         """Create the batch's timers; split it on a refusal of the request as a whole."""
@@ -182,6 +191,7 @@ def _run(importer: Importer, stream: BinaryIO, total: int | None) -> None:
             importer.send(batch)
         batch, batch_bytes = [], 0
         importer.at = next_line
+        importer.print_reports()
         progress.update(task, completed=read, tally=importer.tally.summary())
 
     for number, raw, consumed in _lines(stream):
@@ -192,6 +202,8 @@ def _run(importer: Importer, stream: BinaryIO, total: int | None) -> None:
         timer = f"longer than {MAX_LINE_BYTES} bytes" if raw is None else parse_line(raw)
         if isinstance(timer, str):
             importer.report(number, timer)
+            if len(importer.reports) >= BATCH_TIMERS:  # held until the batch before them is sent
+                flush(number + 1)
             continue
         size = len(json.dumps(timer)) + 1
         if batch and batch_bytes + size > BATCH_BYTES:
@@ -242,10 +254,12 @@ def import_timers(
         with stream, progress:
             _run(importer, stream, total)
     except (ApiRequestFailed, ApiUnreachable) as error:
+        importer.print_reports()
         why = unreachable(error) if isinstance(error, ApiUnreachable) else str(error)
         status = 2 if isinstance(error, ApiRequestFailed) and error.bad_input else 1
         fail(f"{why}; {_stopped(importer)}", status)
     except KeyboardInterrupt:
+        importer.print_reports()
         fail(f"interrupted; {_stopped(importer)}", 130)
     tally = importer.tally
     if as_json:
