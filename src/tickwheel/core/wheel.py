@@ -190,7 +190,12 @@ class TimingWheel(Generic[K, T]):
         item.due_ms = due_ms
         item._pending = True
         self._filed += 1
-        if self._filed_dead and (self._sweep_bucket >= 0 or self._crowded()):
+        # _crowded, inlined: timers that are cancelled soon leave tombstones most of the time
+        dead = self._filed_dead
+        if dead and (
+            self._sweep_bucket >= 0
+            or dead + len(self._dead) > self._filed + len(self._due) + self.SPARE_TOMBSTONES
+        ):
             self._sweep_slice()
         tick = self._tick_ms
         t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
@@ -456,10 +461,18 @@ class TimingWheel(Generic[K, T]):
                 self._sweep_bucket, self._sweep_keys = index, keys
             bucket = buckets[self._sweep_bucket]
             end = min(pos + budget, len(keys))
+            dead, due = self._dead, self._due
             for key in keys[pos:end]:
-                if key in bucket and self._is_dead(key):
+                if key not in bucket:
+                    continue
+                if key in dead:
                     del bucket[key]
-                    self._reclaim(key)
+                    del dead[key]
+                elif key not in due:
+                    entry: Any = key
+                    if not entry._pending:
+                        del bucket[key]
+                        self._filed_dead -= 1
             budget -= end - pos
             self._sweep_pos = end
         if budget > 0:  # every bucket swept, or no tombstone left

@@ -55,6 +55,9 @@ class Scheduler(WheelTimers):
         self._pool.close()
 
     def _wake_before(self, due_ms: int) -> None:
+        # the driver sets its own wake-up when it looks again; until then, later timers need
+        # no second notify (each costs a microsecond)
+        self._wake_at = due_ms
         self._cond.notify()
 
     def _wake(self) -> None:

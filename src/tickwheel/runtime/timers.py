@@ -11,6 +11,7 @@ from tickwheel.core import TimingWheel, WheelEntry
 from tickwheel.errors import Closed, InvalidArgument
 from tickwheel.recurrence import Cron, Recurrence, every_seconds
 from tickwheel.runtime._args import (
+    YEAR_S,
     check_callable,
     check_due_ms,
     check_key,
@@ -108,8 +109,23 @@ class WheelTimers(ABC):
         self, delay: float, fn: Callable[..., Any], *args: Any, key: Hashable | None = None
     ) -> TimerHandle:
         """Call ``fn(*args)`` after `delay` seconds; a `key` replaces the timer it names."""
-        check_callable(fn)
-        return self._add(due_after(delay, self._clock.now_ns()), fn, args, key)
+        if key is not None or not callable(fn):
+            check_callable(fn)
+            return self._add(due_after(delay, self._clock.now_ns()), fn, args, key)
+        # a plain call, the common case: its handle is the wheel's entry, filed under the lock
+        now_ns = self._clock.now_ns()
+        if (type(delay) is float or type(delay) is int) and 0 < delay <= YEAR_S:
+            due_ms = -(-(now_ns + round(delay * 1e9)) // NS_PER_MS)  # due_after's common case
+        else:
+            due_ms = due_after(delay, now_ns)
+        handle = TimerHandle(self, None, due_ms, fn, args)
+        with self._lock:
+            if self._closed:
+                raise Closed(f"{type(self).__name__} is closed")
+            self._wheel.file(handle, due_ms)
+            if self._wake_at is None or due_ms < self._wake_at:
+                self._wake_before(due_ms)
+        return handle
 
     def call_at(
         self, when: float, fn: Callable[..., Any], *args: Any, key: Hashable | None = None
