@@ -364,3 +364,20 @@ async def test_queue_and_host_limits_are_shown(tabs: Tabs, service: Service) -> 
     await expect(_row(page, "queues", "mail")).to_contain_text("5/s, ≤ 2 at once")
     cells = ["api.example.com:8443", "50/s", "10", "\N{EN DASH}"]  # no concurrency limit
     await expect(page.locator("#limits td")).to_have_text(cells)
+
+
+async def test_a_schedule_s_occurrence_offers_no_action_its_schedule_owns(
+    tabs: Tabs, service: Service
+) -> None:
+    created = await service.api.post(
+        "/v1/schedules", json={"id": "hourly", "every": 3600, "payload": {"n": 1}}
+    )
+    assert created.status_code == 201, created.text
+    [occurrence] = (await service.api.get("/v1/timers")).json()["timers"]
+    assert occurrence["id"].startswith("hourly@")
+    page = await tabs.open()
+    row = _row(page, "timers", occurrence["id"])
+    await expect(row.get_by_role("button")).to_have_text(["Details"])
+    await row.get_by_role("button", name="Details").click()
+    await expect(page.locator("#details-json")).to_contain_text('"state": "scheduled"')
+    await expect(page.locator("#reschedule")).to_be_hidden()

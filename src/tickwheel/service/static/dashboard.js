@@ -89,12 +89,20 @@ function row(cells, actions, id) {
   const tr = document.createElement("tr");
   if (id != null) tr.dataset.id = id;
   if (id != null && id === selected) tr.className = "selected";
-  for (const cell of cells) tr.appendChild(cell instanceof Node ? wrap(cell) : text("td", cell));
+  for (const cell of cells) {
+    if (cell instanceof HTMLTableCellElement) tr.appendChild(cell);
+    else tr.appendChild(cell instanceof Node ? wrap(cell) : text("td", cell));
+  }
   const td = document.createElement("td");
   td.className = "actions";
   td.append(...actions);
   tr.appendChild(td);
   return tr;
+}
+
+// A cell for text that may be long and unbroken (ids, URLs, errors): it wraps anywhere.
+function long(value) {
+  return text("td", value, "long");
 }
 
 function wrap(node) {
@@ -154,8 +162,15 @@ function renderLimit(limit) {
   return tr;
 }
 
+// A schedule's occurrence (`<schedule>@<ms>`) belongs to its schedule: the API refuses to pause,
+// cancel or move it, so only replay (of a dead one) is offered.
+function owned(timer) {
+  return timer.id.includes("@");
+}
+
 function timerActions(timer) {
   const actions = [button("Details", "details", [timer.id])];
+  if (owned(timer) && timer.state !== "dead") return actions;
   if (timer.state === "scheduled") {
     actions.push(button("Pause", "pause-timer", [timer.id]), button("Cancel", "cancel", [timer.id]));
   } else if (timer.state === "paused") {
@@ -168,13 +183,13 @@ function timerActions(timer) {
 
 function renderTimer(timer) {
   const state = timer.state === "paused" ? text("span", "paused", "paused") : timer.state;
-  return row([timer.id, timer.queue, state, timer.due, timer.attempt, target(timer), timer.last_error],
-    timerActions(timer), timer.id);
+  return row([long(timer.id), timer.queue, state, timer.due, timer.attempt, long(target(timer)),
+    long(timer.last_error)], timerActions(timer), timer.id);
 }
 
 function renderDead(timer) {
-  return row([timer.id, timer.queue, timer.due, timer.attempt, target(timer), timer.last_error],
-    [button("Details", "details", [timer.id]), button("Replay", "replay", [timer.id])], timer.id);
+  return row([long(timer.id), timer.queue, timer.due, timer.attempt, long(target(timer)),
+    long(timer.last_error)], [button("Details", "details", [timer.id]), button("Replay", "replay", [timer.id])], timer.id);
 }
 
 function rule(schedule) {
@@ -188,9 +203,10 @@ function scheduleState(schedule) {
 
 function renderSchedule(schedule) {
   const tr = document.createElement("tr");
-  for (const value of [schedule.id, rule(schedule), schedule.next_run || "–", schedule.runs, scheduleState(schedule), target(schedule)]) {
+  for (const value of [schedule.id, rule(schedule), schedule.next_run || "–", schedule.runs, scheduleState(schedule)]) {
     tr.appendChild(text("td", value));
   }
+  tr.appendChild(long(target(schedule)));
   return tr;
 }
 
@@ -337,7 +353,7 @@ async function showDetails() {
   try {
     const timer = await api("GET", "/v1/timers/" + segment(selected));
     $("details-json").textContent = JSON.stringify(timer, null, 2);
-    $("reschedule").className = timer.state === "scheduled" ? "row" : "row hidden";
+    $("reschedule").className = timer.state === "scheduled" && !owned(timer) ? "row" : "row hidden";
   } catch (error) {
     $("details-json").textContent = error.status === 404 ? "this timer is gone" : error.message;
   }
