@@ -137,6 +137,21 @@ def test_several_batches_and_a_clash_with_a_stored_timer(tw: Run, tmp_path: Path
         assert state_of(tw, f"many-{n}") == "scheduled"
 
 
+def test_many_bad_lines_are_reported_in_order(tw: Run, tmp_path: Path) -> None:
+    count = 2 * importer.BATCH_TIMERS + 500
+    lines = [*(["{"] * count), json.dumps(timer("after-bad"))]
+    lines[1500] = json.dumps(timer("among-bad"))
+    path = write_lines(tmp_path / "bad.jsonl", lines)
+    result = tw("import", str(path))
+    assert result.exit_code == 2
+    numbers = [int(line.split(":")[0].removeprefix("line ")) for line in result.stderr.splitlines()]
+    assert numbers == [n for n in range(1, count + 1) if n != 1501]
+    assert result.stdout.endswith(
+        f"2 created, 0 existing, {count - 1} failed of {count + 1} timers\n"
+    )
+    assert state_of(tw, "among-bad") == state_of(tw, "after-bad") == "scheduled"
+
+
 def test_a_progress_bar_on_a_terminal(service: Service, tmp_path: Path) -> None:
     lines = [json.dumps(timer(f"bar-{n}")) for n in range(1500)]
     lines[700] = "oops"
