@@ -381,3 +381,19 @@ async def test_a_schedule_s_occurrence_offers_no_action_its_schedule_owns(
     await row.get_by_role("button", name="Details").click()
     await expect(page.locator("#details-json")).to_contain_text('"state": "scheduled"')
     await expect(page.locator("#reschedule")).to_be_hidden()
+
+
+async def test_the_id_prefix_is_sought_past_the_first_page(tabs: Tabs, service: Service) -> None:
+    bulk = [{"id": f"bulk-{n:03d}", "delay": 3600, "payload": n} for n in range(250)]
+    created = await service.api.post("/v1/timers/batch", json={"timers": bulk})
+    assert created.status_code == 200, created.text
+    await service.create("zz-last")  # after 250 others in id order
+    page = await tabs.open()
+    await expect(page.locator("#timers tr")).to_have_count(100)
+    await expect(page.locator("#shown")).to_have_text(
+        "100 shown of the first 100; narrow the filters to see the others"
+    )
+    await page.fill("#filter-prefix", "zz")
+    await expect(page.locator("#timers tr")).to_have_count(1)
+    await expect(_row(page, "timers", "zz-last")).to_be_visible()
+    await expect(page.locator("#shown")).to_have_text("1 shown")

@@ -13,7 +13,7 @@ const SHOWN = 100; // rows the timer and dead-letter tables show
 let token = sessionStorage.getItem(TOKEN_KEY) || "";
 let selected = null; // the id whose details are open
 let generation = 0; // refreshes started; only the latest one draws
-const samples = []; // {at, fired, lateSum, lateCount} read from /metrics
+const samples = []; // {at, fired, lateSum, lateCount, queue} read from /metrics
 const drawn = new Map(); // table body id -> the JSON of what it shows, to redraw on change only
 
 const $ = (id) => document.getElementById(id);
@@ -216,18 +216,19 @@ async function filteredTimers() {
   const queue = $("filter-queue").value;
   const state = $("filter-state").value;
   const prefix = $("filter-prefix").value;
+  const limit = prefix ? PAGE_SIZE : SHOWN;
   const found = [];
   let cursor = null;
   let scanned = 0;
   let pages = 0;
   do {
-    const page = await api("GET", "/v1/timers?" + query({ state, queue, limit: PAGE_SIZE, cursor }));
+    const page = await api("GET", "/v1/timers?" + query({ state, queue, limit, cursor }));
     pages += 1;
     scanned += page.timers.length;
     for (const timer of page.timers) if (timer.id.startsWith(prefix) && found.length < SHOWN) found.push(timer);
     cursor = page.cursor;
   } while (prefix && cursor && found.length < SHOWN && pages < MAX_PAGES);
-  const more = cursor ? ` (of the first ${scanned}; narrow the filters to see others)` : "";
+  const more = cursor ? ` of the first ${scanned}; narrow the filters to see the others` : "";
   $("shown").textContent = `${found.length} shown${more}`;
   return found;
 }
