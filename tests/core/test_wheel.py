@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tickwheel.core.wheel import TimingWheel
+from tickwheel.core.wheel import TimingWheel, WheelEntry
 
 DAY_MS = 24 * 3600 * 1000
 YEAR_MS = 365 * DAY_MS
@@ -405,3 +405,58 @@ def test_next_due_ms_skips_a_bucket_of_cancelled_entries() -> None:
     wheel.cancel("gone too")
     assert wheel.next_due_ms() == 9
     assert not wheel._dead
+
+
+def test_a_filed_entry_is_its_own_key_and_value() -> None:
+    wheel: TimingWheel[WheelEntry, WheelEntry] = TimingWheel()
+    early, late = WheelEntry(0), WheelEntry(0)
+    wheel.file(late, 20)
+    wheel.file(early, 10)
+    assert len(wheel) == 2
+    assert late.due_ms == 20
+    assert wheel.next_due_ms() == 10
+    assert wheel.advance(15) == [(early, early)]
+    assert wheel.discard(early) is False, "a fired entry is no longer pending"
+    assert wheel.move(early, 30) is False
+    assert wheel.move(late, 25) is True
+    assert late.due_ms == 25
+    assert wheel.advance(24) == []
+    assert wheel.advance(25) == [(late, late)]
+    assert len(wheel) == 0
+
+
+def test_filing_a_pending_entry_again_is_refused() -> None:
+    wheel: TimingWheel[WheelEntry, WheelEntry] = TimingWheel()
+    entry = WheelEntry(0)
+    wheel.file(entry, 5)
+    with pytest.raises(ValueError, match="entry: already filed"):
+        wheel.file(entry, 6)
+    assert wheel.advance(6) == [(entry, entry)]
+
+
+def test_discarded_entries_never_fire_and_leave_with_their_bucket() -> None:
+    wheel: TimingWheel[WheelEntry, WheelEntry] = TimingWheel()
+    entries = [WheelEntry(0) for _ in range(1000)]
+    for n, entry in enumerate(entries):
+        wheel.file(entry, 1 + n * 97)
+    for entry in entries[::2]:
+        assert wheel.discard(entry) is True
+        assert wheel.discard(entry) is False
+    assert len(wheel) == 500
+    got = wheel.advance(1000 * 97)
+    assert [entry for entry, _ in got] == entries[1::2]
+    assert wheel._filed_dead == 0
+    assert not any(wheel._buckets)
+
+
+def test_clear_drops_keyed_and_filed_entries_and_spends_the_filed() -> None:
+    wheel: TimingWheel[object, object] = TimingWheel()
+    entry = WheelEntry(0)
+    wheel.file(entry, 50)
+    wheel.add("k", 60, "v")
+    wheel.clear()
+    assert len(wheel) == 0
+    assert wheel.discard(entry) is False
+    assert len(wheel) == 0
+    assert wheel.next_due_ms() is None
+    assert wheel.advance(100) == []

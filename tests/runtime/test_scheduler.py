@@ -457,6 +457,41 @@ def test_close_is_idempotent_and_later_calls_raise_closed(
     assert not fired.is_set(), "a timer pending at close ran"
 
 
+def test_handles_are_spent_after_close(clock: FakeClock, make_scheduler: MakeScheduler) -> None:
+    s = make_scheduler(clock=clock, max_workers=1)
+    plain = s.call_later(1, print)
+    keyed = s.call_later(1, print, key="k")
+    assert len(s) == 2
+    s.close()
+    assert len(s) == 0
+    assert plain.cancel() is False
+    assert keyed.cancel() is False
+    assert plain.reschedule(1) is False
+    assert len(s) == 0
+
+
+def test_handles_cancelled_from_other_threads_never_run(
+    clock: FakeClock, make_scheduler: MakeScheduler
+) -> None:
+    s = make_scheduler(clock=clock, max_workers=2)
+    ran: list[int] = []
+    handles = [s.call_later(1 + i % 50 / 1000, ran.append, i) for i in range(4000)]
+    threads = [
+        threading.Thread(target=lambda part=part: [h.cancel() for h in handles[part::4]])
+        for part in (0, 2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(s) == 2000
+    clock.advance_ms(1100)
+    deadline = time.monotonic() + WAIT_S
+    while len(ran) < 2000 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(ran) == [i for i in range(4000) if i % 4 in (1, 3)]
+
+
 def test_context_manager_closes(clock: FakeClock) -> None:
     with Scheduler(clock=clock, max_workers=2) as s:
         fired = threading.Event()
