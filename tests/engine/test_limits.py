@@ -252,7 +252,8 @@ async def test_redis_buckets_are_shared_by_workers(
 ) -> None:
     one, two = two_workers
     limits = {"host:a": Limit(rate=10, burst=5)}
-    assert await one.take(limits, [], [ask(4, "host:a")]) == [(4, 0)]
+    unnamed = (4, 1000, ("host:a",), [])  # a rate alone needs no members
+    assert await one.take(limits, [], [unnamed]) == [(4, 0)]
     granted, wait_ms = (await two.take(limits, [], [ask(4, "host:a")]))[0]
     assert granted == 1
     assert 80 <= wait_ms <= 100  # the next token, by the server's clock
@@ -284,6 +285,8 @@ async def test_redis_concurrency_is_given_back_by_any_worker_or_lapses(
     # a member given back by its worker frees its unit for the other at once
     assert await one.take(limits, [("host:a", "m0")], []) == []
     assert await two.take(limits, [], [ask(1, "host:a")]) == [(1, 0)]
+    # a concurrency unit is granted only to a named member
+    assert await one.take(limits, [("host:a", "m1")], [(1, 1000, ("host:a",), [])]) == [(0, 0)]
     # a worker that died never gives back: its grants lapse after their hold
     short = (1, 100, ("host:b",), ["dead-worker"])
     assert await one.take({"host:b": Limit(concurrency=1)}, [], [short]) == [(1, 0)]
@@ -403,7 +406,7 @@ async def test_a_429_with_retry_after_holds_the_whole_host(
     callback = Callback(url=receiver.url)
     await local_store.add(Timer(due_ms=now + 100, callback=callback, retry=policy))
     await local_store.add_many(
-        [Timer(due_ms=now + 400, callback=callback, retry=policy) for _ in range(5)]
+        [Timer(due_ms=now + 1000, callback=callback, retry=policy) for _ in range(5)]
     )
     target = HttpTarget(HttpSettings(allow_private_targets=True))
     async with running(Worker(local_store, target, QUICK)):

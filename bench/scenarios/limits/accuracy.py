@@ -45,10 +45,16 @@ def accuracy_table(fired: Fired, rate: float, burst: int, offered: float, span_s
         [f"through in the {span_s:g} s", fmt(through)],
         ["the limit allows (rate x span + burst)", fmt(allowed)],
         ["through / allowed", f"{through / allowed:.4f}"],
-        ["most in any one-second window", fmt(most_in_one_second(fired.arrivals))],
+        ["most started in any one-second window", fmt(most_in_one_second(fired.started))],
+        ["most arrived in any one-second window", fmt(most_in_one_second(fired.arrivals))],
         ["rate + burst", fmt(rate + burst)],
         ["whole seconds 2..span: mean, min, max", f"{mean:.1f}, {min(steady, default=0)}, "
          f"{max(steady, default=0)}"],
         ["sent back to the store to wait there", fmt(fired.deferred)],
     ]  # fmt: skip
+    table.notes.append(
+        "started: the worker hands the callback to its HTTP client, once granted; arrived: the "
+        "receiver read it, later by the connection wait and the delivery, which bunch on a "
+        "busy machine"
+    )
     return table

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from harness.machine import HZ, own_cpu_s, pid_ticks
 
 from scenarios.engine.receivers import ReceiverProcess
-from tickwheel.engine import HttpTarget, Worker, WorkerSettings
+from tickwheel.engine import HttpTarget, Outcome, Target, Worker, WorkerSettings
 from tickwheel.engine.limits import host_key
 from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, Timer
@@ -21,12 +22,31 @@ from tickwheel.stores.redis import RedisStore
 ADD_CHUNK = 1000
 
 
+class Timed:
+    """A target that notes when each callback starts (epoch ms), after its grant, and fires it
+    through `target`: a window of starts shows what the limiter let go, without the delivery's
+    own jitter that a window of arrivals adds."""
+
+    def __init__(self, target: Target, started: list[float]) -> None:
+        self._target = target
+        self._started = started
+
+    async def fire(self, timer: Timer, attempt: int) -> Outcome:
+        self._started.append(time.time_ns() / 1e6)
+        return await self._target.fire(timer, attempt)
+
+    async def close(self) -> None:
+        await self._target.close()
+
+
 @dataclass
 class Fired:
-    """What one run delivered: arrival times (epoch ms), CPU of this process and of Redis."""
+    """What one run delivered: arrival and start times (epoch ms), CPU of this process and of
+    Redis."""
 
     count: int
     arrivals: list[float] = field(default_factory=list)
+    started: list[float] = field(default_factory=list)
     early: int = 0
     cpu_s: float = 0.0
     redis_cpu_s: float = 0.0
@@ -50,10 +70,11 @@ async def fire(
     limit: Limit | None,
     redis_pid: int | None,
     settle_s: float = 60.0,
+    timed: bool = False,
 ) -> Fired:
     """Add `count` timers due evenly over `spread_s` (from 1 s ahead), run one `Worker` per
     store (the stores share their data: one per worker, as separate processes would) until
-    the receiver has them all, and return what that cost."""
+    the receiver has them all, and return what that cost; `timed` notes each start too."""
     first = stores[0]
     url = receiver.url
     host = host_key(url)

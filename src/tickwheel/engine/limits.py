@@ -40,8 +40,10 @@ MAX_HOLD_S = 600.0
 """Longest a `Retry-After` holds a host: a receiver cannot park a worker's traffic for days."""
 CONCURRENCY_POLL_S = 0.02
 """With shared grants, how often a batch waiting on another worker's concurrency asks again."""
-RELEASE_EVERY_S = 0.005
-"""With shared grants, how long finished callbacks' concurrency may wait to go in one call."""
+CALL_EVERY_S = 0.005
+"""With shared grants, the least time between two calls for grants: callbacks that arrive or
+finish meanwhile share the next call (one a callback cost a fifth of its CPU at 5,000 a
+second), for at most this much more lateness."""
 MAX_ASK = 1000
 """Most grants one group asks for in one call (bounds the script's work and arguments)."""
 GRANT_MARGIN_S = 10.0
@@ -50,7 +52,8 @@ GRANT_MARGIN_S = 10.0
 HOST = "host:"
 QUEUE = "queue:"
 
-# (want, hold_ms, target keys, members): one group of callbacks asking for `want` grants
+# (want, hold_ms, target keys, members): one group of callbacks asking for `want` grants; the
+# members name each one's concurrency grant, and are needed only when a target counts them
 Ask = tuple[int, int, tuple[str, ...], Sequence[str]]
 
 
@@ -71,8 +74,9 @@ class Grants(Protocol):
     ) -> list[tuple[int, int]]:
         """Give back `releases` (target key, member), then grant what each ask can have now.
 
-        Each ask gets (granted, wait_ms): how many of its first members may go (taking a token
-        and a concurrency unit of each of its targets), and when it is worth asking again: 0
+        Each ask gets (granted, wait_ms): how many of its first callbacks may go (taking a token
+        and a concurrency unit, named by its member, of each of its targets; never more than
+        it named when a target counts concurrency), and when it is worth asking again: 0
         when all were granted, the ms until the next token, or -1 while a concurrency count is
         full (ask again after a release).
         """
@@ -288,6 +292,7 @@ class Limiter:
         self._releases: list[tuple[str, str]] = []
         self._wake = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
+        self._last_call = -CALL_EVERY_S
 
     def targets(self, timer: Timer) -> tuple[str, ...]:
         """Return the limit keys `timer`'s callback needs grants from (usually none)."""
@@ -381,6 +386,10 @@ class Limiter:
         loop = asyncio.get_running_loop()
         failures = 0
         while True:
+            if self._shared:
+                gap = self._last_call + CALL_EVERY_S - loop.time()
+                if gap > 0:
+                    await asyncio.sleep(gap)
             self._wake.clear()
             now = loop.time()
             for host, until in list(self._held_until.items()):
@@ -412,12 +421,13 @@ class Limiter:
                 want = min(len(waiters), MAX_ASK)
                 firsts = [waiters[n] for n in range(want)]
                 hold_ms = max(waiter.hold_ms for waiter in firsts)
-                asks.append((want, hold_ms, tuple(found), [w.member for w in firsts]))
+                counted = any(limit.concurrency for limit in found.values())
+                members = [w.member for w in firsts] if counted else []
+                asks.append((want, hold_ms, tuple(found), members))
                 asking.append((group, found))
-            if self._releases and not asks and self._shared:
-                await asyncio.sleep(RELEASE_EVERY_S)  # more may finish meanwhile: one call
             releases, self._releases = self._releases, []
             if asks or releases:
+                self._last_call = loop.time()
                 try:
                     answers = await self._grants.take(limits, releases, asks)
                     failures = 0
@@ -458,7 +468,7 @@ class Limiter:
             if group.waiters and group.ready_at > now:
                 timeout = min(timeout, group.ready_at - now)
         if self._releases and self._shared:
-            timeout = min(timeout, RELEASE_EVERY_S)
+            timeout = min(timeout, CALL_EVERY_S)
         if not any(group.waiters for group in self._groups.values()) and not self._releases:
             timeout = REFRESH_S  # only bookings left: forget them once they are past
         wake = asyncio.ensure_future(self._wake.wait())

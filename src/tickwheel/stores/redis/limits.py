@@ -60,9 +60,10 @@ class RedisGrants:
 
         tail: list[Arg] = []
         for want, hold_ms, targets, members in asks:
-            tail.extend((want, hold_ms, len(targets)))
+            named = members[:want]
+            tail.extend((want, hold_ms, len(targets), len(named)))
             tail.extend(target(key) for key in targets)
-            tail.extend(members[:want])
+            tail.extend(named)
         given: list[Arg] = [len(releases)]
         for key, member in releases:
             given.extend((target(key), member))

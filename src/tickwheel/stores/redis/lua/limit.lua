@@ -4,7 +4,8 @@
 -- KEYS[2t]   target t's concurrency zset (member -> ms its grant lapses)
 -- ARGV[1] T, then T x (rate a second or 0, bucket size, concurrency or 0)
 --   then R, then R x (target index, member) to give back
---   then to the end, one ask after another: want, hold_ms, k, k x target index, want x member
+--   then to the end, one ask after another: want, hold_ms, k, m, k x target index, m x member
+--   (members name concurrency grants: an ask with a concurrency bound gets at most m)
 -- returns: {granted, wait_ms, ...} per ask: the first `granted` members may go; wait_ms is 0
 -- when all were granted, the ms until the next token, or -1 while a concurrency count is full
 local time = redis.call('TIME')
@@ -39,15 +40,16 @@ for t = 1, T do
 end
 local out = {}
 while i <= #ARGV do
-  local want, hold, k = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-  i = i + 3
+  local want, hold = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  local k, m = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  i = i + 4
   local targets = {}
   local n = want
   for j = 1, k do
     local t = tonumber(ARGV[i + j - 1])
     targets[j] = t
     if rate[t] > 0 then n = math.min(n, math.floor(tokens[t])) end
-    if conc[t] > 0 then n = math.min(n, room[t]) end
+    if conc[t] > 0 then n = math.min(n, room[t], m) end
   end
   i = i + k
   n = math.max(n, 0)
@@ -74,7 +76,7 @@ while i <= #ARGV do
       end
     end
   end
-  i = i + want
+  i = i + m
   out[#out + 1] = n
   out[#out + 1] = wait
 end
