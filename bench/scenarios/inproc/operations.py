@@ -111,6 +111,21 @@ def heapq_add_cancel(w: Workload, cb: Callback) -> Samples:
     return (t1 - t0) / w.n, (t2 - t1) / w.n, None
 
 
+def dict_add_cancel(w: Workload, cb: Callback) -> Samples:
+    """Time a plain dict's key -> due set of N keys, then del in random order: the floor of
+    any structure that finds a timer by its key."""
+    d: dict[Hashable, int] = {}
+    t0 = NS()
+    for key, due in zip(w.keys, w.dues, strict=True):
+        d[key] = due  # noqa: PERF403 - one set per timer, as the structures above make
+    t1 = NS()
+    for key in w.cancel_keys:
+        del d[key]
+    t2 = NS()
+    assert not d
+    return (t1 - t0) / w.n, (t2 - t1) / w.n, None
+
+
 async def _sched_add_cancel(w: Workload, cb: Callback) -> Samples:
     """Time AsyncScheduler.call_later and TimerHandle.cancel on a running loop."""
     sched = AsyncScheduler()
@@ -286,6 +301,19 @@ def heap_memory(w: Workload, cb: Callback) -> float:
         for key, off in zip(keys, offsets, strict=True):
             push(key, base + off, cb)
         return dheap
+
+    return traced(build) / w.n
+
+
+def dict_memory(w: Workload, cb: Callback) -> float:
+    """Bytes per timer for a dict of key -> due (due ints counted)."""
+    keys, offsets, base = w.keys, w.offsets, w.base_ms
+
+    def build() -> object:
+        d: dict[Hashable, int] = {}
+        for key, off in zip(keys, offsets, strict=True):
+            d[key] = base + off
+        return d
 
     return traced(build) / w.n
 

@@ -12,6 +12,8 @@ from scenarios.inproc.operations import (
     asyncio_add_cancel,
     asyncio_fire,
     asyncio_memory,
+    dict_add_cancel,
+    dict_memory,
     heap_add_cancel,
     heap_fire,
     heap_memory,
@@ -86,6 +88,9 @@ STRUCTURES: dict[str, Structure] = {
         False,
         False,
         _cells("add"),
+    ),
+    "dict set + del (floor, info)": Structure(
+        dict_add_cancel, dict_memory, None, False, False, _cells("add")
     ),
     "AsyncScheduler": Structure(
         sched_add_cancel, sched_memory, None, False, True, _cells("add", "memory")
@@ -248,6 +253,8 @@ def structures_table(sizes: list[int], results: dict[tuple[str, int], Cell]) -> 
         "counted, due ints / asyncio 'when' floats / contexts are; asyncio and AsyncScheduler "
         "handles are kept in a preallocated list whose 8 B/slot is not counted; the asyncio "
         "loop itself is created before tracing",
+        "dict set + del (floor, info): the same keys set in a dict (key -> due) and deleted in "
+        "the cancel order, the least any structure that finds a timer by its key can do",
         "AsyncScheduler / Scheduler: tickwheel's user-facing call_later + handle.cancel() (the "
         "handle is filed in the wheel as its own entry; no lock on the loop's thread, the thread "
         "Scheduler's lock taken per call), the like-for-like peers of loop.call_later + cancel; "
