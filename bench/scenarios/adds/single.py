@@ -2,7 +2,8 @@
 
 Each row adds `n` timers (a payload of one small dict, due an hour ahead, string ids made
 beforehand) to a fresh store on the private server; the floor adds as many members with plain
-redis-py `ZADD` calls, one per timer, the same two ways, in the same run.
+redis-py `ZADD` calls, one per timer, the same two ways, in the same run, the two alternating
+in rounds.
 """
 
 from __future__ import annotations
@@ -51,77 +52,97 @@ async def each(
     return time.perf_counter() - t0
 
 
-async def raw_row(url: str, n: int, concurrency: int, how: str) -> Rate:
-    client = aredis.Redis.from_url(url)
-    members = [f"order-{uuid.uuid4().hex}" for _ in range(n)]
-
-    async def zadd(member: object) -> object:
-        return await client.zadd("raw", {str(member): 1_900_000_000_000})
-
-    cpu0 = own_cpu_s()
-    seconds = await each(zadd, members, concurrency)
-    rate = Rate(f"raw redis-py ZADD, {how}", n / seconds, (own_cpu_s() - cpu0) / n * 1e6)
-    await client.aclose()
-    return rate
+ROUNDS = 10  # raw and store calls alternate in this many rounds: load that comes and goes
+# on a shared host falls on both alike
 
 
-async def store_row(url: str, n: int, concurrency: int, how: str) -> Rate:
-    store = RedisStore.from_url(url)
-    await store.sync_clock()
-    due = store.now_ms() + 3_600_000
-    timers = [Timer(id=f"order-{uuid.uuid4().hex}", due_ms=due, payload={"n": i}) for i in range(n)]
+class Tally:
+    """Seconds and CPU seconds one row has spent over its rounds."""
 
-    async def add(timer: object) -> object:
-        assert isinstance(timer, Timer)
-        return await store.add(timer)
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.seconds = 0.0
+        self.cpu_s = 0.0
 
-    cpu0 = own_cpu_s()
-    seconds = await each(add, timers, concurrency)
-    rate = Rate(f"RedisStore.add, {how}", n / seconds, (own_cpu_s() - cpu0) / n * 1e6)
-    await store.close()
-    return rate
+    async def time(
+        self, call: Callable[[object], Awaitable[object]], items: Sequence[object], concurrency: int
+    ) -> None:
+        cpu0 = own_cpu_s()
+        self.seconds += await each(call, items, concurrency)
+        self.cpu_s += own_cpu_s() - cpu0
+
+    def rate(self, n: int) -> Rate:
+        return Rate(self.label, n / self.seconds, self.cpu_s / n * 1e6)
 
 
 async def rates(url: str, n: int) -> list[Rate]:
-    """The four rows: raw ZADD and `RedisStore.add`, sequential and 64 at once."""
+    """The four rows: raw ZADD and `RedisStore.add`, sequential and 64 at once, each pair's
+    calls alternating in `ROUNDS` rounds."""
     rows = []
     admin = aredis.Redis.from_url(url)
+    client = aredis.Redis.from_url(url)
     try:
         for concurrency in (1, CONCURRENCY):
             how = "sequential" if concurrency == 1 else f"{concurrency} at once"
             await admin.flushall()
-            rows.append(await raw_row(url, n, concurrency, how))
-            await admin.flushall()
-            rows.append(await store_row(url, n, concurrency, how))
+            store = RedisStore.from_url(url)
+            await store.sync_clock()
+            due = store.now_ms() + 3_600_000
+            ids = [f"order-{uuid.uuid4().hex}" for _ in range(n)]
+            timers = [Timer(id=f"{i}-t", due_ms=due, payload={"n": k}) for k, i in enumerate(ids)]
+
+            async def zadd(member: object) -> object:
+                return await client.zadd("raw", {str(member): 1_900_000_000_000})
+
+            async def add(timer: object, store: RedisStore = store) -> object:
+                assert isinstance(timer, Timer)
+                return await store.add(timer)
+
+            raw = Tally(f"raw redis-py ZADD, {how}")
+            ours = Tally(f"RedisStore.add, {how}")
+            step = -(-n // ROUNDS)
+            for start in range(0, n, step):
+                await raw.time(zadd, ids[start : start + step], concurrency)
+                await ours.time(add, timers[start : start + step], concurrency)
+            await store.close()
+            rows += [raw.rate(n), ours.rate(n)]
     finally:
         await admin.aclose()
+        await client.aclose()
     return rows
 
 
 async def sqlite_rates(directory: Path, n: int) -> list[Rate]:
     """`SqliteStore.add_many` (1,000 a call, the floor), then `add` sequential and 64 at once,
-    each on a fresh file."""
-    rows = []
-    for label, concurrency in (("add_many of 1,000", 0), ("sequential", 1), ("64 at once", 64)):
-        path = directory / f"{uuid.uuid4().hex}.db"
-        store = SqliteStore(path)
-        due = store.now_ms() + 3_600_000
-        timers = [
-            Timer(id=f"order-{uuid.uuid4().hex}", due_ms=due, payload={"n": i}) for i in range(n)
-        ]
-        cpu0, t0 = own_cpu_s(), time.perf_counter()
-        if concurrency == 0:
-            for start in range(0, n, 1000):
-                await store.add_many(timers[start : start + 1000])
-            seconds = time.perf_counter() - t0
-        else:
+    each on a fresh file, the three alternating a thousand timers at a time."""
+    hows = (("add_many of 1,000", 0), ("add, sequential", 1), ("add, 64 at once", CONCURRENCY))
+    stores = [SqliteStore(directory / f"{uuid.uuid4().hex}.db") for _ in hows]
+    tallies = [Tally(f"SqliteStore.{label}") for label, _ in hows]
+    due = stores[0].now_ms() + 3_600_000
+    timers = [
+        [Timer(id=f"order-{uuid.uuid4().hex}", due_ms=due, payload={"n": i}) for i in range(n)]
+        for _ in hows
+    ]
+    try:
+        for start in range(0, n, 1000):
+            for (_, concurrency), store, tally, mine in zip(
+                hows, stores, tallies, timers, strict=True
+            ):
+                chunk = mine[start : start + 1000]
 
-            async def add(timer: object, store: SqliteStore = store) -> object:
-                assert isinstance(timer, Timer)
-                return await store.add(timer)
+                async def add(timer: object, store: SqliteStore = store) -> object:
+                    assert isinstance(timer, Timer)
+                    return await store.add(timer)
 
-            seconds = await each(add, timers, concurrency)
-        name = f"SqliteStore.{label}" if concurrency == 0 else f"SqliteStore.add, {label}"
-        rows.append(Rate(name, n / seconds, (own_cpu_s() - cpu0) / n * 1e6))
-        await store.close()
-    return rows
+                async def add_many(chunk: object, store: SqliteStore = store) -> object:
+                    assert isinstance(chunk, list)
+                    return await store.add_many(chunk)
+
+                if concurrency == 0:
+                    await tally.time(add_many, [chunk], 1)
+                else:
+                    await tally.time(add, chunk, concurrency)
+    finally:
+        for store in stores:
+            await store.close()
+    return [tally.rate(n) for tally in tallies]
