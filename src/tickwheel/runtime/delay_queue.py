@@ -33,11 +33,14 @@ class _Delayed(ABC, Generic[T]):
 
     def __init__(self, clock: Clock | None) -> None:
         self._clock: Clock = clock or SystemClock()
+        self._now_ns = self._clock.now_ns
         self._heap: DelayHeap[Hashable, T] = DelayHeap()
         self._lock = threading.Lock()
         # waits and wake-ups go through the condition; plain `with self._lock` is cheaper
         self._cond = threading.Condition(self._lock)
         self._closed = False
+        # getters waiting: a put that makes a new earliest item wakes one only if there is one
+        self._waiting = 0
         self._unwatch = self._clock.watch(self._on_clock_jump)
 
     def __len__(self) -> int:
@@ -62,7 +65,7 @@ class _Delayed(ABC, Generic[T]):
 
         Returns its key: `key` if given (replacing an item held under it), else a new one.
         """
-        now_ns = self._clock.now_ns()
+        now_ns = self._now_ns()
         if delay is None and when is None:
             due_ms = now_ns // NS_PER_MS
         else:
@@ -71,7 +74,7 @@ class _Delayed(ABC, Generic[T]):
         with self._lock:
             if self._closed:
                 raise Closed(f"{type(self).__name__} is closed")
-            if self._heap.push(key, due_ms, item):
+            if self._heap.push(key, due_ms, item) and self._waiting:
                 self._wake_getter()
         return key
 
@@ -82,7 +85,7 @@ class _Delayed(ABC, Generic[T]):
         with self._lock:
             head = self._heap.next_due_ms()
             moved = self._heap.reschedule(key, due_ms)
-            if moved and (head is None or due_ms <= head):
+            if moved and self._waiting and (head is None or due_ms <= head):
                 self._wake_getter()
         return moved
 
@@ -91,7 +94,7 @@ class _Delayed(ABC, Generic[T]):
         with self._lock:
             if self._closed:
                 raise Closed(f"{type(self).__name__} is closed")
-            taken = self._heap.pop_one(self._clock.now_ns() // NS_PER_MS)
+            taken = self._heap.pop_one(self._now_ns() // NS_PER_MS)
         if taken is None:
             raise queue.Empty
         return taken[1]
@@ -113,13 +116,13 @@ class _Delayed(ABC, Generic[T]):
 
     @abstractmethod
     def _wake_getter(self) -> None:
-        """Tell one waiting getter that the earliest item changed; called with the lock held."""
+        """Tell one of the waiting getters that the earliest item changed; with the lock held."""
 
     def _take(self) -> tuple[Hashable, T] | None:
         """Pop the earliest ``(key, item)`` if it is due, else None."""
         if self._closed:
             raise Closed(f"{type(self).__name__} is closed")
-        return self._heap.pop_one(self._clock.now_ns() // NS_PER_MS)
+        return self._heap.pop_one(self._now_ns() // NS_PER_MS)
 
     def _sleep_s(self) -> float | None:
         """Return how long until the earliest item is due, or None when empty."""
@@ -145,11 +148,9 @@ class DelayQueue(_Delayed[T]):
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         super().__init__(clock)
-        self._waiting = 0
 
     def _wake_getter(self) -> None:
-        if self._waiting:
-            self._cond.notify()
+        self._cond.notify()
 
     def get(self, timeout: float | None = None) -> T:
         """Remove and return the earliest due item, waiting up to `timeout` seconds for one.
@@ -214,6 +215,7 @@ class AsyncDelayQueue(_Delayed[T]):
             waiter = self._loop.create_future()
             self._getters.append(waiter)
             alarm = None if sleep_s is None else self._loop.call_later(sleep_s, _settle, waiter)
+            self._waiting += 1
             try:
                 await waiter
             except asyncio.CancelledError:
@@ -221,6 +223,7 @@ class AsyncDelayQueue(_Delayed[T]):
                     self._wake_one()  # pass on any wake-up this getter will not use
                 raise
             finally:
+                self._waiting -= 1
                 if alarm is not None:
                     alarm.cancel()
                 if waiter in self._getters:
