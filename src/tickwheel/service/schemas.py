@@ -426,10 +426,13 @@ class LimitOut(BaseModel):
         return cls(rate=limit.rate, burst=limit.burst, concurrency=limit.concurrency)
 
 
-class HostLimitOut(LimitOut):
+class HostLimitOut(BaseModel):
     """The limit on callbacks to one host (``host`` or ``host:port``, as in its URLs)."""
 
     host: str
+    rate: float | None
+    burst: int | None
+    concurrency: int | None
 
     @classmethod
     def of_host(cls, host: str, limit: Limit) -> HostLimitOut:
