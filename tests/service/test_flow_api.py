@@ -248,6 +248,7 @@ async def test_put_queue_replaces_its_settings(client: httpx.AsyncClient, store:
         ({"limit": {"concurrency": 1, "burst": 5}}, "limit.burst"),
         ({"limit": {"rate": 0}}, "limit.rate"),
         ({"limit": {"rate": -1}}, "limit.rate"),
+        ({"limit": {"rate": 1e-300}}, "limit.rate"),
         ({"limit": {"rate": 100_001}}, "limit.rate"),
         ({"limit": {"rate": "5"}}, "limit.rate"),
         ({"limit": {"rate": 5, "burst": 0}}, "limit.burst"),

@@ -91,6 +91,7 @@ def test_rates(text: str, per_s: float) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [("0/s", "out of range"), ("0", "out of range"), ("100001/s", "out of range"),
+     ("0.5/d", "out of range"),
      ("6000001/m", "out of range"), ("9" * 400, "out of range"), ("-1", "not a rate"),
      ("1e999/s", "not a rate"), ("50/fortnight", "not a rate"), ("50/ms", "not a rate"),
      ("", "not a rate"), ("/s", "not a rate"), ("50/", "not a rate"), ("nan", "not a rate"),

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import typer
 
-from tickwheel.stores.base import MAX_RATE
+from tickwheel.stores.base import MAX_RATE, MIN_RATE
 
 _UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")
@@ -64,7 +64,7 @@ def parse_rate(text: str) -> float:
     """Return callbacks a second for ``50/s``, ``3000/m``, ``10/h``, ``1/d`` or a bare number.
 
     Raises:
-        typer.BadParameter: the text is no rate, or not above 0 and at most `MAX_RATE` a second.
+        typer.BadParameter: the text is no rate, or below one a day or above `MAX_RATE` a second.
     """
     count, slash, unit = text.strip().lower().replace(" ", "").partition("/")
     per_s = _UNITS_S.get(unit if slash else "s")
@@ -73,9 +73,9 @@ def parse_rate(text: str) -> float:
             f"{_shown(text)} is not a rate: write e.g. 50/s, 3000/m, 10/h or 50"
         )
     rate = float(count) / per_s
-    if not 0 < rate <= MAX_RATE:
+    if not MIN_RATE <= rate <= MAX_RATE:
         raise typer.BadParameter(
-            f"{_shown(text)} is out of range: a rate is above 0 and at most {MAX_RATE:g}/s"
+            f"{_shown(text)} is out of range: a rate is from 1/d to {MAX_RATE:g}/s"
         )
     return rate
 

@@ -41,6 +41,7 @@ from tickwheel.stores.base import (
     MAX_BURST,
     MAX_CONCURRENCY,
     MAX_RATE,
+    MIN_RATE,
     Limit,
     QueueInfo,
     QueueSettings,
@@ -390,7 +391,7 @@ class HealthOut(BaseModel):
     store: str
 
 
-Rate = Annotated[float, Field(strict=True, gt=0, le=MAX_RATE, allow_inf_nan=False)]
+Rate = Annotated[float, Field(strict=True, ge=MIN_RATE, le=MAX_RATE, allow_inf_nan=False)]
 Burst = Annotated[int, Field(strict=True, ge=1, le=MAX_BURST)]
 Concurrency = Annotated[int, Field(strict=True, ge=1, le=MAX_CONCURRENCY)]
 

@@ -74,6 +74,7 @@ class Stats:
     earliest_due_ms: int | None = None
 
 
+MIN_RATE = 1 / 86_400  # one a day: slower would hold a limited timer back for good
 MAX_RATE = 100_000.0
 MAX_BURST = 100_000
 MAX_CONCURRENCY = 10_000
@@ -94,8 +95,8 @@ class Limit:
     def __post_init__(self) -> None:
         if self.rate is None and self.concurrency is None:
             raise InvalidArgument("rate", "give a rate, a concurrency or both")
-        if self.rate is not None and not 0 < self.rate <= MAX_RATE:
-            raise InvalidArgument("rate", f"must be above 0 and at most {MAX_RATE:g} a second")
+        if self.rate is not None and not MIN_RATE <= self.rate <= MAX_RATE:
+            raise InvalidArgument("rate", f"must be from one a day to {MAX_RATE:g} a second")
         if self.burst is not None:
             if self.rate is None:
                 raise InvalidArgument("burst", "needs a rate")
