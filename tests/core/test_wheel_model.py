@@ -161,7 +161,7 @@ class WheelModel(RuleBasedStateMachine):
     def check_tombstones_bounded(self) -> None:
         # the bound the sweep keeps: a sweep starts past the allowance beyond the pending
         # entries, and ends within entries / SWEEP_SLICE adds
-        dead = len(self.wheel._dead) + self.wheel._filed_dead
+        dead = len(self.tombstones()) + self.wheel._filed_dead
         assert dead <= 2 * (self.peak + self.wheel.SPARE_TOMBSTONES) + 1
 
     def do_file(self, entry: Filed, due_ms: int) -> None:
@@ -171,6 +171,10 @@ class WheelModel(RuleBasedStateMachine):
         self.pending[entry] = (due_ms, self.seq, entry)
         self.peak = max(self.peak, len(self.pending))
         self.check_tombstones_bounded()
+
+    def tombstones(self) -> dict[Key, int]:
+        """The wheel's cancelled keys still in a bucket, with their due times."""
+        return {key: ~due_ms for key, due_ms in self.wheel._due.items() if due_ms < 0}
 
     def int_keys(self) -> list[int]:
         return sorted(key for key in self.pending if isinstance(key, int))
@@ -338,7 +342,9 @@ class WheelModel(RuleBasedStateMachine):
             seen.extend(bucket)
         assert len(seen) == len(set(seen)), "a key in two buckets"
         overdue = set(wheel._overdue)
-        dead = set(wheel._dead)
+        tombstones = self.tombstones()
+        dead = set(tombstones)
+        assert wheel._live == sum(isinstance(key, int) for key in self.pending)
         assert not dead & set(self.pending), "a pending key is also a tombstone"
         assert not dead & overdue, "an overdue entry left as a tombstone"
         # a discarded filed entry stays in its bucket; an overdue one goes at once
@@ -350,7 +356,7 @@ class WheelModel(RuleBasedStateMachine):
         assert set(seen) | overdue == set(self.pending) | dead | filed_dead
         for key in dead:
             # a tombstone is reclaimed by the advance that passes its due tick
-            assert self.fire_tick(wheel._dead[key]) > self.now // self.tick
+            assert self.fire_tick(tombstones[key]) > self.now // self.tick
         for entry in filed_dead:
             assert self.fire_tick(entry.due_ms) > self.now // self.tick
         for entry in self.filed:

@@ -25,9 +25,10 @@ A caller that makes an object per timer anyway (a scheduler's handle) can file t
 instead, as a `WheelEntry`: it is its own key and value and carries its due time and whether it
 is pending, so filing it touches only its bucket and cancelling it only itself.
 
-`cancel` is lazy: it moves the key from the due dict to a dict of *tombstones* (a filed entry
-just stops being pending) and leaves the bucket alone, because at a million timers the bucket
-delete is a second cache miss that costs more than the rest of the call. A tombstone is
+`cancel` is lazy: it turns the key's due time in the due dict into a *tombstone*, its bitwise
+complement (a negative int), in the slot it has just looked up, and leaves the bucket alone (a
+filed entry just stops being pending): at a million timers each other dict or bucket touched
+would be one more cache miss, costing more than the rest of the call. A tombstone is
 reclaimed when its bucket is re-filed or expires (or heads the bucket `next_due_ms` looks at),
 at once when its key is added again, and by a sweep once tombstones outnumber pending entries
 by `SPARE_TOMBSTONES`. The sweep visits every bucket, `SWEEP_SLICE` entries per `add` or
@@ -87,12 +88,12 @@ class TimingWheel(Generic[K, T]):
 
     __slots__ = (
         "_buckets",
-        "_dead",
         "_draining",
         "_due",
         "_ends",
         "_filed",
         "_filed_dead",
+        "_live",
         "_now",
         "_occupied",
         "_origin",
@@ -112,9 +113,10 @@ class TimingWheel(Generic[K, T]):
         # ticks count from the first one, so that for days they stay one-digit Python ints
         self._origin = now_ms // tick_ms
         self._now = 0
+        # key -> due_ms while pending; -> ~due_ms (negative) while a tombstone in its bucket
         self._due: dict[K, int] = {}
-        # cancelled entries still in a bucket: key -> due_ms; no key is in both dicts
-        self._dead: dict[K, int] = {}
+        # keys pending in `_due`; the rest there are tombstones
+        self._live = 0
         self._overdue: dict[K, T] = {}
         # bucket (level, slot) is self._buckets[level << 7 | slot]
         self._buckets: list[dict[K, T]] = []
@@ -135,10 +137,11 @@ class TimingWheel(Generic[K, T]):
         self._filed_dead = 0
 
     def __len__(self) -> int:
-        return len(self._due) + self._filed
+        return self._live + self._filed
 
     def __contains__(self, key: object) -> bool:
-        return key in self._due
+        due: dict[Any, int] = self._due
+        return due.get(key, -1) >= 0
 
     @property
     def now_ms(self) -> int:
@@ -148,9 +151,11 @@ class TimingWheel(Generic[K, T]):
     def add(self, key: K, due_ms: int, value: T) -> None:
         """Schedule `value` under `key` for `due_ms`, replacing any entry with that key."""
         due = self._due
-        if key in due or self._dead:
-            self._unfile(key)
+        old = due.get(key)
+        if old is not None or len(due) > self._live:
+            self._unfile(key, old)
         due[key] = due_ms
+        self._live += 1
         tick = self._tick_ms
         t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
         now = self._now
@@ -194,7 +199,7 @@ class TimingWheel(Generic[K, T]):
         dead = self._filed_dead
         if dead and (
             self._sweep_bucket >= 0
-            or dead + len(self._dead) > self._filed + len(self._due) + self.SPARE_TOMBSTONES
+            or dead + len(self._due) > 2 * self._live + self._filed + self.SPARE_TOMBSTONES
         ):
             self._sweep_slice()
         tick = self._tick_ms
@@ -254,12 +259,12 @@ class TimingWheel(Generic[K, T]):
         """Drop every entry, keeping the time; filed entries stop being pending."""
         for bucket in (*self._buckets, self._overdue):
             for key in bucket:
-                if key not in self._due and key not in self._dead:
+                if key not in self._due:
                     entry: Any = key
                     entry._pending = False
             bucket.clear()
         self._due.clear()
-        self._dead.clear()
+        self._live = 0
         self._occupied = [0] * len(self._occupied)
         self._draining = 0
         self._sweep_bucket, self._sweep_keys, self._sweep_pos = -1, [], 0
@@ -267,25 +272,29 @@ class TimingWheel(Generic[K, T]):
 
     def cancel(self, key: K) -> bool:
         """Remove the entry under `key`; return whether there was one."""
-        due_ms = self._due.pop(key, None)
-        if due_ms is None:
+        due = self._due
+        due_ms = due.get(key)
+        if due_ms is None or due_ms < 0:
             return False
+        self._live -= 1
         overdue = self._overdue
         if overdue and key in overdue:
             del overdue[key]
+            del due[key]
         else:
             # the bucket keeps the entry as a tombstone: touching it would cost a cache miss
-            self._dead[key] = due_ms
+            due[key] = ~due_ms
         return True
 
     def get(self, key: K) -> T | None:
         """Return the value pending under `key`, or None."""
         due_ms = self._due.get(key)
-        return None if due_ms is None else self._bucket_of(key, due_ms)[key]
+        return None if due_ms is None or due_ms < 0 else self._bucket_of(key, due_ms)[key]
 
     def due_ms(self, key: K) -> int | None:
         """Return when the entry under `key` is due, or None."""
-        return self._due.get(key)
+        due_ms = self._due.get(key)
+        return None if due_ms is None or due_ms < 0 else due_ms
 
     def next_due_ms(self) -> int | None:
         """Return when the wheel next needs an `advance`, or None when it is empty.
@@ -297,7 +306,7 @@ class TimingWheel(Generic[K, T]):
         now = self._now
         if self._overdue:
             return self.now_ms
-        if not self._due and not self._filed:
+        if not self._live and not self._filed:
             return None  # tombstones at most
         wake = None
         for level, bits in enumerate(self._occupied):
@@ -352,35 +361,38 @@ class TimingWheel(Generic[K, T]):
             return []
         return self._flatten(expired)
 
-    def _unfile(self, key: K) -> None:
-        """Before `key` is added: remove its entry or its tombstone; sweep if tombstones pile up.
+    def _unfile(self, key: K, old: int | None) -> None:
+        """Before `key` is added: remove its entry or its tombstone (`old` is its value in the
+        due dict); sweep if tombstones pile up.
 
-        A key has at most one entry in the buckets, so a tombstone goes before its key returns.
+        A key has at most one entry in the buckets, so a tombstone goes before its key returns;
+        the caller overwrites its slot in the due dict.
         """
-        due = self._due
-        dead = self._dead
-        if key in due:
-            del self._bucket_of(key, due[key])[key]
-        elif key in dead:
-            del self._bucket_of(key, dead.pop(key))[key]
+        if old is not None:
+            if old >= 0:
+                self._live -= 1
+                del self._bucket_of(key, old)[key]
+            else:
+                del self._bucket_of(key, ~old)[key]
         if self._sweep_bucket >= 0 or self._crowded():
             self._sweep_slice()
 
     def _crowded(self) -> bool:
         """Whether tombstones outnumber pending entries by more than the allowance."""
-        dead = len(self._dead) + self._filed_dead
-        return dead > len(self._due) + self._filed + self.SPARE_TOMBSTONES
+        dead = len(self._due) - self._live + self._filed_dead
+        return dead > self._live + self._filed + self.SPARE_TOMBSTONES
 
     def _is_dead(self, key: K) -> bool:
         """Whether a bucket's `key` is a tombstone: cancelled, or a filed entry discarded."""
-        if key in self._dead:
-            return True
+        due_ms = self._due.get(key)
+        if due_ms is not None:
+            return due_ms < 0
         entry: Any = key
-        return key not in self._due and not entry._pending
+        return not entry._pending
 
     def _reclaim(self, key: K) -> None:
         """Forget the tombstone `key` once it has left its bucket."""
-        if self._dead.pop(key, None) is None:
+        if self._due.pop(key, None) is None:
             self._filed_dead -= 1
 
     def _level(self, t: int, now: int) -> int:
@@ -416,7 +428,7 @@ class TimingWheel(Generic[K, T]):
         turn = first & _SLOT
         ring = ((bits >> turn) | (bits << (_RING - turn))) & _ALL
         base = level << 7
-        tombstones = self._dead or self._filed_dead
+        tombstones = len(self._due) > self._live or self._filed_dead
         while ring:
             low = ring & -ring
             offset = low.bit_length() - 1
@@ -449,7 +461,7 @@ class TimingWheel(Generic[K, T]):
         """
         buckets = self._buckets
         budget = self.SWEEP_SLICE
-        while budget > 0 and (self._dead or self._filed_dead):
+        while budget > 0 and (len(self._due) > self._live or self._filed_dead):
             keys, pos = self._sweep_keys, self._sweep_pos
             if pos >= len(keys):
                 index = self._sweep_bucket + 1
@@ -461,14 +473,16 @@ class TimingWheel(Generic[K, T]):
                 self._sweep_bucket, self._sweep_keys = index, keys
             bucket = buckets[self._sweep_bucket]
             end = min(pos + budget, len(keys))
-            dead, due = self._dead, self._due
+            due = self._due
             for key in keys[pos:end]:
                 if key not in bucket:
                     continue
-                if key in dead:
-                    del bucket[key]
-                    del dead[key]
-                elif key not in due:
+                due_ms = due.get(key)
+                if due_ms is not None:
+                    if due_ms < 0:
+                        del bucket[key]
+                        del due[key]
+                else:
                     entry: Any = key
                     if not entry._pending:
                         del bucket[key]
@@ -522,7 +536,7 @@ class TimingWheel(Generic[K, T]):
     def _file(self, key: K, value: T, now: int) -> None:
         """Put a pending entry (due after `now`) into its own bucket; reclaim a tombstone."""
         due_ms = self._due.get(key)
-        if due_ms is None:
+        if due_ms is None or due_ms < 0:
             if self._is_dead(key):
                 self._reclaim(key)
                 return
@@ -582,7 +596,7 @@ class TimingWheel(Generic[K, T]):
         for bucket in refile:
             for key, value in bucket.items():
                 due_ms = due.get(key)
-                if due_ms is None:
+                if due_ms is None or due_ms < 0:
                     if self._is_dead(key):
                         self._reclaim(key)
                         continue
@@ -597,16 +611,15 @@ class TimingWheel(Generic[K, T]):
     def _flatten(self, expired: list[tuple[dict[K, T], bool]]) -> list[tuple[K, T]]:
         """Flatten detached buckets, already in due order between them, and forget them."""
         due = self._due
-        dead = self._dead
         # whether buckets may hold filed entries, which are not in `due`
         mixed = self._filed or self._filed_dead
         out: list[tuple[K, T]] = []
         for bucket, ordered in expired:
-            if dead:
-                gone = [key for key in bucket if key in dead]
+            if len(due) > self._live:  # tombstones, somewhere
+                gone = [key for key in bucket if due.get(key, 0) < 0]
                 for key in gone:
                     del bucket[key]
-                    del dead[key]
+                    del due[key]
             if mixed:
                 self._fire_filed(bucket)
             if not bucket:
@@ -617,10 +630,12 @@ class TimingWheel(Generic[K, T]):
                 out.extend(sorted(bucket.items(), key=self._due_of))
             if mixed:
                 for key in bucket:
-                    due.pop(key, None)
+                    if due.pop(key, None) is not None:
+                        self._live -= 1
             else:
                 for key in bucket:
                     del due[key]
+                self._live -= len(bucket)
         return out
 
     def _fire_filed(self, bucket: dict[K, T]) -> None:
