@@ -105,6 +105,10 @@ function long(value) {
   return text("td", value, "long");
 }
 
+function time(value) {
+  return text("td", value, "time");
+}
+
 function wrap(node) {
   const td = document.createElement("td");
   td.appendChild(node);
@@ -183,12 +187,12 @@ function timerActions(timer) {
 
 function renderTimer(timer) {
   const state = timer.state === "paused" ? text("span", "paused", "paused") : timer.state;
-  return row([long(timer.id), timer.queue, state, timer.due, timer.attempt, long(target(timer)),
+  return row([long(timer.id), timer.queue, state, time(timer.due), timer.attempt, long(target(timer)),
     long(timer.last_error)], timerActions(timer), timer.id);
 }
 
 function renderDead(timer) {
-  return row([long(timer.id), timer.queue, timer.due, timer.attempt, long(target(timer)),
+  return row([long(timer.id), timer.queue, time(timer.due), timer.attempt, long(target(timer)),
     long(timer.last_error)], [button("Details", "details", [timer.id]), button("Replay", "replay", [timer.id])], timer.id);
 }
 
