@@ -360,7 +360,7 @@ class WheelModel(RuleBasedStateMachine):
         for entry in filed_dead:
             assert self.fire_tick(entry.due_ms) > self.now // self.tick
         for entry in self.filed:
-            assert entry._pending == (entry in self.pending)
+            assert (entry._due >= 0) == (entry in self.pending)
 
     @invariant()
     def next_due_bounds_the_earliest(self) -> None:

@@ -58,15 +58,21 @@ _MIN_SLICE = 64
 class WheelEntry:
     """A timer that is its own key and value, filed with `TimingWheel.file`.
 
-    The wheel sets `due_ms` when it files or moves the entry, and keeps `_pending` true from
-    filing until the entry fires or is discarded; callers read `due_ms` and write neither.
+    One slot says when it is due and whether it is pending: `_due` holds the due time from
+    filing until the entry fires or is discarded, its bitwise complement (negative) before and
+    after. Only the wheel writes it; `due_ms` reads it.
     """
 
-    __slots__ = ("_pending", "due_ms")
+    __slots__ = ("_due",)
 
     def __init__(self, due_ms: int) -> None:
-        self.due_ms = due_ms
-        self._pending = False
+        self._due = ~due_ms
+
+    @property
+    def due_ms(self) -> int:
+        """When the entry is, or was, due (epoch ms)."""
+        due = self._due
+        return due if due >= 0 else ~due
 
 
 class TimingWheel(Generic[K, T]):
@@ -190,10 +196,9 @@ class TimingWheel(Generic[K, T]):
         change its due time and `discard` it to cancel it.
         """
         item: Any = entry  # a WheelEntry, and the key it is filed under
-        if item._pending:
+        if item._due >= 0:
             raise ValueError(f"entry: already filed, {entry!r}")
-        item.due_ms = due_ms
-        item._pending = True
+        item._due = due_ms
         self._filed += 1
         # _crowded, inlined: timers that are cancelled soon leave tombstones most of the time
         dead = self._filed_dead
@@ -233,9 +238,10 @@ class TimingWheel(Generic[K, T]):
         """Cancel a filed `entry`; return whether it was pending. Left in its bucket, it is a
         tombstone until the bucket goes or a sweep takes it."""
         item: Any = entry
-        if not item._pending:
+        due_ms = item._due
+        if due_ms < 0:
             return False
-        item._pending = False
+        item._due = ~due_ms
         self._filed -= 1
         overdue = self._overdue
         if overdue and item in overdue:
@@ -247,10 +253,11 @@ class TimingWheel(Generic[K, T]):
     def move(self, entry: T, due_ms: int) -> bool:
         """Make a filed `entry` due at `due_ms`, as if filed now; return whether it was pending."""
         item: Any = entry
-        if not item._pending:
+        old = item._due
+        if old < 0:
             return False
-        del self._bucket_of(item, item.due_ms)[item]
-        item._pending = False
+        del self._bucket_of(item, old)[item]
+        item._due = ~old
         self._filed -= 1
         self.file(entry, due_ms)
         return True
@@ -261,7 +268,8 @@ class TimingWheel(Generic[K, T]):
             for key in bucket:
                 if key not in self._due:
                     entry: Any = key
-                    entry._pending = False
+                    if entry._due >= 0:
+                        entry._due = ~entry._due
             bucket.clear()
         self._due.clear()
         self._live = 0
@@ -387,8 +395,8 @@ class TimingWheel(Generic[K, T]):
         due_ms = self._due.get(key)
         if due_ms is not None:
             return due_ms < 0
-        entry: Any = key
-        return not entry._pending
+        entry: WheelEntry = key  # type: ignore[assignment]
+        return entry._due < 0
 
     def _reclaim(self, key: K) -> None:
         """Forget the tombstone `key` once it has left its bucket."""
@@ -484,7 +492,7 @@ class TimingWheel(Generic[K, T]):
                         del due[key]
                 else:
                     entry: Any = key
-                    if not entry._pending:
+                    if entry._due < 0:
                         del bucket[key]
                         self._filed_dead -= 1
             budget -= end - pos
@@ -541,7 +549,7 @@ class TimingWheel(Generic[K, T]):
                 self._reclaim(key)
                 return
             entry: Any = key
-            due_ms = entry.due_ms
+            due_ms = entry._due
         tick = self._tick_ms
         t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
         level = self._level(t, now)
@@ -601,7 +609,7 @@ class TimingWheel(Generic[K, T]):
                         self._reclaim(key)
                         continue
                     entry: Any = key
-                    due_ms = entry.due_ms
+                    due_ms = entry._due
                 if (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin <= now:
                     now_due[key] = value
                 else:
@@ -646,8 +654,9 @@ class TimingWheel(Generic[K, T]):
             if key in due:
                 continue
             entry: Any = key
-            if entry._pending:
-                entry._pending = False
+            due_ms = entry._due
+            if due_ms >= 0:
+                entry._due = ~due_ms
                 self._filed -= 1
             else:
                 gone.append(key)
@@ -659,7 +668,7 @@ class TimingWheel(Generic[K, T]):
         """The due time of an expired bucket's (key, value): a keyed entry's or a filed one's."""
         due_ms = self._due.get(item[0])
         entry: Any = item[0]
-        return entry.due_ms if due_ms is None else due_ms
+        return entry.due_ms if due_ms is None else due_ms  # a filed entry has just fired
 
     def _grow(self, level: int) -> None:
         if len(self._occupied) > level:

@@ -46,7 +46,7 @@ class AsyncScheduler(WheelTimers):
             due_ms = -(-(now_ns + round(delay * 1e9)) // NS_PER_MS)  # due_after's common case
         else:
             due_ms = due_after(delay, now_ns)
-        handle = TimerHandle(self, None, due_ms, fn, args)
+        handle = TimerHandle(self, due_ms, fn, args)
         self._wheel.file(handle, due_ms)
         wake_at = self._wake_at
         if wake_at is None or due_ms < wake_at:

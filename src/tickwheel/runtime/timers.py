@@ -29,24 +29,18 @@ class TimerHandle(WheelEntry):
     Without a key the handle is itself the wheel's entry: cancelling it flags it, no lookup.
     """
 
-    __slots__ = ("_args", "_fn", "_owner", "key")
+    __slots__ = ("_args", "_fn", "_owner")
 
-    # the recurring call this occurrence belongs to: set on an `Occurrence` only, so that a
-    # plain call's handle has no slot for it
+    # the key and the recurring call the timer belongs to: slots of `KeyedHandle` and
+    # `Occurrence` only, so that a plain call's handle is four slots (64 bytes) long
+    key: Hashable | None = None
     series: Series | None = None
 
     def __init__(
-        self,
-        owner: WheelTimers,
-        key: Hashable | None,
-        due_ms: int,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
+        self, owner: WheelTimers, due_ms: int, fn: Callable[..., Any], args: tuple[Any, ...]
     ) -> None:
         self._owner = owner
-        self.key = key
-        self.due_ms = due_ms
-        self._pending = False
+        self._due = ~due_ms  # not filed yet
         self._fn = fn
         self._args = args
 
@@ -72,13 +66,31 @@ class TimerHandle(WheelEntry):
         return f"<TimerHandle {name} key={self.key!r} when={self.when:.3f}>"
 
 
+class KeyedHandle(TimerHandle):
+    """The handle of a call scheduled under a key, filed in the wheel under that key."""
+
+    __slots__ = ("key",)
+
+    def __init__(
+        self,
+        owner: WheelTimers,
+        key: Hashable,
+        due_ms: int,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+    ) -> None:
+        super().__init__(owner, due_ms, fn, args)
+        self.key = key
+
+
 class Occurrence(TimerHandle):
     """The handle of one occurrence of a recurring call (`every`, `cron`)."""
 
-    __slots__ = ("series",)
+    __slots__ = ("key", "series")
 
     def __init__(self, owner: WheelTimers, series: Series, due_ms: int) -> None:
-        super().__init__(owner, series.key, due_ms, series.occur, (due_ms,))
+        super().__init__(owner, due_ms, series.occur, (due_ms,))
+        self.key = series.key
         self.series = series
 
 
@@ -118,7 +130,7 @@ class WheelTimers(ABC):
             due_ms = -(-(now_ns + round(delay * 1e9)) // NS_PER_MS)  # due_after's common case
         else:
             due_ms = due_after(delay, now_ns)
-        handle = TimerHandle(self, None, due_ms, fn, args)
+        handle = TimerHandle(self, due_ms, fn, args)
         with self._lock:
             if self._closed:
                 raise Closed(f"{type(self).__name__} is closed")
@@ -264,7 +276,7 @@ class WheelTimers(ABC):
                 if not self._wheel.move(handle, due_ms):
                     return False
             elif self._wheel.get(key) is handle:
-                handle.due_ms = due_ms
+                handle._due = ~due_ms  # keyed handles are never filed: never pending themselves
                 self._wheel.add(key, due_ms, handle)
             else:
                 return False
@@ -281,7 +293,11 @@ class WheelTimers(ABC):
     ) -> TimerHandle:
         if key is not None:
             check_key(key)
-        handle = TimerHandle(self, key, due_ms, fn, args)
+        handle = (
+            TimerHandle(self, due_ms, fn, args)
+            if key is None
+            else KeyedHandle(self, key, due_ms, fn, args)
+        )
         with self._lock:
             if self._closed:
                 raise Closed(f"{type(self).__name__} is closed")
