@@ -293,6 +293,7 @@ class Limiter:
         self._wake = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
         self._last_call = -CALL_EVERY_S
+        self._local = grants if isinstance(grants, LocalGrants) else None
 
     def targets(self, timer: Timer) -> tuple[str, ...]:
         """Return the limit keys `timer`'s callback needs grants from (usually none)."""
@@ -329,7 +330,13 @@ class Limiter:
         if group is None:
             group = self._groups[keys] = _Group(keys)
         hold_ms = round((timer.retry.timeout_s + GRANT_MARGIN_S) * 1000)
-        waiter = _Waiter(loop.create_future(), f"{timer.id}#{timer.attempt}", hold_ms)
+        member = f"{timer.id}#{timer.attempt}"
+        if self._local is not None and not group.waiters:
+            admission = self._at_once(keys, hold_ms, member, loop.time())
+            if admission is not None:
+                self._metrics.observe_limited(timer.queue, 0.0)
+                return admission
+        waiter = _Waiter(loop.create_future(), member, hold_ms)
         group.waiters.append(waiter)
         self._kick()
         since = loop.time()
@@ -339,6 +346,22 @@ class Limiter:
         else:
             self._metrics.limit_deferred[timer.queue] += 1
         return admission
+
+    def _at_once(
+        self, keys: tuple[str, ...], hold_ms: int, member: str, now: float
+    ) -> Admission | None:
+        """Grant one callback from local grants now, if it need not wait: no task switch, no
+        future, for the common case of a limit that does not bind."""
+        assert self._local is not None
+        if any(self._held_until.get(key[len(HOST) :], 0.0) > now for key in keys):
+            return None
+        found = self._limits(keys)
+        releases, self._releases = self._releases, []
+        [(granted, _)] = self._local.take_now(found, releases, [(1, hold_ms, tuple(found), ())])
+        if not granted:
+            return None
+        running = tuple((key, member) for key, limit in found.items() if limit.concurrency)
+        return Admission(running=running) if running else GO
 
     def release(self, admission: Admission) -> None:
         """Give back the concurrency `admission` held: its callback is over."""
