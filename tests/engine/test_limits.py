@@ -10,6 +10,7 @@ tests/service/test_flow_e2e.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 import uuid
@@ -21,11 +22,21 @@ import pytest
 from redis.asyncio import Redis
 
 from engine.support import running, until
-from tickwheel.engine import ACKED, HttpTarget, Metrics, Outcome, Verdict, Worker, WorkerSettings
+from tickwheel.engine import (
+    ACKED,
+    HttpTarget,
+    Metrics,
+    Outcome,
+    Verdict,
+    Worker,
+    WorkerSettings,
+    consume,
+)
 from tickwheel.engine.limits import (
     HOST,
     MAX_HOLD_S,
     QUEUE,
+    REFRESH_S,
     Admission,
     Controls,
     Limiter,
@@ -463,4 +474,26 @@ async def test_a_stopping_worker_sends_waiting_callbacks_back_at_once(local_stor
         else:
             assert stored.state is State.SCHEDULED
             assert stored.due_ms <= local_store.now_ms()  # due: it may fire at once elsewhere
+    await local_store.close()
+
+
+async def test_a_consumer_takes_nothing_from_a_paused_queue(local_store: Store) -> None:
+    await local_store.set_queue("emails", QueueSettings(paused=True))
+    timer = await local_store.add(Timer(due_ms=local_store.now_ms(), queue="emails", payload=1))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+
+    async def resume_later() -> None:
+        await asyncio.sleep(1.0)
+        await local_store.set_queue("emails", QueueSettings())
+
+    resuming = asyncio.create_task(resume_later())
+    async with asyncio.timeout(10):
+        async with contextlib.aclosing(consume(local_store, "emails", settings=QUICK)) as got:
+            async for delivery in got:
+                assert delivery.timer.id == timer.id
+                await delivery.ack()
+                break
+    await resuming
+    assert 1.0 <= loop.time() - started <= 1.0 + REFRESH_S + 0.5
     await local_store.close()
