@@ -143,6 +143,9 @@ async def test_a_paused_queue_stays_paused_across_a_worker_restart_then_fires_al
         await receiver.wait_for(5, timeout_s=10)
         await asyncio.sleep(1.5)
         assert len(receiver.received) == 5
+        async with httpx.AsyncClient(base_url=api.url, timeout=30) as client:
+            scraped = (await client.get("/metrics")).text
+        assert 'tickwheel_queue_paused{queue="mail"} 1.0' in scraped
 
         assert await worker.stop(signal.SIGTERM) == 0, worker.stderr()
         if worker_args:
