@@ -497,3 +497,34 @@ async def test_a_consumer_takes_nothing_from_a_paused_queue(local_store: Store) 
     await resuming
     assert 1.0 <= loop.time() - started <= 1.0 + REFRESH_S + 0.5
     await local_store.close()
+
+
+async def test_a_rate_limited_queue_is_claimed_at_about_its_rate(local_store: Store) -> None:
+    fired: list[float] = []
+
+    class Target:
+        async def fire(self, t: Timer, attempt: int) -> Outcome:
+            fired.append(asyncio.get_running_loop().time())
+            return ACKED
+
+        async def close(self) -> None:
+            pass
+
+    await local_store.set_queue("slow", QueueSettings(limit=Limit(rate=20, burst=2)))
+    now = local_store.now_ms()
+    callback = Callback(url="https://api.example.com/")
+    await local_store.add_many(
+        [Timer(due_ms=now, callback=callback, queue="slow") for _ in range(300)]
+    )
+    worker = Worker(local_store, Target(), QUICK)
+    most_leased = 0
+    async with running(worker):
+        for _ in range(15):
+            await asyncio.sleep(0.1)
+            leased = (await local_store.stats()).counts.get(State.LEASED, 0)
+            most_leased = max(most_leased, leased)
+        deferred = sum(worker.metrics.limit_deferred.values())  # before the stop sends back
+    assert 20 <= len(fired) <= 2 + 20 * 1.6  # the rate, from the first claim on
+    assert most_leased <= 2 * (2 + 20)  # a claim takes the burst and a second's worth
+    assert deferred == 0  # none waited long enough to go back to the store
+    await local_store.close()

@@ -291,11 +291,18 @@ class Dispatcher:
                 await self._unless_stopping(self._room.wait())
                 continue
             limit = min(settings.batch, room)
+            rate = controls.queue_rate(queue)
+            if rate is not None:
+                limit = min(limit, controls.claim_bound(queue))
             try:
                 horizon_ms = self._store.now_ms() + settings.lookahead_ms
                 leases = await self._store.claim(queue, horizon_ms, limit, settings.lease_ms)
                 self._hold(await self._advance(leases))
                 if len(leases) == limit:
+                    if rate is not None:
+                        # a rate-limited queue is claimed at twice its rate at most: a backlog
+                        # waits in the store, not in this worker's leases
+                        await self._unless_stopping(asyncio.sleep(len(leases) / rate / 2))
                     continue  # there may be more due already
                 sleep_s = self._idle_s(await self._store.next_due_ms(queue), horizon_ms)
                 if sleep_s > 0:

@@ -34,6 +34,8 @@ logger = logging.getLogger("tickwheel.engine")
 
 REFRESH_S = 1.0
 """Longest a worker goes on with settings it read from the store: a pause's delay."""
+CLAIM_S = 1.0
+"""A claim from a rate-limited queue takes its burst and this long of its rate at most."""
 HOLD_WAIT_S = 30.0
 """Longest a limited callback waits in the worker holding its lease (at most half a lease)."""
 MAX_HOLD_S = 600.0
@@ -192,6 +194,19 @@ class Controls:
     def queue_limit(self, queue: str) -> Limit | None:
         settings = self.queues.get(queue)
         return None if settings is None else settings.limit
+
+    def queue_rate(self, queue: str) -> float | None:
+        """The rate limit of `queue`, if it has one."""
+        limit = self.queue_limit(queue)
+        return None if limit is None else limit.rate
+
+    def claim_bound(self, queue: str) -> int:
+        """Most timers of a rate-limited `queue` worth one claim: its burst and `CLAIM_S` of
+        its rate (more would wait in the worker holding their leases)."""
+        limit = self.queue_limit(queue)
+        if limit is None or limit.rate is None:
+            raise ValueError(f"queue {queue!r} has no rate limit")
+        return max(1, limit.bucket + math.ceil(limit.rate * CLAIM_S))
 
     def changed(self) -> Coroutine[Any, Any, bool]:
         """Wait until a refresh reads settings other than those read so far (from this call)."""
