@@ -34,6 +34,7 @@ from tickwheel.engine import (
 )
 from tickwheel.engine.limits import (
     HOST,
+    MAX_HELD_HOSTS,
     MAX_HOLD_S,
     QUEUE,
     REFRESH_S,
@@ -232,6 +233,10 @@ async def test_retry_after_holds_every_callback_to_the_host_and_is_capped() -> N
         assert hostile.held_s("api.example.com") == 0.0
     hostile.hold(timer(), 1e12)
     assert MAX_HOLD_S - 1 <= hostile.held_s("api.example.com") <= MAX_HOLD_S
+    for n in range(MAX_HELD_HOSTS + 100):  # a flood of hosts asking to wait
+        hostile.hold(timer(f"https://h{n}.example.com/"), 60)
+    assert hostile.held_s("h0.example.com") > 0
+    assert hostile.held_s(f"h{MAX_HELD_HOSTS + 50}.example.com") == 0.0  # the table is full
 
 
 async def test_a_long_retry_after_sends_the_waiting_callbacks_back_to_its_end() -> None:

@@ -40,6 +40,8 @@ HOLD_WAIT_S = 30.0
 """Longest a limited callback waits in the worker holding its lease (at most half a lease)."""
 MAX_HOLD_S = 600.0
 """Longest a `Retry-After` holds a host: a receiver cannot park a worker's traffic for days."""
+MAX_HELD_HOSTS = 10_000
+"""Hosts held for a `Retry-After` at once at most: a flood of hosts cannot grow the table."""
 CONCURRENCY_POLL_S = 0.02
 """With shared grants, how often a batch waiting on another worker's concurrency asks again."""
 CALL_EVERY_S = 0.005
@@ -329,9 +331,16 @@ class Limiter:
         host = None if callback is None else host_key(callback.url)
         if host is None or not 0 < seconds < math.inf:
             return
-        until = asyncio.get_running_loop().time() + min(seconds, MAX_HOLD_S)
-        if until > self._held_until.get(host, 0.0):
-            self._held_until[host] = until
+        now = asyncio.get_running_loop().time()
+        held = self._held_until
+        if host not in held and len(held) >= MAX_HELD_HOSTS:
+            for name in [name for name, until in held.items() if until <= now]:
+                del held[name]
+            if len(held) >= MAX_HELD_HOSTS:
+                return  # so many hosts asking to wait: their own backoff still applies
+        until = now + min(seconds, MAX_HOLD_S)
+        if until > held.get(host, 0.0):
+            held[host] = until
 
     def held_s(self, host: str) -> float:
         """How much longer callbacks to `host` are held (0 when they are not)."""
