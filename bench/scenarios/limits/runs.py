@@ -90,12 +90,14 @@ async def fire(
     for offset in range(0, count, ADD_CHUNK):
         await first.add_many(timers[offset : offset + ADD_CHUNK])
     await receiver.report()  # forget what earlier runs left
-    targets = [HttpTarget(HttpSettings(allow_private_targets=True)) for _ in stores]
+    fired = Fired(count, first_due_ms=start_ms)
+    targets: list[Target] = [HttpTarget(HttpSettings(allow_private_targets=True)) for _ in stores]
+    if timed:
+        targets = [Timed(target, fired.started) for target in targets]
     workers = [
         Worker(store, target, WorkerSettings())
         for store, target in zip(stores, targets, strict=True)
     ]
-    fired = Fired(count, first_due_ms=start_ms)
     cpu_before, redis_before = own_cpu_s(), pid_ticks(redis_pid)
     tasks = [asyncio.create_task(worker.run()) for worker in workers]
     loop = asyncio.get_running_loop()
