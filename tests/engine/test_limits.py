@@ -69,8 +69,8 @@ class FakeClock:
         return self.now
 
 
-def ask(want: int, *keys: str) -> tuple[int, int, tuple[str, ...], list[str]]:
-    return (want, 1000, keys, [f"m{n}" for n in range(want)])
+def ask(want: int, *keys: str) -> tuple[int, int, tuple[str, ...], list[str], int]:
+    return (want, 1000, keys, [f"m{n}" for n in range(want)], 0)
 
 
 def test_host_keys_are_written_as_a_limit_names_them() -> None:
@@ -85,20 +85,20 @@ def test_a_bucket_grants_its_burst_then_its_rate() -> None:
     clock = FakeClock()
     grants = LocalGrants(clock)
     limits = {"h": Limit(rate=10, burst=5)}
-    assert grants.take_now(limits, [], [ask(8, "h")]) == [(5, 100)]
+    assert grants.take_now(limits, [], [ask(8, "h")]) == [(5, 100, 0)]
     clock.now += 0.25  # 2.5 tokens
-    assert grants.take_now(limits, [], [ask(3, "h")]) == [(2, 50)]
+    assert grants.take_now(limits, [], [ask(3, "h")]) == [(2, 50, 0)]
     clock.now += 100  # a long idle fills it to the burst, no more
-    assert grants.take_now(limits, [], [ask(9, "h")]) == [(5, 100)]
+    assert grants.take_now(limits, [], [ask(9, "h")]) == [(5, 100, 0)]
 
 
 def test_concurrency_is_held_until_released_and_a_batch_takes_both_or_neither() -> None:
     grants = LocalGrants(FakeClock())
     limits = {"h": Limit(concurrency=2), "q": Limit(rate=100, burst=1)}
-    assert grants.take_now(limits, [], [ask(3, "h")]) == [(2, -1)]
-    assert grants.take_now(limits, [], [ask(1, "h", "q")]) == [(0, -1)]
+    assert grants.take_now(limits, [], [ask(3, "h")]) == [(2, -1, 0)]
+    assert grants.take_now(limits, [], [ask(1, "h", "q")]) == [(0, -1, 0)]
     # the queue's token was not spent on a callback the host could not take
-    assert grants.take_now(limits, [("h", "m0")], [ask(1, "h", "q")]) == [(1, 0)]
+    assert grants.take_now(limits, [("h", "m0")], [ask(1, "h", "q")]) == [(1, 0, 0)]
 
 
 def test_callback_counts_by_host_keep_at_most_top_n_labels() -> None:
@@ -268,9 +268,9 @@ async def test_redis_buckets_are_shared_by_workers(
 ) -> None:
     one, two = two_workers
     limits = {"host:a": Limit(rate=10, burst=5)}
-    unnamed = (4, 1000, ("host:a",), [])  # a rate alone needs no members
-    assert await one.take(limits, [], [unnamed]) == [(4, 0)]
-    granted, wait_ms = (await two.take(limits, [], [ask(4, "host:a")]))[0]
+    unnamed = (4, 1000, ("host:a",), [], 0)  # a rate alone needs no members
+    assert await one.take(limits, [], [unnamed]) == [(4, 0, 0)]
+    granted, wait_ms, _ = (await two.take(limits, [], [ask(4, "host:a")]))[0]
     assert granted == 1
     assert 80 <= wait_ms <= 100  # the next token, by the server's clock
     await asyncio.sleep(0.25)
@@ -285,10 +285,23 @@ async def test_redis_grants_a_batch_of_asks_in_one_call_in_order(
     answers = await one.take(
         limits, [], [ask(2, "host:a"), ask(2, "host:a", "queue:q"), ask(3, "queue:q")]
     )
-    assert answers[0] == (2, 0)
+    assert answers[0] == (2, 0, 0)
     assert answers[1][0] == 1  # one token left for it
     assert answers[1][1] > 0
-    assert answers[2] == (1, -1)  # the queue's second unit, then full
+    assert answers[2] == (1, -1, 0)  # the queue's second unit, then full
+
+
+async def test_redis_spares_only_from_a_bucket_over_half_full_and_never_counted(
+    two_workers: tuple[RedisGrants, RedisGrants],
+) -> None:
+    one, two = two_workers
+    limits = {"host:a": Limit(rate=1, burst=100), "host:c": Limit(rate=100, concurrency=5)}
+    # 10 granted, 40 spare at most: the bucket is left at its half
+    assert await one.take(limits, [], [(10, 1000, ("host:a",), [], 60)]) == [(10, 0, 40)]
+    assert await two.take(limits, [], [(10, 1000, ("host:a",), [], 60)]) == [(10, 0, 0)]
+    # a concurrency bound gets no spares: a spare grant would hold no unit
+    counted = (2, 1000, ("host:c",), ["x", "y"], 10)
+    assert await one.take(limits, [], [counted]) == [(2, 0, 0)]
 
 
 async def test_redis_concurrency_is_given_back_by_any_worker_or_lapses(
@@ -296,19 +309,21 @@ async def test_redis_concurrency_is_given_back_by_any_worker_or_lapses(
 ) -> None:
     one, two = two_workers
     limits = {"host:a": Limit(concurrency=2)}
-    assert await one.take(limits, [], [ask(2, "host:a")]) == [(2, 0)]
-    assert await two.take(limits, [], [ask(1, "host:a")]) == [(0, -1)]
+    assert await one.take(limits, [], [ask(2, "host:a")]) == [(2, 0, 0)]
+    assert await two.take(limits, [], [ask(1, "host:a")]) == [(0, -1, 0)]
     # a member given back by its worker frees its unit for the other at once
     assert await one.take(limits, [("host:a", "m0")], []) == []
-    assert await two.take(limits, [], [ask(1, "host:a")]) == [(1, 0)]
+    assert await two.take(limits, [], [ask(1, "host:a")]) == [(1, 0, 0)]
     # a concurrency unit is granted only to a named member
-    assert await one.take(limits, [("host:a", "m1")], [(1, 1000, ("host:a",), [])]) == [(0, 0)]
+    assert await one.take(limits, [("host:a", "m1")], [(1, 1000, ("host:a",), [], 0)]) == [
+        (0, 0, 0)
+    ]
     # a worker that died never gives back: its grants lapse after their hold
-    short = (1, 100, ("host:b",), ["dead-worker"])
-    assert await one.take({"host:b": Limit(concurrency=1)}, [], [short]) == [(1, 0)]
-    assert await two.take({"host:b": Limit(concurrency=1)}, [], [ask(1, "host:b")]) == [(0, -1)]
+    short = (1, 100, ("host:b",), ["dead-worker"], 0)
+    assert await one.take({"host:b": Limit(concurrency=1)}, [], [short]) == [(1, 0, 0)]
+    assert await two.take({"host:b": Limit(concurrency=1)}, [], [ask(1, "host:b")]) == [(0, -1, 0)]
     await asyncio.sleep(0.15)
-    assert await two.take({"host:b": Limit(concurrency=1)}, [], [ask(1, "host:b")]) == [(1, 0)]
+    assert await two.take({"host:b": Limit(concurrency=1)}, [], [ask(1, "host:b")]) == [(1, 0, 0)]
 
 
 # the worker, end to end on the stores fired within one process

@@ -44,6 +44,10 @@ MAX_HELD_HOSTS = 10_000
 """Hosts held for a `Retry-After` at once at most: a flood of hosts cannot grow the table."""
 CONCURRENCY_POLL_S = 0.02
 """With shared grants, how often a batch waiting on another worker's concurrency asks again."""
+SPARE_S = 0.01
+"""With shared grants, how long spare grants serve callbacks arriving after them: a window of
+a limit's callbacks may carry this long of its rate more than the bucket allows, and only
+while the bucket is over half full."""
 CALL_EVERY_S = 0.005
 """With shared grants, the least time between two calls for grants: callbacks that arrive or
 finish meanwhile share the next call (one a callback cost a fifth of its CPU at 5,000 a
@@ -56,9 +60,12 @@ GRANT_MARGIN_S = 10.0
 HOST = "host:"
 QUEUE = "queue:"
 
-# (want, hold_ms, target keys, members): one group of callbacks asking for `want` grants; the
-# members name each one's concurrency grant, and are needed only when a target counts them
-Ask = tuple[int, int, tuple[str, ...], Sequence[str]]
+# (want, hold_ms, target keys, members, spare): one group of callbacks asking for `want`
+# grants; the members name each one's concurrency grant, and are needed only when a target
+# counts them; `spare` grants more are welcome while the targets' buckets are over half full
+Ask = tuple[int, int, tuple[str, ...], Sequence[str], int]
+# (granted, wait_ms, spare granted)
+Answer = tuple[int, int, int]
 
 
 def host_key(url: str) -> str | None:
@@ -75,14 +82,16 @@ class Grants(Protocol):
 
     async def take(
         self, limits: Mapping[str, Limit], releases: Sequence[tuple[str, str]], asks: Sequence[Ask]
-    ) -> list[tuple[int, int]]:
+    ) -> list[Answer]:
         """Give back `releases` (target key, member), then grant what each ask can have now.
 
-        Each ask gets (granted, wait_ms): how many of its first callbacks may go (taking a token
-        and a concurrency unit, named by its member, of each of its targets; never more than
-        it named when a target counts concurrency), and when it is worth asking again: 0
-        when all were granted, the ms until the next token, or -1 while a concurrency count is
-        full (ask again after a release).
+        Each ask gets (granted, wait_ms, spare): how many of its first callbacks may go
+        (taking a token and a concurrency unit, named by its member, of each of its targets;
+        never more than it named when a target counts concurrency); when it is worth asking
+        again: 0 when all were granted, the ms until the next token, or -1 while a concurrency
+        count is full (ask again after a release); and how many spare grants it got besides,
+        for callbacks arriving soon (never with a concurrency bound, nor from a bucket that
+        would be left under half full).
         """
         ...
 
@@ -114,13 +123,13 @@ class LocalGrants:
 
     async def take(
         self, limits: Mapping[str, Limit], releases: Sequence[tuple[str, str]], asks: Sequence[Ask]
-    ) -> list[tuple[int, int]]:
+    ) -> list[Answer]:
         return self.take_now(limits, releases, asks)
 
     def take_now(
         self, limits: Mapping[str, Limit], releases: Sequence[tuple[str, str]], asks: Sequence[Ask]
-    ) -> list[tuple[int, int]]:
-        """`take`, without waiting for anything."""
+    ) -> list[Answer]:
+        """`take`, without waiting for anything; no spares (a local grant is had at once)."""
         buckets = self._buckets
         for key, _ in releases:
             bucket = buckets.get(key)
@@ -138,8 +147,8 @@ class LocalGrants:
                 else:
                     bucket.tokens = min(size, bucket.tokens + (now - bucket.at) * limit.rate)
                 bucket.at = now
-        answers = []
-        for want, _, keys, _ in asks:
+        answers: list[Answer] = []
+        for want, _, keys, _, _ in asks:
             granted = want
             for key in keys:
                 limit, bucket = limits[key], buckets[key]
@@ -157,7 +166,7 @@ class LocalGrants:
                     bucket.running += granted
             if granted < want:
                 wait_ms = _wait_ms(limits, {key: buckets[key] for key in keys})
-            answers.append((granted, wait_ms))
+            answers.append((granted, wait_ms, 0))
         return answers
 
 
@@ -276,6 +285,8 @@ class _Group:
     waiters: deque[_Waiter] = field(default_factory=deque)
     ready_at: float = 0.0  # loop time before which asking again is pointless
     booked: float = 0.0  # loop time up to which turns were booked for callbacks sent back
+    spare: int = 0  # shared grants had beforehand, for callbacks arriving until `spare_until`
+    spare_until: float = 0.0
 
 
 class Limiter:
@@ -355,8 +366,15 @@ class Limiter:
             group = self._groups[keys] = _Group(keys)
         hold_ms = round((timer.retry.timeout_s + GRANT_MARGIN_S) * 1000)
         member = f"{timer.id}#{timer.attempt}"
-        if self._local is not None and not group.waiters:
-            admission = self._at_once(keys, hold_ms, member, loop.time())
+        if not group.waiters:
+            now = loop.time()
+            if self._local is not None:
+                admission = self._at_once(keys, hold_ms, member, now)
+            elif group.spare > 0 and group.spare_until > now and not self._held(keys, now):
+                group.spare -= 1
+                admission = GO
+            else:
+                admission = None
             if admission is not None:
                 self._metrics.observe_limited(timer.queue, 0.0)
                 return admission
@@ -377,15 +395,19 @@ class Limiter:
         """Grant one callback from local grants now, if it need not wait: no task switch, no
         future, for the common case of a limit that does not bind."""
         assert self._local is not None
-        if any(self._held_until.get(key[len(HOST) :], 0.0) > now for key in keys):
+        if self._held(keys, now):
             return None
         found = self._limits(keys)
         releases, self._releases = self._releases, []
-        [(granted, _)] = self._local.take_now(found, releases, [(1, hold_ms, tuple(found), ())])
+        ask = (1, hold_ms, tuple(found), (), 0)
+        [(granted, _, _)] = self._local.take_now(found, releases, [ask])
         if not granted:
             return None
         running = tuple((key, member) for key, limit in found.items() if limit.concurrency)
         return Admission(running=running) if running else GO
+
+    def _held(self, keys: tuple[str, ...], now: float) -> bool:
+        return any(self._held_until.get(key[len(HOST) :], 0.0) > now for key in keys)
 
     def release(self, admission: Admission) -> None:
         """Give back the concurrency `admission` held: its callback is over."""
@@ -450,7 +472,7 @@ class Limiter:
                 while waiters and waiters[0].future.done():  # its task was cancelled
                     waiters.popleft()
                 if not waiters:
-                    if group.booked <= now:
+                    if group.booked <= now and group.spare_until <= now:
                         del self._groups[keys]
                     continue
                 held = max((self._held_until.get(k[len(HOST) :], 0.0) for k in keys), default=0.0)
@@ -470,7 +492,8 @@ class Limiter:
                 hold_ms = max(waiter.hold_ms for waiter in firsts)
                 counted = any(limit.concurrency for limit in found.values())
                 members = [w.member for w in firsts] if counted else []
-                asks.append((want, hold_ms, tuple(found), members))
+                spare = 0 if counted or not self._shared else want
+                asks.append((want, hold_ms, tuple(found), members, spare))
                 asking.append((group, found))
             releases, self._releases = self._releases, []
             if asks or releases:
@@ -491,9 +514,10 @@ class Limiter:
                     await asyncio.sleep(min(1.0, 0.05 * 2**failures))
                     continue
                 now = loop.time()
-                for (group, found), (granted, wait_ms) in zip(asking, answers, strict=True):
+                for (group, found), (granted, wait_ms, spare) in zip(asking, answers, strict=True):
                     running = tuple(key for key, limit in found.items() if limit.concurrency)
                     self._grant(group, granted, running)
+                    group.spare, group.spare_until = spare, now + SPARE_S
                     if not group.waiters:
                         continue
                     if wait_ms < 0:  # a full concurrency count: a release wakes a local pump

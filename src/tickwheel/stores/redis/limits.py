@@ -22,8 +22,8 @@ from importlib import resources
 from tickwheel.stores.base import Limit
 from tickwheel.stores.redis.scripts import Arg, Client, unavailable
 
-# (want, hold_ms, target keys, members), as `tickwheel.engine.limits.Ask`
-Ask = tuple[int, int, tuple[str, ...], Sequence[str]]
+# (want, hold_ms, target keys, members, spare), as `tickwheel.engine.limits.Ask`
+Ask = tuple[int, int, tuple[str, ...], Sequence[str], int]
 
 
 def _source() -> str:
@@ -40,7 +40,7 @@ class RedisGrants:
 
     async def take(
         self, limits: Mapping[str, Limit], releases: Sequence[tuple[str, str]], asks: Sequence[Ask]
-    ) -> list[tuple[int, int]]:
+    ) -> list[tuple[int, int, int]]:
         """Give back `releases`, then grant each ask what its targets allow (see limit.lua)."""
         index: dict[str, int] = {}
         keys: list[str] = []
@@ -59,9 +59,9 @@ class RedisGrants:
             return found
 
         tail: list[Arg] = []
-        for want, hold_ms, targets, members in asks:
+        for want, hold_ms, targets, members, spare in asks:
             named = members[:want]
-            tail.extend((want, hold_ms, len(targets), len(named)))
+            tail.extend((want, hold_ms, len(targets), len(named), spare))
             tail.extend(target(key) for key in targets)
             tail.extend(named)
         given: list[Arg] = [len(releases)]
@@ -70,4 +70,6 @@ class RedisGrants:
         args: list[Arg] = [len(index), *spec, *given, *tail]
         with unavailable("limit"):
             reply = await self._script(keys=keys, args=args)
-        return [(int(reply[n]), int(reply[n + 1])) for n in range(0, len(reply), 2)]
+        return [
+            (int(reply[n]), int(reply[n + 1]), int(reply[n + 2])) for n in range(0, len(reply), 3)
+        ]

@@ -4,10 +4,13 @@
 -- KEYS[2t]   target t's concurrency zset (member -> ms its grant lapses)
 -- ARGV[1] T, then T x (rate a second or 0, bucket size, concurrency or 0)
 --   then R, then R x (target index, member) to give back
---   then to the end, one ask after another: want, hold_ms, k, m, k x target index, m x member
---   (members name concurrency grants: an ask with a concurrency bound gets at most m)
--- returns: {granted, wait_ms, ...} per ask: the first `granted` members may go; wait_ms is 0
--- when all were granted, the ms until the next token, or -1 while a concurrency count is full
+--   then to the end, one ask after another: want, hold_ms, k, m, spare, k x target index,
+--   m x member (members name concurrency grants: an ask with a concurrency bound gets at most
+--   m; spare: grants more wanted for callbacks soon, given only to an ask granted in full,
+--   with no concurrency bound, from buckets left over half full)
+-- returns: {granted, wait_ms, spare granted, ...} per ask: the first `granted` may go; wait_ms
+-- is 0 when all were granted, the ms until the next token, or -1 while a concurrency count is
+-- full
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
 local T = tonumber(ARGV[1])
@@ -41,8 +44,8 @@ end
 local out = {}
 while i <= #ARGV do
   local want, hold = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-  local k, m = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  i = i + 4
+  local k, m, spare = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  i = i + 5
   local targets = {}
   local n = want
   for j = 1, k do
@@ -53,9 +56,21 @@ while i <= #ARGV do
   end
   i = i + k
   n = math.max(n, 0)
+  local extra = 0
+  if n == want and spare > 0 then
+    extra = spare
+    for _, t in ipairs(targets) do
+      if conc[t] > 0 then
+        extra = 0
+      elseif rate[t] > 0 then
+        extra = math.min(extra, math.floor(tokens[t] - n - size[t] / 2))
+      end
+    end
+    extra = math.max(extra, 0)
+  end
   local wait = 0
   for _, t in ipairs(targets) do
-    if rate[t] > 0 then tokens[t] = tokens[t] - n end
+    if rate[t] > 0 then tokens[t] = tokens[t] - n - extra end
     if conc[t] > 0 and n > 0 then
       room[t] = room[t] - n
       local args = {}
@@ -79,6 +94,7 @@ while i <= #ARGV do
   i = i + m
   out[#out + 1] = n
   out[#out + 1] = wait
+  out[#out + 1] = extra
 end
 for t = 1, T do
   if rate[t] > 0 then
