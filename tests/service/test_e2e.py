@@ -132,7 +132,7 @@ async def test_sqlite_service_survives_a_restart(
 
     await _check_arrivals(receiver, expected)
     counts = await _stats(server.url)
-    assert counts == {"scheduled": 0, "leased": 0, "done": len(expected), "dead": 0}
+    assert counts == {"scheduled": 0, "leased": 0, "paused": 0, "done": len(expected), "dead": 0}
     assert await server.stop(signal.SIGTERM) == 0, server.stderr()
 
 
@@ -159,7 +159,7 @@ async def test_redis_api_and_two_workers(
 
     await _check_arrivals(receiver, expected)
     counts = await _stats(api.url)
-    assert counts == {"scheduled": 0, "leased": 0, "done": len(expected), "dead": 0}
+    assert counts == {"scheduled": 0, "leased": 0, "paused": 0, "done": len(expected), "dead": 0}
     acked = 0.0
     async with httpx.AsyncClient(timeout=30) as client:
         for worker in workers:
@@ -297,5 +297,5 @@ async def test_a_plain_serve_fires_a_timer_of_another_queue(
     await receiver.wait_for(2, 15)
     assert sorted(received.path for received in receiver.received) == ["/default", "/emails"]
     counts = await _stats(server.url)
-    assert counts == {"scheduled": 0, "leased": 0, "done": 2, "dead": 0}
+    assert counts == {"scheduled": 0, "leased": 0, "paused": 0, "done": 2, "dead": 0}
     assert await server.stop(signal.SIGTERM) == 0, server.stderr()
