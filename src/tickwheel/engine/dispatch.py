@@ -68,7 +68,8 @@ class Dispatcher:
 
     A queue paused in the store is not claimed from: the store's settings are read before the
     first claim and every `REFRESH_S` after (`Controls`), so a pause holds from start and reaches
-    a running dispatcher within that; timers already claimed fire.
+    a running dispatcher within that; timers already claimed fire. A queue with a rate limit is
+    claimed at about its rate (`Controls.claim_bound`), so its backlog waits in the store.
 
     The owner (a worker or a consumer) fires the timer, settles it through the `Settler` and
     then calls `settled`. `run` returns after `stop`: unfired timers go back to the store at

@@ -407,7 +407,12 @@ class Limiter:
         return Admission(running=running) if running else GO
 
     def _held(self, keys: tuple[str, ...], now: float) -> bool:
-        return any(self._held_until.get(key[len(HOST) :], 0.0) > now for key in keys)
+        return self._held_for(keys) > now
+
+    def _held_for(self, keys: tuple[str, ...]) -> float:
+        """Until when (loop time) a `Retry-After` holds the host among `keys`, or 0."""
+        key = keys[0]
+        return self._held_until.get(key[len(HOST) :], 0.0) if key.startswith(HOST) else 0.0
 
     def release(self, admission: Admission) -> None:
         """Give back the concurrency `admission` held: its callback is over."""
@@ -475,7 +480,7 @@ class Limiter:
                     if group.booked <= now and group.spare_until <= now:
                         del self._groups[keys]
                     continue
-                held = max((self._held_until.get(k[len(HOST) :], 0.0) for k in keys), default=0.0)
+                held = self._held_for(keys)
                 if held > now:
                     group.ready_at = held
                     self._send_back(group, now, rate=None)
