@@ -11,6 +11,9 @@
 A Redis URL may end in ``?prefix=NAME`` to keep its keys under NAME (default ``tickwheel``),
 so that several stores share one server, and set ``shards=N`` (default 16): every process of one
 store must use the same count, as a timer's shard is a hash of its id modulo N.
+``durability=replicated`` (with ``wait_ms=N``, 1 to 10,000, default 1,000) makes each create or
+change wait until a replica has it (`tickwheel.stores.redis.durability`); only a Redis store
+takes it.
 """
 
 from __future__ import annotations
@@ -44,12 +47,14 @@ def open_store(url: str, settings: StoreSettings | None = None) -> Store:
 
 
 def _memory(url: str, settings: StoreSettings | None) -> Store:
+    _refuse_durability(url, "memory://")
     if url.partition("://")[2] not in {"", "/"}:
         raise InvalidArgument("url", f"memory:// takes no host or path, got {redact(url)!r}")
     return MemoryStore(settings)
 
 
 def _sqlite(url: str, settings: StoreSettings | None) -> Store:
+    _refuse_durability(url, "sqlite://")
     rest = url.partition("://")[2]
     if not rest.startswith("/") or len(rest) < 2:
         raise InvalidArgument(
@@ -65,6 +70,20 @@ def _sqlite(url: str, settings: StoreSettings | None) -> Store:
     return SqliteStore(path, settings)
 
 
+def _refuse_durability(url: str, scheme: str) -> None:
+    """Refuse a Redis-only durability parameter on a store with no replicas to wait for."""
+    query = url.partition("?")[2]
+    for name in _DURABILITY_PARAMS:
+        if any(key == name for key, _ in parse_qsl(query, keep_blank_values=True)):
+            raise InvalidArgument(
+                name,
+                f"only a Redis store takes ?{name}= (it waits for a Redis replica); "
+                f"a {scheme} store has no replicas: {redact(url)!r}",
+            )
+
+
+# the Redis store reads them (durability.PARAMS; not imported here: it imports redis-py)
+_DURABILITY_PARAMS = ("durability", "wait_ms")
 _STORE_PARAMS = ("prefix", "shards")  # the store's own; the rest of the query is redis-py's
 
 

@@ -26,6 +26,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 
 from tickwheel.errors import StoreUnavailable
+from tickwheel.stores.redis.durability import WAITED, Replicated
 
 Client: TypeAlias = "Redis | RedisCluster"
 Arg: TypeAlias = str | int | float
@@ -171,16 +172,24 @@ class Lane:
             return True
 
 
+@functools.cache
+def _wait(waited: Replicated) -> bytes:
+    """WAIT for one replica, as RESP."""
+    return _command(b"WAIT", 1, waited.wait_ms)
+
+
 def _lane_of(client: Client) -> Lane | None:
     """A lane beside a standalone client; None on a Cluster, whose nodes each have a pool."""
     return Lane(client.connection_pool) if isinstance(client, Redis) else None
 
 
 class Scripts:
-    """The scripts registered on one client."""
+    """The scripts registered on one client; with `durability`, the calls of `WAITED`
+    scripts are followed by a WAIT on their connection (`durability.py`)."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, durability: Replicated | None = None) -> None:
         self._client = client
+        self._durability = durability
         self._scripts: dict[str, AsyncScript] = {
             name: client.register_script(source) for name, source in sources().items()
         }
@@ -190,6 +199,8 @@ class Scripts:
 
     async def run(self, name: str, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         """Run one script (loaded again if the server forgot it)."""
+        if self._durability is not None and name in WAITED:
+            return (await self.run_many([(name, keys, args)]))[0]
         lane = self._lane
         if lane is not None and not lane.busy:
             lane.busy = True
@@ -209,15 +220,18 @@ class Scripts:
         order within a node. Calls the server refused with NOSCRIPT (it restarted) did not
         run; they are sent again once the scripts are loaded.
         """
+        waited = self._durability
+        if waited is not None and not any(call[0] in WAITED for call in calls):
+            waited = None
         lane = self._lane
         if lane is not None and not lane.busy:
             lane.busy = True
             try:
                 with unavailable(calls[0][0] if calls else "pipeline"):
-                    return await self._run_on(lane, calls)
+                    return await self._run_on(lane, calls, waited)
             finally:
                 lane.busy = False
-        if len(calls) == 1:  # a pipeline of one costs the client twice a plain call
+        if len(calls) == 1 and waited is None:  # a pipeline of one costs twice a plain call
             name, keys, args = calls[0]
             return [await self.run(name, keys, args)]
         replies: list[Any] = [None] * len(calls)
@@ -231,8 +245,15 @@ class Scripts:
                     # routes EVALSHA by its first key; all keys of one call share a slot
                     sha = self._scripts[name].sha
                     pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
-                todo = self._settled(todo, await pipe.execute(raise_on_error=False), replies)
+                planned = self._wait_after(pipe, [calls[n] for n in todo], waited)
+                answers = await pipe.execute(raise_on_error=False)
+                ran = todo
+                todo = self._settled(todo, answers[: len(todo)], replies)
                 if not todo:
+                    if waited is not None:
+                        self._check_waits(
+                            waited, answers[len(ran) :], [calls[n] for n in ran], planned
+                        )
                     return replies
                 await self._load()
         raise StoreUnavailable("redis lost its scripts again while they were being loaded")
@@ -242,13 +263,22 @@ class Scripts:
         if self._lane is not None:
             await self._lane.close()
 
-    async def _run_on(self, lane: Lane, calls: Sequence[ScriptCall]) -> list[Any]:
-        """`run_many` over the lane: the calls packed here, written at once."""
+    async def _run_on(
+        self, lane: Lane, calls: Sequence[ScriptCall], waited: Replicated | None = None
+    ) -> list[Any]:
+        """`run_many` over the lane: the calls packed here, written at once (then the WAIT,
+        if `waited`)."""
         replies: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
         for _ in range(2):
             packed = b"".join([self._pack(*calls[n]) for n in todo])
-            todo = self._settled(todo, await lane.send(packed, len(todo)), replies)
+            if waited is None:
+                todo = self._settled(todo, await lane.send(packed, len(todo)), replies)
+            else:
+                answers = await lane.send(packed + _wait(waited), len(todo) + 1)
+                todo = self._settled(todo, answers[:-1], replies)
+                if not todo:
+                    waited.check(answers[-1])
             if not todo:
                 return replies
             scripts = list(self._scripts.values())
@@ -260,6 +290,52 @@ class Scripts:
                     raise sha
                 script.sha = sha.decode() if isinstance(sha, bytes) else sha
         raise StoreUnavailable("redis lost its scripts again while they were being loaded")
+
+    def _wait_after(
+        self, pipe: Any, calls: Sequence[ScriptCall], waited: Replicated | None
+    ) -> list[str]:
+        """Queue a WAIT after `calls` in `pipe`: one, or on a Cluster one per node the calls
+        go to (each sent on that node's connection after its calls); return each call's node
+        (none on a standalone server)."""
+        if waited is None:
+            return []
+        if not isinstance(self._client, RedisCluster):
+            pipe.execute_command("WAIT", 1, waited.wait_ms)
+            return []
+        nodes = {}
+        planned = []
+        for _, keys, _ in calls:
+            node = self._client.get_node_from_key(keys[0])
+            if node is None:
+                raise StoreUnavailable(f"no Redis Cluster node serves {keys[0]!r}")
+            nodes[node.name] = node
+            planned.append(node.name)
+        for node in nodes.values():
+            pipe.execute_command("WAIT", 1, waited.wait_ms, target_nodes=node)
+        return planned
+
+    def _check_waits(
+        self,
+        waited: Replicated,
+        answers: Sequence[Any],
+        calls: Sequence[ScriptCall],
+        planned: Sequence[str],
+    ) -> None:
+        """Raise `StoreUnavailable` unless every WAIT counts a replica and, on a Cluster,
+        every call ran on the node whose WAIT was meant for it (a call redirected by a
+        failover or a slot migration ran on a connection no WAIT covered)."""
+        for answer in answers:
+            if isinstance(answer, Exception):
+                raise answer
+            waited.check(answer)
+        if isinstance(self._client, RedisCluster):
+            for (_, keys, _), name in zip(calls, planned, strict=True):
+                node = self._client.get_node_from_key(keys[0])
+                if node is None or node.name != name:
+                    raise StoreUnavailable(
+                        "a write moved to another node while it ran (durability=replicated): "
+                        "whether a replica has it is unknown; retry by the same id"
+                    )
 
     @staticmethod
     def _settled(todo: list[int], answers: Sequence[Any], replies: list[Any]) -> list[int]:

@@ -52,6 +52,7 @@ from tickwheel.stores.codec import (
 from tickwheel.stores.redis import adding, listing
 from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
+from tickwheel.stores.redis.durability import Replicated, split_url
 from tickwheel.stores.redis.keys import (
     DEFAULT_PREFIX,
     DEFAULT_SHARDS,
@@ -85,6 +86,8 @@ class RedisStore:
         shards: the number of virtual shards. Every store on one prefix must use the same.
         clock: epoch ms for tests; None follows the Redis server's clock (``TIME``), re-measured
             every `clock_refresh_s`.
+        durability: `Replicated` makes a caller's creates and changes wait for a replica
+            (`durability.py`); give the client a socket timeout above its `wait_ms`.
     """
 
     def __init__(
@@ -97,14 +100,16 @@ class RedisStore:
         clock: Callable[[], int] | None = None,
         clock_refresh_s: float = 60.0,
         owns_client: bool = False,
+        durability: Replicated | None = None,
     ) -> None:
         check_layout(prefix, shards)
         self.settings = settings or StoreSettings()
         self.prefix = prefix
         self.shards = shards
+        self.durability = durability
         self._client = client
         self._owns_client = owns_client
-        self._scripts = Scripts(client)
+        self._scripts = Scripts(client, durability)
         self._shards = Shards(self._scripts, prefix, shards)
         self._records = RecordCodec()
         self._seq = SeqSource()
@@ -143,8 +148,13 @@ class RedisStore:
         caller gets `StoreUnavailable` and decides. The Cluster client keeps redis-py's retries,
         which follow a failover; a retried ack may then report `LeaseLost` for its own ack.
         A standalone client opens at most `max_connections`; callers beyond wait for one.
+        ``?durability=replicated&wait_ms=N`` in the query waits for a replica after each
+        create or change (`durability.py`); a reply may then take `wait_ms` beyond `timeout_s`.
         """
         check_layout(prefix, shards)  # before a client exists to be closed
+        url, durability = split_url(url)
+        if durability is not None:
+            timeout_s += durability.wait_ms / 1000
         scheme, sep, rest = url.partition("://")
         if not sep or scheme not in {"redis", "rediss", *_CLUSTER_SCHEMES}:
             raise InvalidArgument(
@@ -178,6 +188,7 @@ class RedisStore:
             clock=clock,
             clock_refresh_s=clock_refresh_s,
             owns_client=True,
+            durability=durability,
         )
 
     @property
