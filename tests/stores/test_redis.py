@@ -24,7 +24,7 @@ from hypothesis.stateful import invariant, run_state_machine_as_test
 
 from tickwheel.errors import InvalidArgument, LeaseLost, StoreUnavailable, TimerExists
 from tickwheel.model import Callback, RetryPolicy, State, Timer
-from tickwheel.stores import Store, StoreSettings
+from tickwheel.stores import Lease, Store, StoreSettings
 from tickwheel.stores.codec import encode_spec
 from tickwheel.stores.redis import RedisStore, listing, shard_of
 from tickwheel.stores.redis import clock as server_clock
@@ -234,7 +234,7 @@ async def test_every_key_of_a_shard_is_in_one_slot(redis_cluster: Any, clock: Ma
         await store.claim("q1", clock.now_ms + 5 * MINUTE, 5, 1000)
         keys = all_keys(redis_cluster, store.prefix)
         kinds = {key.split("}:")[1].split(":")[0] for key in keys}
-        assert kinds == {"r", "l", "x", "n", "dead", "queues", "q", "b"}
+        assert kinds == {"r", "l", "x", "n", "dead", "queues", "q", "b", "c"}
         slots: dict[str, set[int]] = defaultdict(set)
         with node_clients(redis_cluster)[0] as client:
             for key in keys:
@@ -776,4 +776,140 @@ async def test_counts_of_a_keyspace_from_before_queues_were_counted_are_recounte
     assert (infos["a"][State.SCHEDULED], infos["a"][State.LEASED]) == (15, 5)
     assert infos["b"][State.SCHEDULED] == 21
     assert (await store.stats()).counts[State.SCHEDULED] == 36
+    assert_layout_consistent(server, store)
+
+
+def lose_reply_of(store: RedisStore, script: str) -> list[int]:
+    """Make the next pipeline that runs `script` run in Redis, then fail as a dropped
+    connection would: the caller gets `StoreUnavailable` and never the reply. Returns a list
+    that counts the replies lost."""
+    shards = store._shards
+    real_many, real_one = shards.run_many, shards.run
+    lost: list[int] = []
+
+    def lose(name: str) -> None:
+        if not lost and name == script:
+            lost.append(1)
+            raise StoreUnavailable(f"the reply to {script} was lost (injected)")
+
+    async def run_many(calls: Any) -> Any:
+        replies = await real_many(calls)
+        lose(calls[0][0] if calls else "")
+        return replies
+
+    async def run(name: str, timer_id: str, args: Any) -> Any:
+        reply = await real_one(name, timer_id, args)
+        lose(name)
+        return reply
+
+    shards.run_many = run_many  # type: ignore[method-assign]
+    shards.run = run  # type: ignore[method-assign]
+    return lost
+
+
+async def test_a_claim_whose_reply_was_lost_returns_its_leases_when_sent_again(
+    server: Server, store: RedisStore, clock: ManualClock
+) -> None:
+    """The next claim of the queue sends the lost one again (same request id): it returns
+    what that one leased and still holds (not a timer settled meanwhile), and nothing new;
+    the claim after takes the next timers."""
+    for n in range(20):
+        await store.add(at(clock, n, id=f"t{n:02}"))
+    clock.advance(20)
+    lost = lose_reply_of(store, "claim")
+    with pytest.raises(StoreUnavailable):
+        await store.claim("default", clock.now_ms, 5, 10_000)
+    assert lost == [1]
+    leased = (await store.list(state=State.LEASED)).timers
+    assert {t.id for t in leased} == {f"t{n:02}" for n in range(5)}
+    settled = await store.get("t00")
+    assert settled is not None
+    await store.ack(Lease(settled, 1, clock.now_ms + 10_000))  # as a second sender would
+    clock.advance(3)
+    again = await store.claim("default", clock.now_ms, 100, 10_000)
+    assert [(lease.timer.id, lease.token) for lease in again] == [
+        (f"t{n:02}", 1) for n in range(1, 5)
+    ]
+    assert {lease.deadline_ms for lease in again} == {clock.now_ms - 3 + 10_000}
+    following = await store.claim("default", clock.now_ms, 100, 10_000)
+    assert [lease.timer.id for lease in following] == [f"t{n:02}" for n in range(5, 20)]
+    for lease in again:
+        await store.ack(lease)
+    assert_layout_consistent(server, store)
+
+
+async def test_a_lost_claim_is_not_sent_again_once_its_leases_lapsed(
+    server: Server, store: RedisStore, clock: ManualClock
+) -> None:
+    """Past its leases' deadline the lost claim is dropped: the leases lapse and come back
+    with the next attempt, as a dead worker's would."""
+    for n in range(3):
+        await store.add(at(clock, 0, id=f"t{n}"))
+    lose_reply_of(store, "claim")
+    with pytest.raises(StoreUnavailable):
+        await store.claim("default", clock.now_ms, 3, 1000)
+    clock.advance(1000)
+    leases = await store.claim("default", clock.now_ms, 10, 1000)
+    assert sorted((lease.timer.id, lease.token) for lease in leases) == [
+        ("t0", 2),
+        ("t1", 2),
+        ("t2", 2),
+    ]
+    assert_layout_consistent(server, store)
+
+
+async def test_a_request_id_claims_afresh_once_redis_forgot_it(
+    server: Server, clock: ManualClock
+) -> None:
+    """claim.lua remembers a request's leases for the lease's length (Redis time): sent again
+    later, the request is new to it and claims the next timers (of the shards it names: one
+    here)."""
+    store = open_store(server, clock, shards=1)
+    try:
+        for n in range(4):
+            await store.add(at(clock, n, id=f"t{n}"))
+        clock.advance(10)
+        lose_reply_of(store, "claim")
+        with pytest.raises(StoreUnavailable):
+            await store.claim("default", clock.now_ms, 2, 50)
+        await asyncio.sleep(0.2)  # the request id's key expires in Redis; the store's clock stands
+        again = await store.claim("default", clock.now_ms, 10, 50)
+        assert [(lease.timer.id, lease.token) for lease in again] == [("t2", 1), ("t3", 1)]
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("settle", ["ack", "retry", "kill"])
+async def test_a_settle_whose_reply_was_lost_succeeds_when_sent_again(
+    server: Server, store: RedisStore, clock: ManualClock, settle: str
+) -> None:
+    """An ack, retry or kill that landed but whose reply was lost is sent again by its caller:
+    it reports success (its own landing), not `LeaseLost`, and changes nothing more. Without
+    a lost reply, settling twice is still `LeaseLost`."""
+    await store.add(at(clock, 0, id="t"))
+    await store.add(at(clock, 0, id="u"))
+    leases = await store.claim("default", clock.now_ms, 2, 10_000)
+    lease, other = sorted(leases, key=lambda lease: lease.timer.id)
+
+    async def send(lease: Any) -> None:
+        if settle == "ack":
+            await store.ack(lease)
+        elif settle == "retry":
+            await store.retry(lease, clock.now_ms + 5000, "boom")
+        else:
+            await store.kill(lease, "boom")
+
+    lose_reply_of(store, settle)
+    with pytest.raises(StoreUnavailable):
+        await send(lease)
+    await send(lease)  # no LeaseLost
+    got = await store.get("t")
+    assert got is not None
+    want = {"ack": State.DONE, "retry": State.SCHEDULED, "kill": State.DEAD}[settle]
+    assert (got.state, got.attempt) == (want, 1)
+    if settle == "retry":
+        assert got.due_ms == clock.now_ms + 5000
+    await send(other)
+    with pytest.raises(LeaseLost):
+        await send(other)
     assert_layout_consistent(server, store)

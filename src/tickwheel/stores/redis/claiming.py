@@ -4,14 +4,22 @@ A claim is two round trips: one pipeline of peek.lua per shard, each showing its
 near-set members (and returning expired leases first, by release.lua), a byte sort of the members
 across shards, then claim.lua on the shards chosen. Near-set members begin with their due time,
 so they sort as (due, seq) by their bytes and the sort needs no scores.
+
+Each claim carries a request id that claim.lua keeps with the leases it took until they lapse.
+A claim whose outcome is unknown (the connection dropped before its reply, Redis restarted) is
+sent again, same id, by the next claim of its queue while its leases hold: the shards that ran
+it return what it took, and its timers fire now instead of a lease later.
 """
 
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from tickwheel.errors import StoreUnavailable
 from tickwheel.stores.base import Lease, new_lease
 from tickwheel.stores.redis.record import NEAR_ID_AT, RecordCodec, SeqSource, seq_of
 from tickwheel.stores.redis.scripts import Arg, ScriptCall
@@ -25,6 +33,15 @@ PURGE_LIMIT = 1_000  # done-list entries a purge.lua call reads (16k/s with a cl
 PURGE_EVERY_MS = 1000  # claims purge at most this often (store clock); stats purges all
 
 
+@dataclass(frozen=True, slots=True)
+class _Unanswered:
+    """A claim sent whose replies did not all come back: what to send again, and until when."""
+
+    calls: list[ScriptCall]
+    chosen: Heads
+    deadline_ms: int
+
+
 class Claimer:
     """Claims for one store; it also deletes done timers past their retention, at most once
     every `PURGE_EVERY_MS` of claims."""
@@ -34,11 +51,21 @@ class Claimer:
         self._records = records
         self._seq = seq
         self._next_purge_ms = 0
+        self._rid_prefix = uuid.uuid4().hex[:12]
+        self._rids = itertools.count()
+        self._unanswered: dict[str, _Unanswered] = {}
 
     async def claim(
         self, queue: str, horizon_ms: int, limit: int, lease_ms: int, now_ms: int
     ) -> list[Lease]:
-        """Lease up to `limit` timers of `queue` due by `horizon_ms` (arguments checked)."""
+        """Lease up to `limit` timers of `queue` due by `horizon_ms` (arguments checked).
+
+        If the last claim of `queue` went unanswered and its leases still hold, it is sent
+        again instead and its leases are returned (at most its own limit, maybe fewer).
+        """
+        unanswered = self._unanswered.pop(queue, None)
+        if unanswered is not None and now_ms < unanswered.deadline_ms:
+            return await self._send(queue, unanswered)
         chosen = await self._choose(queue, horizon_ms, limit, now_ms)
         if not chosen:
             return []
@@ -48,21 +75,27 @@ class Claimer:
         lease_seqs: dict[int, list[str]] = {}
         for seq, (_, shard) in zip(seqs, chosen, strict=True):
             lease_seqs.setdefault(shard, []).append(seq)
+        rid = f"{self._rid_prefix}.{next(self._rids)}"
         claim_calls = [
-            self._shards.call("claim", s, (queue, horizon_ms, now_ms, lease_ms, "".join(seqs)))
+            self._shards.call("claim", s, (queue, horizon_ms, now_ms, lease_ms, "".join(seqs), rid))
             for s, seqs in lease_seqs.items()
         ]
-        claimed = [
-            (flat[i], flat[i + 1])
-            for flat in await self._shards.run_many(claim_calls)
-            for i in range(0, len(flat), 2)
-        ]
-        place = {member[NEAR_ID_AT[member[0]] :]: n for n, (member, _) in enumerate(chosen)}
+        return await self._send(queue, _Unanswered(claim_calls, chosen, now_ms + lease_ms))
+
+    async def _send(self, queue: str, claim: _Unanswered) -> list[Lease]:
+        """Run a claim's calls and decode its leases; if that fails, keep it to send again."""
+        try:
+            replies = await self._shards.run_many(claim.calls)
+        except StoreUnavailable:
+            self._unanswered[queue] = claim
+            raise
+        claimed = [(flat[i], flat[i + 1]) for flat in replies for i in range(0, len(flat), 2)]
+        place = {member[NEAR_ID_AT[member[0]] :]: n for n, (member, _) in enumerate(claim.chosen)}
         if all(raw_id in place for raw_id, _ in claimed):
             claimed.sort(key=lambda pair: place[pair[0]])
         else:  # a shard leased other timers than it showed (they changed in between)
             claimed.sort(key=lambda pair: seq_of(pair[1]))
-        deadline = now_ms + lease_ms
+        deadline = claim.deadline_ms
         leases = []
         unpack = self._records.unpack
         for raw_id, raw in claimed:

@@ -18,7 +18,7 @@ from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from tickwheel.errors import Closed, InvalidArgument, LeaseLost, TimerExists
+from tickwheel.errors import Closed, InvalidArgument, LeaseLost, StoreUnavailable, TimerExists
 from tickwheel.model import State, Timer, occurrence_of, truncate_error
 from tickwheel.schedule import Schedule, ScheduleState
 from tickwheel.stores.base import (
@@ -64,6 +64,7 @@ from tickwheel.stores.redis.keys import (
 from tickwheel.stores.redis.limits import RedisGrants
 from tickwheel.stores.redis.listen import Listener
 from tickwheel.stores.redis.record import RecordCodec, SeqSource, base36
+from tickwheel.stores.redis.resends import InDoubt
 from tickwheel.stores.redis.schedules import Schedules
 from tickwheel.stores.redis.scripts import Arg, Client, Scripts, unavailable
 from tickwheel.stores.redis.shards import Shards
@@ -114,6 +115,7 @@ class RedisStore:
         self._records = RecordCodec()
         self._seq = SeqSource()
         self._claimer = Claimer(self._shards, self._records, self._seq)
+        self._in_doubt = InDoubt()
         self._server_clock: ServerClock | None = None
         self._clock: Callable[[], int]
         if clock is None:
@@ -147,6 +149,8 @@ class RedisStore:
         after a connection error (the script may have run before the connection dropped): the
         caller gets `StoreUnavailable` and decides. The Cluster client keeps redis-py's retries,
         which follow a failover; a retried ack may then report `LeaseLost` for its own ack.
+        An ack, retry or kill the caller sends again after `StoreUnavailable` reports success
+        for its own earlier landing, not `LeaseLost`; a claim sent again returns its leases.
         A standalone client opens at most `max_connections`; callers beyond wait for one.
         ``?durability=replicated&wait_ms=N`` in the query waits for a replica after each
         create or change (`durability.py`); a reply may then take `wait_ms` beyond `timeout_s`.
@@ -301,6 +305,7 @@ class RedisStore:
             for start in range(0, len(positions), ACK_BATCH)
         ]
         expiry = now + self.settings.retention_ms
+        take = self._in_doubt.take
         calls = [
             self._shards.call(
                 "ack",
@@ -309,14 +314,18 @@ class RedisStore:
                     now,
                     expiry,
                     "".join([f"{leases[n].timer.id} {leases[n].token} " for n in positions]),
+                    "".join([f" {leases[n].timer.id} " for n in positions if take(leases[n])]),
                 ),
             )
             for shard, positions in batches
         ]
+        try:
+            answers = await self._shards.run_many(calls)
+        except StoreUnavailable:
+            self._in_doubt.note(leases, now)
+            raise
         acked = [False] * len(leases)
-        for (_, positions), replies in zip(
-            batches, await self._shards.run_many(calls), strict=True
-        ):
+        for (_, positions), replies in zip(batches, answers, strict=True):
             for n, reply in zip(positions, replies, strict=True):
                 acked[n] = reply == 1
         return acked
@@ -513,7 +522,15 @@ class RedisStore:
         return await self._add(timers, True, checked=True)
 
     async def _settle(self, name: str, lease: Lease, *args: Arg) -> None:
-        if not await self._shards.step(name, lease.timer.id, lease.token, *args):
+        """Run a one-lease settle script; its last argument says whether this lease's last
+        settle went unanswered (then "settled so already, by this token" counts)."""
+        again = int(self._in_doubt.take(lease))
+        try:
+            settled = await self._shards.step(name, lease.timer.id, lease.token, *args, again)
+        except StoreUnavailable:
+            self._in_doubt.note([lease], self._clock())
+            raise
+        if not settled:
             raise LeaseLost(lease.timer.id, lease.token)
 
     def _next_seq(self) -> str:

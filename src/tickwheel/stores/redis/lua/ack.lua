@@ -1,8 +1,10 @@
 -- ack.lua: mark leased timers done and keep them until their retention ends.
 -- KEYS[1..6] the shard's fixed keys (see lib.lua)
 -- ARGV[1] now_ms  ARGV[2] expiry_ms (now + retention)  ARGV[3] "<id> <token> " per lease
--- returns: one entry per lease: 1 when acked, 0 when the token no longer holds the lease
---          (nothing changed for that one; an id repeated in the call is acked once)
+-- ARGV[4] " <id> " per lease whose last ack went unanswered (it may have landed)
+-- returns: one entry per lease: 1 when acked, or for a lease in ARGV[4] when done already by
+--          that token; 0 when the token no longer holds the lease (nothing changed for that
+--          one; an id repeated in the call is acked once)
 -- bounded by the number of leases, which the store caps per call; one HMGET, then one
 -- variadic write per key; a lease batch only counts down (lib.lua). Each record is rewritten
 -- by one match and one concatenation. With no retention the records are deleted at once.
@@ -20,8 +22,11 @@ for n, id in ipairs(ids) do
   local raw = raws[n] or ''
   local attempt, due_created, deadline, q, rest_at = string.match(raw,
     '^1,(%d+),(%w+,%w+),%d*,%w%w%w%w%w%w%w%w%w(%d+),([^,|]*),()')
-  if attempt == nil or attempt ~= tokens[n] or acked[id] then
+  if acked[id] then
     results[n] = 0
+  elseif attempt == nil or attempt ~= tokens[n] then
+    results[n] = string.match(raw, '^2,(%d+),') == tokens[n] and
+      string.find(ARGV[4], ' ' .. id .. ' ', 1, true) and 1 or 0
   else
     acked[id] = true
     results[n] = 1

@@ -4,8 +4,14 @@
 -- ARGV[5] one lease seq (9 base-62 digits) per timer to claim, concatenated (their number is
 --         the limit): the store numbers claims across shards, and expired leases return in
 --         (deadline, lease seq) order
+-- ARGV[6] the claim's request id: the leases it takes are remembered under <tag>:c:<rid>
+--         ("<id> <token> " each) until they lapse, written with them, so a claim sent again
+--         after its reply was lost (a dropped connection, a restart) returns them instead of
+--         leaving them leased to nobody
 -- returns: {id1, record1, id2, record2, ...} as leased: attempt + 1 (the lease token), seq =
---          its lease seq and deadline, first claimed = now unless set, in (due, seq) order
+--          its lease seq and deadline, first claimed = now unless set, in (due, seq) order;
+--          for a request id already seen, the leases it took that still hold (a timer settled
+--          or reclaimed since is left out), and nothing new
 -- moves the slots the horizon reaches into the near set first (lib.lua ready(), bounded),
 -- then takes the near set's first timers; the leases join the batch of their deadline. Each
 -- record is rewritten by one match and one concatenation (parse() and pack() cost twice that).
@@ -14,6 +20,25 @@ local queue, now, seqs = ARGV[1], ARGV[3], ARGV[5]
 -- ('%.14g'), which costs more than the rest of a record's rewrite
 local NEXT_ATTEMPT = { ['0'] = '1', ['1'] = '2', ['2'] = '3', ['3'] = '4', ['4'] = '5',
   ['5'] = '6', ['6'] = '7', ['7'] = '8', ['8'] = '9', ['9'] = '10' }
+local memo = TAG .. ':c:' .. ARGV[6]
+local held = redis.call('GET', memo)
+if held then
+  local ids, tokens = {}, {}
+  for id, token in string.gmatch(held, '(%S+) (%S+) ') do
+    ids[#ids + 1] = id
+    tokens[#tokens + 1] = token
+  end
+  local raws = records_of(ids)
+  local out = {}
+  for i, id in ipairs(ids) do
+    local raw = raws[i]
+    if raw and string.match(raw, '^1,(%d+),') == tokens[i] then
+      out[#out + 1] = id
+      out[#out + 1] = raw
+    end
+  end
+  return out
+end
 local horizon = ready(queue, ARGV[2], now)
 local deadline = int(tonumber(now) + tonumber(ARGV[4]))
 local near = near_key(queue)
@@ -28,7 +53,7 @@ for i, member in ipairs(members) do -- <length><due><seq><id>
   ids[i] = string.sub(member, tonumber(string.sub(member, 1, 1), 36) + SEQ_DIGITS + 2)
 end
 local raws = records_of(ids)
-local out, taken = {}, 0
+local out, taken, leased = {}, 0, {}
 local b = batch_of(queue, deadline)
 for i, id in ipairs(ids) do
   local raw = raws[i]
@@ -41,15 +66,18 @@ for i, id in ipairs(ids) do
     if first == '' then
       first = now
     end
+    local token = NEXT_ATTEMPT[attempt] or int(attempt + 1)
     out[#out + 1] = id
-    out[#out + 1] = '1,' .. (NEXT_ATTEMPT[attempt] or int(attempt + 1)) .. ',' .. due_created ..
+    out[#out + 1] = '1,' .. token .. ',' .. due_created ..
       ',' .. now .. ',' .. lease_seq .. deadline .. ',' .. q .. ',' .. first .. ',' ..
       string.sub(raw, tail_at)
     b.entries[taken] = id
+    leased[taken] = id .. ' ' .. token .. ' '
   end
 end
 if taken > 0 then
   bulk('HSET', RECORDS, out)
+  redis.call('SET', memo, table.concat(leased), 'PX', ARGV[4])
   b.delta = taken
   count(SCHEDULED, queue, -taken)
   count(LEASED, queue, taken)

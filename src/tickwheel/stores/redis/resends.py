@@ -1,0 +1,37 @@
+"""Which settles of a Redis store may have landed without their reply reaching it.
+
+An ack, retry or kill whose call failed (the connection dropped, Redis restarted) may have run.
+Sent again, the script would find the timer done, scheduled or dead already and report
+`LeaseLost` for the caller's own settle. The store notes such leases here, and a settle sent
+again for one lets its script count "already settled so, with this token" as settled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tickwheel.stores.base import Lease
+
+MAX_IN_DOUBT = 100_000
+"""Leases noted at most; past it, those whose leases have lapsed are dropped (nobody retries
+a settle then: the timer is handed out again)."""
+
+
+class InDoubt:
+    """Leases whose last settle failed with no answer, until settled again or lapsed."""
+
+    def __init__(self) -> None:
+        self._leases: dict[tuple[str, int], int] = {}  # (id, token) -> lease deadline ms
+
+    def note(self, leases: Iterable[Lease], now_ms: int) -> None:
+        """Remember `leases`: a settle of theirs failed and may have landed."""
+        if len(self._leases) >= MAX_IN_DOUBT:
+            self._leases = {key: end for key, end in self._leases.items() if end > now_ms}
+        for lease in leases:
+            self._leases[lease.timer.id, lease.token] = lease.deadline_ms
+
+    def take(self, lease: Lease) -> bool:
+        """Whether a settle of `lease` may have landed before; forget it either way."""
+        return bool(self._leases) and (
+            self._leases.pop((lease.timer.id, lease.token), None) is not None
+        )
