@@ -25,8 +25,10 @@ from scenarios.scale.pending import (
     CLAIM_LIMIT,
     FLOOR_MAX,
     SMALL,
+    CatchUp,
     Claims,
     Fill,
+    catch_up,
     claim_latency,
     fill,
     floor,
@@ -72,6 +74,25 @@ def fill_table(big: Fill, raw: Fill, other: OtherLoad) -> Table:
         "call at a time; rates count time inside the calls only",
         f"floor: ZADD id -> due and HSET id -> spec of the same timers, {BATCH:,} of each a "
         "pipeline, keys deleted before the store's fill",
+        other.note(),
+    ]
+    return out
+
+
+def catch_up_table(count: int, caught: CatchUp, other: OtherLoad) -> Table:
+    out = Table(
+        f"after the fill of {count:,}: the first claim of a timer already due",
+        ["measure", "value"],
+    )
+    out.rows = [
+        ["time until claimed", f"{caught.seconds:,.2f} s"],
+        ["claim calls (limit 1)", f"{caught.calls:,}"],
+    ]
+    out.notes = [
+        "the filled timers (due in one to two hours) sit in a day slot; a claim first moves "
+        "that slot down to minute slots, a bounded number of entries per call and shard, and "
+        "takes nothing due after the slot's start until it is moved: a bulk fill with no "
+        "worker claiming meanwhile delays the queue's due timers by this long once",
         other.note(),
     ]
     return out
@@ -123,7 +144,7 @@ def claim_table(claims: Claims, other: OtherLoad) -> Table:
     return out
 
 
-async def run(url: str, count: int, rounds: int) -> tuple[Fill, Fill, Claims]:
+async def run(url: str, count: int, rounds: int) -> tuple[Fill, Fill, CatchUp, Claims]:
     admin = Redis.from_url(url)
     big = RedisStore.from_url(url, prefix="scale")
     small = RedisStore.from_url(url, prefix="scale-small")
@@ -132,15 +153,18 @@ async def run(url: str, count: int, rounds: int) -> tuple[Fill, Fill, Claims]:
         raw = await floor(admin, min(count, FLOOR_MAX))
         progress(f"filling {count:,} pending timers")
         filled = await fill(big, admin, count)
+        progress("the first claim of a due timer after the fill")
+        caught = await catch_up(big)
         progress(f"filling {SMALL:,} pending timers beside them")
         await fill(small, admin, SMALL)
+        await catch_up(small)
         progress(f"claim latency: {rounds} rounds on each store")
         claims = await claim_latency({SMALL: small, count: big}, rounds)
     finally:
         await big.close()
         await small.close()
         await admin.aclose()
-    return filled, raw, claims
+    return filled, raw, caught, claims
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -158,8 +182,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     with private_redis("tickwheel-bench-scale-") as server:
         tables[0].rows += server.rows()
         other = OtherLoad(server.pid)
-        filled, raw, claims = uvloop.run(run(server.url, args.count, args.rounds))
+        filled, raw, caught, claims = uvloop.run(run(server.url, args.count, args.rounds))
         emit(fill_table(filled, raw, other), tables)
+        emit(catch_up_table(args.count, caught, other), tables)
         emit(claim_table(claims, other), tables)
     if args.markdown:
         write_markdown(args.markdown, tables, "Scale benchmark")

@@ -29,7 +29,7 @@ BATCH = 10_000  # timers per add_many call
 SMALL = 10_000  # the small store's pending timers
 CLAIM_LIMIT = 1_000
 DUE_SPAN_MS = 600_000  # due timers for the claims are spread over the last ten minutes
-LEASE_MS = 30_000
+LEASE_MS = 600_000  # no lease lapses while a round claims, however slowly
 PROGRESS_STEPS = 20  # progress lines over one fill
 MAX_CLAIM_CALLS = 1_000  # claims one round may take to lease its due timers
 FLOOR_MAX = 1_000_000  # the floor writes at most this many (its cost per timer is flat)
@@ -155,6 +155,35 @@ async def fill(store: RedisStore, admin: Redis, count: int) -> Fill:
         len(sample.id),
         rates,
     )
+
+
+@dataclass
+class CatchUp:
+    """How long after the fill a timer already due could first be claimed, and in how many
+    claim calls: the store first moves the filled timers' day slot down (bounded per call)."""
+
+    seconds: float
+    calls: int
+
+
+async def catch_up(store: RedisStore) -> CatchUp:
+    """Add one due timer and claim (limit 1) until it comes: the first claim after a fill."""
+    rng = random.Random(SEED + 2)
+    now = store.now_ms()
+    await store.add_many(_timers(1, rng, now, -DUE_SPAN_MS, DUE_SPAN_MS))
+    calls = 0
+    t0 = time.perf_counter()
+    while True:
+        leases = await store.claim(QUEUE, store.now_ms(), 1, LEASE_MS)
+        calls += 1
+        if leases:
+            break
+        if calls % 100 == 0:
+            progress(f"catching up: {calls} claims, {time.perf_counter() - t0:,.1f} s")
+    seconds = time.perf_counter() - t0
+    if not all(await store.ack_many(leases)):
+        raise RuntimeError("the catch-up timer's ack was refused")
+    return CatchUp(seconds, calls)
 
 
 async def claim_latency(stores: dict[int, RedisStore], rounds: int) -> Claims:
