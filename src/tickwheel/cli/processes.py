@@ -33,7 +33,7 @@ LeaseOption = Annotated[
         min=1.0,
         max=MAX_LEASE_S,
         help="Seconds a claimed timer stays this worker's if it dies: another takes it after "
-        "(renewed while alive; default: 60).",
+        "(renewed while alive; default: 6).",
     ),
 ]
 QueueOption = Annotated[

@@ -30,7 +30,9 @@ class WorkerSettings:
     queues: tuple[str, ...] | None = None
     batch: int = 1000  # most timers one claim takes
     lookahead_ms: int = 250  # claim timers due this far ahead, to fire them on their ms
-    lease_ms: int = 60_000
+    # a dead worker's timers come back within about a lease (8 s is the bound on lateness
+    # through faults); a store outage shorter than half a lease lapses no renewed lease
+    lease_ms: int = 6_000
     max_in_flight: int = 20_000  # claimed but not settled: beyond it the worker stops claiming
     concurrency: int = 512  # callbacks running at once (the HTTP client also caps per host)
     grace_s: float = 10.0  # on stop, how long running callbacks may finish before hand-back

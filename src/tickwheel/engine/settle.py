@@ -23,7 +23,9 @@ logger = logging.getLogger("tickwheel.engine")
 T = TypeVar("T")
 
 STORE_RETRY_MIN_S = 0.05
-STORE_RETRY_MAX_S = 5.0
+STORE_RETRY_MAX_S = 1.0
+"""The longest pause between tries of an unavailable store: a store back from an outage is
+found within a second, at the cost of one failed connection a second per loop meanwhile."""
 LOG_EVERY_S = 10.0
 
 
