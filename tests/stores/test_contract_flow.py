@@ -3,6 +3,7 @@ counts per queue and the list's filters, on every backend (see conftest's BACKEN
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -10,8 +11,8 @@ import pytest
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule
-from tickwheel.stores import Store, StoreSettings
-from tickwheel.stores.base import Limit, QueueSettings
+from tickwheel.stores import MemoryStore, Store, StoreSettings
+from tickwheel.stores.base import MIN_RATE, Limit, QueueSettings
 
 from .conftest import BACKENDS, ManualClock, StoreFactory
 
@@ -250,6 +251,184 @@ async def test_set_queue_refuses_a_name_no_queue_can_have(store: Store) -> None:
             await store.set_queue(bad, QueueSettings(paused=True))
         assert caught.value.argument == "queue"
     assert await store.queue_settings() == {}
+
+
+async def test_pause_queue_changes_the_pause_alone(store: Store) -> None:
+    limited = Limit(rate=2.5, burst=5, concurrency=3)
+    assert await store.pause_queue("emails", True)
+    assert not await store.pause_queue("emails", True)  # already paused
+    assert await store.queue_settings() == {"emails": QueueSettings(paused=True)}
+    await store.set_queue("sms", QueueSettings(limit=limited))
+    assert await store.pause_queue("sms", True)
+    assert await store.pause_queue("sms", False)
+    assert not await store.pause_queue("sms", False)
+    assert await store.pause_queue("emails", False)
+    assert await store.queue_settings() == {"sms": QueueSettings(limit=limited)}
+    assert [i.name for i in await store.queue_infos()] == ["sms"]
+
+
+async def test_set_queue_limit_changes_the_limit_alone(store: Store) -> None:
+    await store.set_queue("emails", QueueSettings(paused=True))
+    assert not await store.set_queue_limit("emails", Limit(concurrency=2))  # had none
+    assert await store.set_queue_limit("emails", Limit(rate=0.5))  # replaced
+    assert await store.queue_settings() == {
+        "emails": QueueSettings(paused=True, limit=Limit(rate=0.5))
+    }
+    assert await store.set_queue_limit("emails", None)
+    assert not await store.set_queue_limit("emails", None)
+    assert await store.queue_settings() == {"emails": QueueSettings(paused=True)}
+    assert not await store.set_queue_limit("sms", Limit(concurrency=1))
+    assert await store.set_queue_limit("sms", None)
+    assert "sms" not in await store.queue_settings()
+
+
+async def test_queue_settings_keep_a_limit_exactly(store: Store) -> None:
+    """A rate of one a day (the least a limit takes) and 0.1 + 0.2 come back bit for bit after
+    the pause beside them changes."""
+    slow = Limit(rate=MIN_RATE, burst=1)
+    odd = Limit(rate=0.1 + 0.2, concurrency=7)
+    await store.set_queue_limit("slow", slow)
+    await store.set_queue("odd", QueueSettings(limit=odd))
+    for queue in ("slow", "odd"):
+        assert await store.pause_queue(queue, True)
+        assert await store.pause_queue(queue, False)
+    assert await store.queue_settings() == {
+        "slow": QueueSettings(limit=slow),
+        "odd": QueueSettings(limit=odd),
+    }
+
+
+async def test_concurrent_pause_and_limit_changes_both_survive(
+    make_store: StoreFactory, clock: ManualClock, settings: StoreSettings
+) -> None:
+    """Two handles on one store (one where the store lives in the process) change the pause
+    and the limit of the same queues at the same time: every queue keeps both changes."""
+    first = make_store(clock, settings)
+    second = first if isinstance(first, MemoryStore) else make_store(clock, settings)
+    queues = [f"q{n}" for n in range(40)]
+    try:
+        # one call at a time first: redis-py's Cluster client drops connections when many
+        # calls open its first ones at once
+        for n, q in enumerate(queues):
+            await first.set_queue(q, QueueSettings(paused=n % 2 == 1))
+        assert await second.queue_settings() == {
+            q: QueueSettings(paused=True) for q in queues[1::2]
+        }
+        assert not await second.pause_queue("warm", False)
+        await asyncio.gather(
+            *(first.pause_queue(q, n % 2 == 0) for n, q in enumerate(queues)),
+            *(second.set_queue_limit(q, Limit(concurrency=n + 1)) for n, q in enumerate(queues)),
+        )
+        assert await second.queue_settings() == {
+            q: QueueSettings(paused=n % 2 == 0, limit=Limit(concurrency=n + 1))
+            for n, q in enumerate(queues)
+        }
+        await asyncio.gather(
+            *(second.set_queue_limit(q, None) for q in queues),
+            *(first.pause_queue(q, True) for q in queues),
+        )
+        assert await first.queue_settings() == {q: QueueSettings(paused=True) for q in queues}
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_queue_changes_refuse_bad_arguments(store: Store) -> None:
+    for bad in ("", "a b", "x" * 65, "é", "a/b", None):
+        with pytest.raises(InvalidArgument) as caught:
+            await store.pause_queue(bad, True)  # type: ignore[arg-type]
+        assert caught.value.argument == "queue"
+        with pytest.raises(InvalidArgument) as caught:
+            await store.set_queue_limit(bad, Limit(rate=1.0))  # type: ignore[arg-type]
+        assert caught.value.argument == "queue"
+    for not_bool in (1, "true", None):
+        with pytest.raises(InvalidArgument) as caught:
+            await store.pause_queue("q", not_bool)  # type: ignore[arg-type]
+        assert caught.value.argument == "paused"
+    for not_limit in ({"rate": 1.0}, 5, QueueSettings()):
+        with pytest.raises(InvalidArgument) as caught:
+            await store.set_queue_limit("q", not_limit)  # type: ignore[arg-type]
+        assert caught.value.argument == "limit"
+    assert await store.queue_settings() == {}
+
+
+async def test_queue_changes_wake_the_queue_waiters(store: Store) -> None:
+    """A resume reaches a worker waiting on the queue at once, as `set_queue` does."""
+    for change in (
+        lambda: store.pause_queue("emails", False),
+        lambda: store.set_queue_limit("emails", Limit(rate=1.0)),
+    ):
+        await store.next_due_ms("emails")
+        waiting = asyncio.create_task(store.wait("emails", 5.0))
+        await asyncio.sleep(0.05)  # the waiter subscribed (Redis) and is waiting
+        await change()
+        assert await asyncio.wait_for(waiting, 2.0)
+
+
+async def test_reschedule_moves_a_paused_timer_and_keeps_it_paused(
+    store: Store, clock: ManualClock
+) -> None:
+    await store.add(timer(clock, 0, id="a"))
+    (lease,) = await store.claim("default", clock.now_ms, 1, 1000)
+    await store.retry(lease, clock.now_ms + MINUTE, "boom")
+    assert await store.pause("a")
+    clock.advance(5)
+    assert await store.reschedule("a", clock.now_ms + 10 * MINUTE)
+    moved = await store.get("a")
+    assert moved is not None
+    assert moved.state is State.PAUSED
+    assert (moved.due_ms, moved.updated_ms) == (clock.now_ms + 10 * MINUTE, clock.now_ms)
+    assert (moved.attempt, moved.last_error, moved.first_claimed_ms) == (1, "boom", None)
+    stats = await store.stats()
+    assert (stats.counts[State.PAUSED], stats.counts[State.SCHEDULED]) == (1, 0)
+    clock.advance(20 * MINUTE)  # past both due times: still paused, nothing to claim
+    assert await store.next_due_ms("default") is None
+    assert await claim_ids(store, clock) == []
+    assert await store.resume("a")
+    assert await claim_ids(store, clock) == ["a"]
+
+
+async def test_a_rescheduled_paused_timer_fires_at_its_new_time_once_resumed(
+    store: Store, clock: ManualClock
+) -> None:
+    """Moved from the near wheel to days ahead and from days ahead to minutes ahead (Redis
+    keeps those in different places), it is claimed at the new time only, once."""
+    start = clock.now_ms
+    await store.add(timer(clock, 1000, id="near"))
+    await store.add(timer(clock, 3 * 86_400_000, id="far"))
+    assert await store.pause("near")
+    assert await store.pause("far")
+    assert await store.reschedule("near", start + 2 * 86_400_000)
+    assert await store.reschedule("far", start + 5 * MINUTE)
+    assert await store.resume("near")
+    assert await store.resume("far")
+    assert await store.next_due_ms("default") == start + 5 * MINUTE
+
+    async def fired() -> list[str]:
+        leases = await store.claim("default", clock.now_ms, 10, 30_000)
+        assert await store.ack_many(leases) == [True] * len(leases)
+        return [lease.timer.id for lease in leases]
+
+    clock.advance(4 * MINUTE)
+    assert await fired() == []
+    clock.advance(MINUTE)
+    assert await fired() == ["far"]
+    clock.advance(86_400_000)
+    assert await fired() == []
+    clock.advance(86_400_000)
+    assert await fired() == ["near"]
+    clock.advance(2 * 86_400_000)
+    assert await fired() == []
+
+
+async def test_reschedule_of_a_paused_timer_checks_the_horizon(
+    store: Store, clock: ManualClock, settings: StoreSettings
+) -> None:
+    await store.add(timer(clock, id="a"))
+    assert await store.pause("a")
+    with pytest.raises(InvalidArgument):
+        await store.reschedule("a", clock.now_ms + settings.max_horizon_ms + 1)
+    assert (await store.get("a")).due_ms == clock.now_ms + 1000  # type: ignore[union-attr]
 
 
 async def test_host_limits_set_replace_and_delete(store: Store) -> None:

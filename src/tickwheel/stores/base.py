@@ -181,7 +181,10 @@ class Store(Protocol):
         ...
 
     async def reschedule(self, timer_id: str, due_ms: int) -> bool:
-        """Move a scheduled timer to `due_ms`; return whether it was scheduled."""
+        """Move a scheduled or paused timer to `due_ms`; return whether it was either.
+
+        A paused timer stays paused (no claim takes it) and fires at `due_ms` once resumed.
+        """
         ...
 
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
@@ -317,6 +320,16 @@ class Store(Protocol):
     async def set_queue(self, queue: str, settings: QueueSettings) -> None:
         """Store `queue`'s settings; the default `QueueSettings()` removes them. Waiters on
         the queue (`wait`) are woken, so a worker sees a resume at once."""
+        ...
+
+    async def pause_queue(self, queue: str, paused: bool) -> bool:
+        """Pause or resume `queue` alone, atomically, leaving its limit as it is; return
+        whether that changed it. Waiters on the queue are woken, as by `set_queue`."""
+        ...
+
+    async def set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
+        """Set (None: remove) `queue`'s limit alone, atomically, leaving its pause as it is;
+        return whether it had a limit before. Waiters on the queue are woken."""
         ...
 
     async def queue_infos(self) -> list[QueueInfo]:

@@ -8,7 +8,7 @@ import re
 
 from tickwheel.errors import InvalidArgument, InvalidTimer
 from tickwheel.model import MAX_DUE_MS, MAX_QUEUE_CHARS
-from tickwheel.stores.base import QueueSettings, StoreSettings
+from tickwheel.stores.base import Limit, QueueSettings, StoreSettings
 from tickwheel.urls import InvalidUrl, parse_url
 
 MAX_LIST = 1000
@@ -67,6 +67,20 @@ def check_queue_settings(queue: str, settings: QueueSettings) -> None:
     check_queue(queue)
     if not isinstance(settings, QueueSettings):
         raise InvalidArgument("settings", f"must be QueueSettings, got {settings!r:.80}")
+
+
+def check_queue_pause(queue: str, paused: bool) -> None:
+    """Check `Store.pause_queue`'s arguments."""
+    check_queue(queue)
+    if not isinstance(paused, bool):
+        raise InvalidArgument("paused", f"must be True or False, got {paused!r:.80}")
+
+
+def check_queue_limit(queue: str, limit: Limit | None) -> None:
+    """Check `Store.set_queue_limit`'s arguments."""
+    check_queue(queue)
+    if limit is not None and not isinstance(limit, Limit):
+        raise InvalidArgument("limit", f"must be a Limit or None, got {limit!r:.80}")
 
 
 def check_list_filters(queue: str | None, due_from_ms: int | None, due_to_ms: int | None) -> None:

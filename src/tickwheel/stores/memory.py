@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from tickwheel.core import DelayHeap
@@ -34,6 +35,8 @@ from tickwheel.stores.checks import (
     check_lease,
     check_list,
     check_list_filters,
+    check_queue_limit,
+    check_queue_pause,
     check_queue_settings,
     check_timeout,
 )
@@ -112,11 +115,12 @@ class MemoryStore:
         now = self._clock()
         check_due(due_ms, now, self.settings)
         timer = self._timers.get(timer_id)
-        if timer is None or timer.state is not State.SCHEDULED:
+        if timer is None or timer.state not in (State.SCHEDULED, State.PAUSED):
             return False
-        self._due[timer.queue].reschedule(timer_id, due_ms)
         self._timers[timer_id] = timer.evolve(due_ms=due_ms, updated_ms=now, first_claimed_ms=None)
-        self._wakeups.notify(timer.queue)
+        if timer.state is State.SCHEDULED:  # a paused timer is in no heap until resumed
+            self._due[timer.queue].reschedule(timer_id, due_ms)
+            self._wakeups.notify(timer.queue)
         return True
 
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
@@ -312,11 +316,21 @@ class MemoryStore:
     async def set_queue(self, queue: str, settings: QueueSettings) -> None:
         self._open()
         check_queue_settings(queue, settings)
-        if settings == QueueSettings():
-            self._queue_settings.pop(queue, None)
-        else:
-            self._queue_settings[queue] = settings
-        self._wakeups.notify(queue)
+        self._store_queue(queue, settings)
+
+    async def pause_queue(self, queue: str, paused: bool) -> bool:
+        self._open()
+        check_queue_pause(queue, paused)
+        settings = self._queue_settings.get(queue, QueueSettings())
+        self._store_queue(queue, dataclasses.replace(settings, paused=paused))
+        return settings.paused != paused
+
+    async def set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
+        self._open()
+        check_queue_limit(queue, limit)
+        settings = self._queue_settings.get(queue, QueueSettings())
+        self._store_queue(queue, dataclasses.replace(settings, limit=limit))
+        return settings.limit is not None
 
     async def queue_infos(self) -> list[QueueInfo]:
         self._open()
@@ -413,6 +427,14 @@ class MemoryStore:
         if step.state is not None:
             self._schedules[step.state.schedule.id] = step.state
         return step.state
+
+    def _store_queue(self, queue: str, settings: QueueSettings) -> None:
+        """Keep `queue`'s settings (forget them when the defaults) and wake its waiters."""
+        if settings == QueueSettings():
+            self._queue_settings.pop(queue, None)
+        else:
+            self._queue_settings[queue] = settings
+        self._wakeups.notify(queue)
 
     def _schedule(self, timer: Timer) -> None:
         self._timers[timer.id] = timer

@@ -40,9 +40,10 @@ search; each timer is moved at most twice. Slots are lists: about 28 bytes a tim
 density of due times.
 
 What an operator sets lives outside the shards, in two keys each read and written alone by
-one command (so on a Cluster each sits in its own slot)::
+one command or script (so on a Cluster each sits in its own slot)::
 
-    <p>:queue-settings      hash   queue → `codec.encode_queue_settings` JSON (paused, limit)
+    <p>:queue-settings      hash   paused:<queue> → "1" while paused; limit:<queue> →
+                                   `codec.encode_limit` JSON (`queue_settings.py`)
     <p>:limits              hash   callback host → `codec.encode_limit` JSON
 
 A paused timer keeps its record (state code 4) and leaves its queue's near set and slots.

@@ -39,16 +39,13 @@ from tickwheel.stores.checks import (
     check_lease,
     check_list,
     check_list_filters,
+    check_queue_limit,
+    check_queue_pause,
     check_queue_settings,
     check_timeout,
 )
 from tickwheel.stores.coalesce import Coalescer
-from tickwheel.stores.codec import (
-    decode_limit,
-    decode_queue_settings,
-    encode_limit,
-    encode_queue_settings,
-)
+from tickwheel.stores.codec import decode_limit, encode_limit
 from tickwheel.stores.redis import adding, listing
 from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
@@ -59,10 +56,10 @@ from tickwheel.stores.redis.keys import (
     ShardKeys,
     check_layout,
     limits_key,
-    queue_settings_key,
 )
 from tickwheel.stores.redis.limits import RedisGrants
 from tickwheel.stores.redis.listen import Listener
+from tickwheel.stores.redis.queue_settings import QueueSettingsHash
 from tickwheel.stores.redis.record import RecordCodec, SeqSource, base36
 from tickwheel.stores.redis.resends import InDoubt
 from tickwheel.stores.redis.schedules import Schedules
@@ -126,6 +123,7 @@ class RedisStore:
             self._shards, self._records, self._seq, self.settings, self._now
         )
         self._listener = Listener(client, f"{prefix}:wake")
+        self._queue_settings = QueueSettingsHash(client, prefix)
         self._adding = Coalescer(self._add_checked, adding.ADD_CHUNK)
         self._replacing = Coalescer(self._replace_checked, adding.ADD_CHUNK)
         self._closed = False
@@ -392,22 +390,33 @@ class RedisStore:
 
     async def queue_settings(self) -> dict[str, QueueSettings]:
         self._open()
-        with unavailable("HGETALL"):
-            stored: Any = await self._client.hgetall(queue_settings_key(self.prefix))
-        return {queue.decode(): decode_queue_settings(text) for queue, text in stored.items()}
+        return await self._queue_settings.read()
 
     async def set_queue(self, queue: str, settings: QueueSettings) -> None:
-        """Write (or with the defaults delete) the queue's settings field, then wake the
-        queue's waiters in every process through the wake channel."""
+        """Write (or with the defaults delete) the queue's settings fields in one script, then
+        wake the queue's waiters in every process through the wake channel."""
         self._open()
         check_queue_settings(queue, settings)
-        key = queue_settings_key(self.prefix)
-        with unavailable("HSET"):
-            if settings == QueueSettings():
-                await self._client.hdel(key, queue)
-            else:
-                await self._client.hset(key, queue, encode_queue_settings(settings))
-            await self._client.publish(f"{self.prefix}:wake", queue)
+        await self._queue_settings.replace(queue, settings)
+        await self._wake_queue(queue)
+
+    async def pause_queue(self, queue: str, paused: bool) -> bool:
+        """Set or clear the queue's pause field alone (one HSET or HDEL), then wake its
+        waiters."""
+        self._open()
+        check_queue_pause(queue, paused)
+        changed = await self._queue_settings.pause(queue, paused)
+        await self._wake_queue(queue)
+        return changed
+
+    async def set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
+        """Set or delete the queue's limit field alone (one HSET or HDEL), then wake its
+        waiters."""
+        self._open()
+        check_queue_limit(queue, limit)
+        had = await self._queue_settings.set_limit(queue, limit)
+        await self._wake_queue(queue)
+        return had
 
     async def queue_infos(self) -> list[QueueInfo]:
         """Counts per queue from every shard's counts hash, and the stored settings."""
@@ -520,6 +529,10 @@ class RedisStore:
 
     async def _replace_checked(self, timers: Sequence[Timer]) -> adding.Added:
         return await self._add(timers, True, checked=True)
+
+    async def _wake_queue(self, queue: str) -> None:
+        with unavailable("PUBLISH"):
+            await self._client.publish(f"{self.prefix}:wake", queue)
 
     async def _settle(self, name: str, lease: Lease, *args: Arg) -> None:
         """Run a one-lease settle script; its last argument says whether this lease's last

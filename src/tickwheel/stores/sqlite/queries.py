@@ -48,9 +48,10 @@ PAUSE = f"""UPDATE timers SET state = {PAUSED}, updated_ms = :now
 RESUME = f"""UPDATE timers SET state = {SCHEDULED}, updated_ms = :now,
                  seq = {next_seq("timers.queue", "timers.due_ms")}
              WHERE id = :id AND state = {PAUSED} RETURNING queue"""
+# a paused timer moves too, and stays paused (resume sets its seq again)
 RESCHEDULE = f"""UPDATE timers SET due_ms = :due, updated_ms = :now, first_claimed_ms = NULL,
                      seq = {next_seq("timers.queue", ":due")}
-                 WHERE id = :id AND state = {SCHEDULED} RETURNING queue"""
+                 WHERE id = :id AND state IN ({SCHEDULED}, {PAUSED}) RETURNING queue"""
 REPLAY = f"""UPDATE timers SET state = {SCHEDULED}, due_ms = :now, updated_ms = :now,
                  first_claimed_ms = NULL, seq = {next_seq("timers.queue", ":now")}
              WHERE id = :id AND state = {DEAD} RETURNING queue"""
@@ -147,6 +148,7 @@ QUEUE_COUNTS = {
 COUNT_PAUSED = f"SELECT count(*) FROM timers WHERE state = {PAUSED}"
 
 QUEUE_SETTINGS = "SELECT queue, record FROM queue_settings"
+QUEUE_SETTINGS_OF = "SELECT record FROM queue_settings WHERE queue = ?"
 PUT_QUEUE_SETTINGS = "INSERT OR REPLACE INTO queue_settings (queue, record) VALUES (?, ?)"
 DELETE_QUEUE_SETTINGS = "DELETE FROM queue_settings WHERE queue = ?"
 LIMITS = "SELECT host, record FROM limits"

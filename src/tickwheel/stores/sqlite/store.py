@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -60,6 +61,8 @@ from tickwheel.stores.checks import (
     check_lease,
     check_list,
     check_list_filters,
+    check_queue_limit,
+    check_queue_pause,
     check_queue_settings,
     check_timeout,
 )
@@ -96,6 +99,14 @@ def _settle(conn: sqlite3.Connection, lease: Lease, update: str, **values: objec
     params = {"id": lease.timer.id, "token": lease.token, **values}
     if conn.execute(update, params).rowcount == 0:
         raise LeaseLost(lease.timer.id, lease.token)
+
+
+def _write_queue(conn: sqlite3.Connection, queue: str, settings: QueueSettings) -> None:
+    """Store `queue`'s settings; the defaults delete its row."""
+    if settings == QueueSettings():
+        conn.execute(sql.DELETE_QUEUE_SETTINGS, (queue,))
+    else:
+        conn.execute(sql.PUT_QUEUE_SETTINGS, (queue, encode_queue_settings(settings)))
 
 
 class SqliteStore:
@@ -462,15 +473,22 @@ class SqliteStore:
 
     async def set_queue(self, queue: str, settings: QueueSettings) -> None:
         check_queue_settings(queue, settings)
-
-        def work(conn: sqlite3.Connection, now: int) -> None:
-            if settings == QueueSettings():
-                conn.execute(sql.DELETE_QUEUE_SETTINGS, (queue,))
-            else:
-                conn.execute(sql.PUT_QUEUE_SETTINGS, (queue, encode_queue_settings(settings)))
-
-        await self._run(None, work)
+        await self._run(None, lambda conn, now: _write_queue(conn, queue, settings))
         self._wakeups.notify(queue)
+
+    async def pause_queue(self, queue: str, paused: bool) -> bool:
+        check_queue_pause(queue, paused)
+        before = await self._change_queue(
+            queue, lambda settings: dataclasses.replace(settings, paused=paused)
+        )
+        return before.paused != paused
+
+    async def set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
+        check_queue_limit(queue, limit)
+        before = await self._change_queue(
+            queue, lambda settings: dataclasses.replace(settings, limit=limit)
+        )
+        return before.limit is not None
 
     async def queue_infos(self) -> list[QueueInfo]:
         def work(conn: sqlite3.Connection, now: int) -> list[QueueInfo]:
@@ -699,6 +717,22 @@ class SqliteStore:
             # add replaces, so a stale lease on it can never match a claim of the new one
             self._insert(conn, now, timer, sql.INSERT_OVER, attempt)
         return timer.queue
+
+    async def _change_queue(
+        self, queue: str, change: Callable[[QueueSettings], QueueSettings]
+    ) -> QueueSettings:
+        """Write `change` of `queue`'s settings in one transaction (so a concurrent change of
+        another part is kept), wake its waiters, and return the settings it had."""
+
+        def work(conn: sqlite3.Connection, now: int) -> QueueSettings:
+            row = conn.execute(sql.QUEUE_SETTINGS_OF, (queue,)).fetchone()
+            before = QueueSettings() if row is None else decode_queue_settings(row[0])
+            _write_queue(conn, queue, change(before))
+            return before
+
+        before = await self._run("BEGIN IMMEDIATE", work)
+        self._wakeups.notify(queue)
+        return before
 
     def _wake(self, queue: str | None) -> None:
         if queue is not None:

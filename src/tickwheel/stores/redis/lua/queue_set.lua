@@ -1,0 +1,15 @@
+-- queue_set.lua: replace a queue's settings, both parts at once (a change of one part alone is
+-- one HSET or HDEL, and needs no script).
+-- KEYS[1] <p>:queue-settings
+-- ARGV[1] queue  ARGV[2] '1' when paused, '' when not
+-- ARGV[3] the limit as codec.encode_limit writes it, '' for none
+-- returns: 1
+local key, queue = KEYS[1], ARGV[1]
+redis.call('HDEL', key, 'paused:' .. queue, 'limit:' .. queue)
+if ARGV[2] ~= '' then
+  redis.call('HSET', key, 'paused:' .. queue, '1')
+end
+if ARGV[3] ~= '' then
+  redis.call('HSET', key, 'limit:' .. queue, ARGV[3])
+end
+return 1
