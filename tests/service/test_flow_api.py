@@ -3,6 +3,7 @@ settings, host limits, the list's filters and replaying a queue's dead letters; 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -75,6 +76,62 @@ async def test_pause_and_resume_of_unknown_or_unfit_timers(
     await store.add(Timer(id="l1", due_ms=store.now_ms(), queue="q", payload=1))
     await store.claim("q", store.now_ms(), 1, 60_000)
     assert error_of(await client.post("/v1/timers/l1/pause"), 409)["code"] == "not_scheduled"
+    assert (await store.get("l1")).state is State.LEASED  # type: ignore[union-attr]
+
+
+async def test_reschedule_moves_a_paused_timer_and_keeps_it_paused(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    await client.post("/v1/timers", json=timer(id="t1"))
+    await client.post("/v1/timers/t1/pause")
+    moved = await client.patch("/v1/timers/t1", json={"due": "2031-01-01T00:00:00Z"})
+    assert moved.status_code == 200, moved.text
+    assert (moved.json()["state"], moved.json()["due"]) == ("paused", "2031-01-01T00:00:00.000Z")
+    stored = await store.get("t1")
+    assert stored is not None
+    assert (stored.state, stored.due_ms) == (State.PAUSED, 1_924_992_000_000)
+    sooner = await client.patch("/v1/timers/t1", json={"delay": 60})
+    assert sooner.json()["state"] == "paused"
+    resumed = await client.post("/v1/timers/t1/resume")
+    assert (resumed.json()["state"], resumed.json()["due_ms"]) == (
+        "scheduled",
+        sooner.json()["due_ms"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"delay": -1}, "delay"),
+        ({"delay": 10 * 3650 * 86_400}, "delay"),
+        ({"delay": "soon"}, "delay"),
+        ({"due": "2031-13-01T00:00:00Z"}, "due"),
+        ({"due": 1, "delay": 1}, None),
+        ({"delay": 1, "state": "scheduled"}, "state"),
+    ],
+)
+async def test_reschedule_of_a_paused_timer_refuses_bad_times(
+    client: httpx.AsyncClient, store: Store, body: dict[str, Any], field: str | None
+) -> None:
+    await client.post("/v1/timers", json=timer(id="t1"))
+    await client.post("/v1/timers/t1/pause")
+    before = await store.get("t1")
+    error = error_of(await client.patch("/v1/timers/t1", json=body), 422)
+    if field is not None:
+        assert error["field"] == field
+    assert await store.get("t1") == before
+
+
+async def test_reschedule_refuses_a_leased_or_dead_timer_still(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    await dead_letters(store, "default", "d1")
+    error = error_of(await client.patch("/v1/timers/d1", json={"delay": 5}), 404)
+    assert (error["code"], "dead" in error["message"]) == ("not_scheduled", True)
+    await store.add(Timer(id="l1", due_ms=store.now_ms(), queue="q", payload=1))
+    await store.claim("q", store.now_ms(), 1, 60_000)
+    error = error_of(await client.patch("/v1/timers/l1", json={"delay": 5}), 404)
+    assert error["code"] == "not_scheduled"
     assert (await store.get("l1")).state is State.LEASED  # type: ignore[union-attr]
 
 
@@ -222,6 +279,93 @@ async def test_pause_and_resume_a_queue(client: httpx.AsyncClient, store: Store)
     assert "other" not in await store.queue_settings()
 
 
+async def test_queue_limit_routes_change_the_limit_alone(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    await client.post("/v1/queues/mail/pause")
+    response = await client.put("/v1/queues/mail/limit", json={"rate": 50, "burst": 10})
+    assert response.status_code == 200
+    assert (response.json()["paused"], response.json()["limit"]) == (
+        True,
+        {"rate": 50.0, "burst": 10, "concurrency": None},
+    )
+    response = await client.put("/v1/queues/mail/limit", json={"concurrency": 3})
+    assert response.json()["limit"] == {"rate": None, "burst": None, "concurrency": 3}
+    assert (await store.queue_settings())["mail"] == QueueSettings(
+        paused=True, limit=Limit(concurrency=3)
+    )
+    assert (await client.delete("/v1/queues/mail/limit")).status_code == 204
+    assert (await store.queue_settings())["mail"] == QueueSettings(paused=True)
+    error = error_of(await client.delete("/v1/queues/mail/limit"), 404)
+    assert error["field"] == "queue"
+    limited = await client.put("/v1/queues/sms/limit", json={"rate": 2})
+    assert (limited.json()["paused"], limited.json()["counts"]) == (False, ZERO)
+    await client.post("/v1/queues/mail/resume")
+    assert await store.queue_settings() == {"sms": QueueSettings(limit=Limit(rate=2.0))}
+
+
+async def test_pause_and_limit_routes_at_once_keep_both(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    """Pauses and limit changes of the same queues sent together: none undoes another."""
+    queues = [f"q{n}" for n in range(20)]
+    responses = await asyncio.gather(
+        *(client.post(f"/v1/queues/{q}/pause") for q in queues),
+        *(client.put(f"/v1/queues/{q}/limit", json={"concurrency": n + 1})
+          for n, q in enumerate(queues)),
+    )  # fmt: skip
+    assert {response.status_code for response in responses} == {200}
+    assert await store.queue_settings() == {
+        q: QueueSettings(paused=True, limit=Limit(concurrency=n + 1)) for n, q in enumerate(queues)
+    }
+    responses = await asyncio.gather(
+        *(client.post(f"/v1/queues/{q}/resume") for q in queues),
+        *(client.delete(f"/v1/queues/{q}/limit") for q in queues),
+    )
+    assert {response.status_code for response in responses} == {200, 204}
+    assert await store.queue_settings() == {}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "rate"),
+        ({"burst": 5}, "rate"),
+        ({"concurrency": 1, "burst": 5}, "burst"),
+        ({"rate": 0}, "rate"),
+        ({"rate": 1e-300}, "rate"),
+        ({"rate": 1e300}, "rate"),
+        ({"rate": "5"}, "rate"),
+        ({"rate": True}, "rate"),
+        ({"rate": 5, "burst": 0}, "burst"),
+        ({"rate": 5, "burst": 100_001}, "burst"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"concurrency": 10_001}, "concurrency"),
+        ({"concurrency": 2**70}, "concurrency"),
+        ({"rate": 1, "paused": True}, "paused"),
+        ({"limit": {"rate": 1}}, "limit"),
+    ],
+)
+async def test_put_queue_limit_refuses_bad_bodies(
+    client: httpx.AsyncClient, store: Store, body: dict[str, Any], field: str
+) -> None:
+    await client.post("/v1/queues/mail/pause")
+    response = await client.put("/v1/queues/mail/limit", json=body)
+    assert error_of(response, 422)["field"] == field
+    assert await store.queue_settings() == {"mail": QueueSettings(paused=True)}
+
+
+async def test_put_queue_limit_refuses_a_body_that_is_not_json_or_an_object(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    headers = {"Content-Type": "application/json"}
+    response = await client.put("/v1/queues/mail/limit", content=b"{rate", headers=headers)
+    assert error_of(response, 400)["code"] == "invalid_json"
+    error_of(await client.put("/v1/queues/mail/limit", json=[1, 2]), 422)
+    error_of(await client.put("/v1/queues/mail/limit", json=None), 422)
+    assert await store.queue_settings() == {}
+
+
 async def test_put_queue_replaces_its_settings(client: httpx.AsyncClient, store: Store) -> None:
     body = {"paused": True, "limit": {"rate": 50, "burst": 10}}
     response = await client.put("/v1/queues/mail", json=body)
@@ -285,6 +429,8 @@ async def test_queue_routes_refuse_bad_names(
         await client.put(f"/v1/queues/{queue}", json={"paused": True}),
         await client.post(f"/v1/queues/{queue}/pause"),
         await client.post(f"/v1/queues/{queue}/resume"),
+        await client.put(f"/v1/queues/{queue}/limit", json={"rate": 1}),
+        await client.delete(f"/v1/queues/{queue}/limit"),
     ):
         assert error_of(response, 422)["field"] == "queue"
     assert await store.queue_settings() == {}
@@ -293,6 +439,7 @@ async def test_queue_routes_refuse_bad_names(
 async def test_a_queue_name_with_a_slash_names_no_route(client: httpx.AsyncClient) -> None:
     assert error_of(await client.get("/v1/queues/a%2Fb"), 404)
     assert error_of(await client.put("/v1/queues/a%2Fb", json={"paused": True}), 404)
+    assert error_of(await client.put("/v1/queues/a%2Fb/limit", json={"rate": 1}), 404)
 
 
 # --- host limits -----------------------------------------------------------------------------
@@ -380,7 +527,7 @@ async def test_a_huge_body_is_refused_before_it_is_read(make_client: ClientFacto
     async with make_client(max_body_bytes=64 * 1024) as client:
         huge = b'{"rate": 1, "x": "' + b"a" * 200_000 + b'"}'
         headers = {"Content-Type": "application/json"}
-        for path in ("/v1/limits/example.com", "/v1/queues/mail"):
+        for path in ("/v1/limits/example.com", "/v1/queues/mail", "/v1/queues/mail/limit"):
             assert error_of(await client.put(path, content=huge, headers=headers), 413)
 
 
@@ -413,7 +560,7 @@ async def test_replay_of_a_queue_needs_a_valid_queue(
 
 
 async def test_every_flow_route_needs_the_token(make_client: ClientFactory, store: Store) -> None:
-    await store.add(Timer(id="t1", due_ms=store.now_ms() + 60_000, payload=1))
+    before = await store.add(Timer(id="t1", due_ms=store.now_ms() + 60_000, payload=1))
     calls = [
         ("POST", "/v1/timers/t1/pause", None),
         ("POST", "/v1/timers/t1/resume", None),
@@ -422,6 +569,9 @@ async def test_every_flow_route_needs_the_token(make_client: ClientFactory, stor
         ("PUT", "/v1/queues/default", {"paused": True}),
         ("POST", "/v1/queues/default/pause", None),
         ("POST", "/v1/queues/default/resume", None),
+        ("PUT", "/v1/queues/default/limit", {"rate": 1}),
+        ("DELETE", "/v1/queues/default/limit", None),
+        ("PATCH", "/v1/timers/t1", {"delay": 120}),
         ("GET", "/v1/limits", None),
         ("PUT", "/v1/limits/example.com", {"rate": 1}),
         ("DELETE", "/v1/limits/example.com", None),
@@ -431,7 +581,7 @@ async def test_every_flow_route_needs_the_token(make_client: ClientFactory, stor
         for method, path, body in calls:
             response = await client.request(method, path, json=body)
             assert error_of(response, 401), path
-        assert (await store.get("t1")).state is State.SCHEDULED  # type: ignore[union-attr]
+        assert await store.get("t1") == before
         assert await store.queue_settings() == {}
         assert await store.limits() == {}
         good = {"Authorization": f"Bearer {TOKEN}"}
@@ -482,6 +632,13 @@ async def test_flow_routes_over_redis(redis_store: RedisStore) -> None:
         assert (await client.get("/v1/limits")).json()["limits"] == [
             {"host": "api.example.com:8443", "rate": 10.0, "burst": None, "concurrency": 2}
         ]
+        moved = await client.patch("/v1/timers/m07", json={"delay": 3600})
+        assert moved.json()["state"] == "paused"
+        limited = await client.put("/v1/queues/mail/limit", json={"rate": 5})
+        assert (limited.json()["paused"], limited.json()["limit"]["rate"]) == (True, 5.0)
+        assert (await client.post("/v1/queues/mail/resume")).json()["limit"]["rate"] == 5.0
+        assert (await client.delete("/v1/queues/mail/limit")).status_code == 204
         assert (await client.post("/v1/timers/m07/resume")).json()["state"] == "scheduled"
+        assert (await store.get("m07")).due_ms == moved.json()["due_ms"]  # type: ignore[union-attr]
         mail = (await client.get("/v1/queues/mail")).json()
         assert mail["counts"] == ZERO | {"scheduled": 32}

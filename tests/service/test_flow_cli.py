@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -134,6 +135,19 @@ def test_reschedule_in_and_at(tw: Run, service: Service) -> None:
     at = ok_json(tw("reschedule", "rs-1", "--at", "2030-01-01T10:00:00+01:00", "--json"))
     assert (at["id"], at["state"], at["due"]) == ("rs-1", "scheduled", "2030-01-01T09:00:00.000Z")
     tw("cancel", "rs-1")
+
+
+def test_reschedule_a_paused_timer_keeps_it_paused(tw: Run, service: Service) -> None:
+    add(tw, "rs-p", "--in", "1h", "--url", f"{service.url}/healthz")
+    assert tw("pause", "rs-p").exit_code == 0
+    moved = tw("reschedule", "rs-p", "--at", "2030-01-01T10:00:00Z")
+    assert moved.exit_code == 0, moved.output
+    assert moved.stdout == "rescheduled rs-p · due 2030-01-01T10:00:00.000Z\n"
+    found = ok_json(tw("get", "rs-p", "--json"))
+    assert (found["state"], found["due"]) == ("paused", "2030-01-01T10:00:00.000Z")
+    resumed = ok_json(tw("resume", "rs-p", "--json"))
+    assert (resumed["state"], resumed["due"]) == ("scheduled", "2030-01-01T10:00:00.000Z")
+    tw("cancel", "rs-p")
 
 
 @pytest.mark.parametrize(
@@ -348,6 +362,55 @@ def test_a_queue_limit_keeps_the_queue_paused(tw: Run) -> None:
     assert again.exit_code == 1
     assert "queue 'lim-q' has no limit" in again.stderr
     tw("resume", "--queue", "lim-q")
+
+
+def _queue_requests(service: Service) -> dict[tuple[str, str], float]:
+    """The service's count of answered requests to the queue routes, by (method, route)."""
+    counted: dict[tuple[str, str], float] = {}
+    text = httpx.get(f"{service.url}/metrics").text
+    for method, route, n in re.findall(
+        r'^tickwheel_http_requests_total\{method="(\w+)",route="(/v1/queues[^"]*)",'
+        r'status="\d+"\} (\S+)$',
+        text,
+        re.M,
+    ):
+        counted[method, route] = counted.get((method, route), 0.0) + float(n)
+    return counted
+
+
+def test_a_queue_limit_is_set_and_removed_without_reading_the_queue(
+    tw: Run, service: Service
+) -> None:
+    """`limit set|rm --queue` send the limit alone (PUT and DELETE of /limit): no read of the
+    queue and no write of its pause, so a pause sent meanwhile by someone else is kept."""
+    assert tw("pause", "--queue", "lim-r").exit_code == 0
+    before = _queue_requests(service)
+    assert tw("limit", "set", "--queue", "lim-r", "--concurrency", "2").exit_code == 0
+    assert tw("limit", "rm", "--queue", "lim-r").exit_code == 0
+    assert tw("limit", "rm", "--queue", "lim-r").exit_code == 1  # none left
+    after = _queue_requests(service)
+    sent = {key: n - before.get(key, 0.0) for key, n in after.items() if n != before.get(key)}
+    assert sent == {
+        ("PUT", "/v1/queues/{queue}/limit"): 1.0,
+        ("DELETE", "/v1/queues/{queue}/limit"): 2.0,
+    }
+    (found,) = [q for q in ok_json(tw("queues", "--json"))["queues"] if q["name"] == "lim-r"]
+    assert (found["paused"], found["limit"]) == (True, None)
+    tw("resume", "--queue", "lim-r")
+
+
+def test_limit_rm_of_a_bad_queue_name_is_refused_by_the_api(tw: Run) -> None:
+    """Only the API's 404 naming the queue means "no limit"; a name with a slash finds no
+    route at all (404 too), and other bad names are invalid (422)."""
+    for queue, status, answer in (
+        ("bad queue", 2, "(queue) [HTTP 422 invalid]"),
+        ("x" * 65, 2, "(queue) [HTTP 422 invalid]"),
+        ("a/b", 1, "Not Found [HTTP 404 not_found]"),
+    ):
+        result = tw("limit", "rm", "--queue", queue)
+        assert result.exit_code == status, (queue, result.output)
+        assert answer in result.stderr
+        assert "has no limit" not in result.stderr
 
 
 @pytest.mark.parametrize(

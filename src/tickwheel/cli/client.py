@@ -214,6 +214,15 @@ class ApiClient:
         body: dict[str, Any] = self.request("PUT", _queue_path(queue), settings).body
         return body
 
+    def set_queue_limit(self, queue: str, limit: dict[str, Any]) -> dict[str, Any]:
+        """Set a queue's limit alone (its pause stays); return the queue."""
+        body: dict[str, Any] = self.request("PUT", _queue_path(queue, "limit"), limit).body
+        return body
+
+    def delete_queue_limit(self, queue: str) -> None:
+        """Remove a queue's limit alone; none there raises `ApiRequestFailed` (404)."""
+        self.request("DELETE", _queue_path(queue, "limit"))
+
     def limits(self) -> Rows:
         """Return the limits set on callback hosts, by host."""
         found: Rows = self.request("GET", "/v1/limits").body["limits"]

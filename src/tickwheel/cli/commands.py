@@ -230,7 +230,8 @@ def reschedule(
     token_file: TokenFileOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Move a scheduled timer to a new due time: tickwheel reschedule ID --in 5m."""
+    """Move a scheduled or paused timer (it stays paused) to a new due time:
+    tickwheel reschedule ID --in 5m."""
     when = when_of(in_, at)
     timer = call(ctx, api, token, token_file, lambda client: client.reschedule(timer_id, when))
     if as_json:

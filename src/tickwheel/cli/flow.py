@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from tickwheel.cli.app import app, fail, limit_app, out
-from tickwheel.cli.client import DEFAULT_API, ApiClient, Rows
+from tickwheel.cli.client import DEFAULT_API, ApiClient, ApiRequestFailed, Rows
 from tickwheel.cli.commands import (
     ApiOption,
     JsonOption,
@@ -118,12 +118,6 @@ def queues(
         out.print(queues_table(found))
 
 
-def _set_queue_limit(client: ApiClient, queue: str, limit: dict[str, Any] | None) -> Any:
-    """Replace the queue's limit, keeping its pause: the API's PUT replaces all its settings."""
-    current = client.queue(queue)
-    return client.set_queue(queue, {"paused": current["paused"], "limit": limit})
-
-
 @limit_app.command("set")
 def set_limit(
     ctx: typer.Context,
@@ -166,7 +160,7 @@ def set_limit(
     }
     if queue is not None:
         found = call(
-            ctx, api, token, token_file, lambda client: _set_queue_limit(client, queue, limit)
+            ctx, api, token, token_file, lambda client: client.set_queue_limit(queue, limit)
         )
         line = f"limit on queue {found['name']}: {describe_limit(found.get('limit'))}"
     else:
@@ -220,9 +214,12 @@ def remove_limit(
     if queue is not None:
 
         def clear(client: ApiClient) -> bool:
-            if client.queue(queue).get("limit") is None:
-                return False
-            _set_queue_limit(client, queue, None)
+            try:
+                client.delete_queue_limit(queue)
+            except ApiRequestFailed as error:
+                if (error.status, error.field) == (404, "queue"):  # a valid queue, no limit
+                    return False
+                raise
             return True
 
         if not call(ctx, api, token, token_file, clear):

@@ -1,18 +1,21 @@
 """The ``/v1/queues`` routes: each queue's counts and settings; pause, resume, set its limit.
 
+Pause, resume and the ``/limit`` routes each change one part of the settings in one atomic
+store call, so two operators changing the pause and the limit at once both keep their change;
+``PUT /v1/queues/{queue}`` replaces both parts.
+
 A queue's settings live in the store, so a pause holds across restarts and for every worker of
 the store; the API still accepts timers into a paused queue, and leases already held finish.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Response
 
 from tickwheel.model import State
+from tickwheel.service.errors import ApiError
 from tickwheel.service.routes.deps import StoreDep, declared_query_only, errors
-from tickwheel.service.schemas import QueueIn, QueueOut, QueuesOut
+from tickwheel.service.schemas import LimitIn, QueueIn, QueueOut, QueuesOut
 from tickwheel.stores.base import QueueInfo, QueueSettings, Store
 from tickwheel.stores.checks import check_queue
 
@@ -27,9 +30,10 @@ async def queue_out(store: Store, queue: str) -> QueueOut:
 
 
 async def _set_paused(store: Store, queue: str, paused: bool) -> QueueOut:
+    """Change the queue's pause alone, in one atomic store call: a concurrent change of its
+    limit is kept."""
     check_queue(queue)
-    settings = (await store.queue_settings()).get(queue, QueueSettings())
-    await store.set_queue(queue, replace(settings, paused=paused))
+    await store.pause_queue(queue, paused)
     return await queue_out(store, queue)
 
 
@@ -55,6 +59,21 @@ def router() -> APIRouter:
         check_queue(queue)
         await store.set_queue(queue, body.settings())
         return await queue_out(store, queue)
+
+    @routes.put("/v1/queues/{queue}/limit", responses=errors())
+    async def put_queue_limit(queue: str, body: LimitIn, store: StoreDep) -> QueueOut:
+        """Set the queue's limit, replacing any it had; its pause stays as it is."""
+        check_queue(queue)
+        await store.set_queue_limit(queue, body.limit())
+        return await queue_out(store, queue)
+
+    @routes.delete("/v1/queues/{queue}/limit", status_code=204, responses=errors(404))
+    async def delete_queue_limit(queue: str, store: StoreDep) -> Response:
+        """Remove the queue's limit, its pause staying as it is; 404 when it had none."""
+        check_queue(queue)
+        if not await store.set_queue_limit(queue, None):
+            raise ApiError(404, f"no limit on queue {queue!r}", field="queue")
+        return Response(status_code=204)
 
     @routes.post("/v1/queues/{queue}/pause", responses=errors())
     async def pause_queue(queue: str, store: StoreDep) -> QueueOut:

@@ -52,7 +52,10 @@ async def _not_scheduled(store: Store, timer_id: str) -> ApiError:
     if timer is None:
         return ApiError(404, f"no timer {timer_id!r}", field="id")
     return ApiError(
-        404, f"timer {timer_id!r} is {timer.state}, not scheduled", code="not_scheduled", field="id"
+        404,
+        f"timer {timer_id!r} is {timer.state}, not scheduled or paused",
+        code="not_scheduled",
+        field="id",
     )
 
 
@@ -180,7 +183,8 @@ def router() -> APIRouter:
 
     @routes.patch("/v1/timers/{timer_id}", responses=errors(404, 409))
     async def reschedule_timer(timer_id: str, when: RescheduleIn, store: StoreDep) -> TimerOut:
-        """Move a scheduled timer to a new due time; a schedule's occurrence is refused (409)."""
+        """Move a scheduled or paused timer to a new due time (a paused one stays paused, to
+        fire then once resumed); a schedule's occurrence is refused (409)."""
         due_ms = when.due_ms_at(store.now_ms())
         await _refuse_occurrence(store, timer_id)
         try:
