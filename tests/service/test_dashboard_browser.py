@@ -232,7 +232,7 @@ async def test_a_service_without_a_token_shows_its_timers_at_once(
 async def test_timer_actions_change_the_store_as_the_api_would(
     tabs: Tabs, service: Service
 ) -> None:
-    for timer_id in ("a-pause", "a-cancel", "a-move", "a-paused-cancel"):
+    for timer_id in ("a-pause", "a-cancel", "a-move", "a-paused-cancel", "a-paused-move"):
         await service.create(timer_id)
     page = await tabs.open()
 
@@ -261,6 +261,17 @@ async def test_timer_actions_change_the_store_as_the_api_would(
     after = (await service.api.get("/v1/timers/a-move")).json()
     assert after["state"] == "scheduled"
     assert before - 3_600_000 < after["due_ms"] < before - 3_400_000  # due in a minute, not an hour
+
+    await _click(page, "timers", "a-paused-move", "Pause")
+    await expect(_row(page, "timers", "a-paused-move")).to_contain_text("paused")
+    await _click(page, "timers", "a-paused-move", "Details")
+    await expect(page.locator("#details-json")).to_contain_text('"state": "paused"')
+    await page.fill("#reschedule-delay", "60")
+    await page.click("#reschedule button[type=submit]")
+    await expect(page.locator("#notice")).to_have_text("rescheduled a-paused-move to run in 60 s")
+    moved = (await service.api.get("/v1/timers/a-paused-move")).json()
+    assert moved["state"] == "paused"
+    assert before - 3_600_000 < moved["due_ms"] < before - 3_300_000
 
 
 async def test_a_refused_action_shows_the_api_error(tabs: Tabs, service: Service) -> None:

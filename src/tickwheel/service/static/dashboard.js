@@ -353,12 +353,17 @@ function fillQueueFilter(queues) {
   select.value = current;
 }
 
+// the API moves a scheduled or paused timer (a paused one stays paused), never an occurrence
+function movable(timer) {
+  return (timer.state === "scheduled" || timer.state === "paused") && !owned(timer);
+}
+
 async function showDetails() {
   if (selected == null) return;
   try {
     const timer = await api("GET", "/v1/timers/" + segment(selected));
     $("details-json").textContent = JSON.stringify(timer, null, 2);
-    $("reschedule").className = timer.state === "scheduled" && !owned(timer) ? "row" : "row hidden";
+    $("reschedule").className = movable(timer) ? "row" : "row hidden";
   } catch (error) {
     $("details-json").textContent = error.status === 404 ? "this timer is gone" : error.message;
   }
