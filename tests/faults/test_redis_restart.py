@@ -1,4 +1,5 @@
-"""redis-server SIGKILLed under a steady stream of timers and restarted on its AOF 2 s later.
+"""redis-server SIGKILLed (or SIGTERMed) under a steady stream of timers and restarted on its
+AOF 2 s later.
 
 The API (`serve --no-worker`) and a `tickwheel worker` keep running; POSTs made while Redis is
 down fail (503) and are not acknowledged. Every acknowledged timer must still arrive, none early.
@@ -35,8 +36,13 @@ BEFORE_S = 3.0
 AFTER_S = 3.0
 
 
-@pytest.mark.parametrize("appendfsync", ["always", "everysec"])
+@pytest.mark.parametrize(
+    ("sig", "appendfsync"),
+    [(signal.SIGKILL, "always"), (signal.SIGKILL, "everysec"), (signal.SIGTERM, "everysec")],
+    ids=["SIGKILL-always", "SIGKILL-everysec", "SIGTERM-everysec"],
+)
 async def test_redis_killed_and_restarted_on_its_aof(
+    sig: signal.Signals,
     appendfsync: str,
     start_redis: Callable[..., RedisServer],
     receiver: Receiver,
@@ -54,7 +60,7 @@ async def test_redis_killed_and_restarted_on_its_aof(
     stream.start()
     await asyncio.sleep(BEFORE_S)
     start_ms = now_ms()
-    server.kill(signal.SIGKILL)
+    await asyncio.to_thread(server.kill, sig)
     await asyncio.sleep(DOWN_S)
     await asyncio.to_thread(server.start)
     end_ms = now_ms()
@@ -63,7 +69,7 @@ async def test_redis_killed_and_restarted_on_its_aof(
     await settle(stream, receiver, timeout_s=LEASE_S + 15)
 
     result = report(
-        f"redis SIGKILL + restart (AOF {appendfsync})", stream, receiver, start_ms, end_ms
+        f"redis {sig.name} + restart (AOF {appendfsync})", stream, receiver, start_ms, end_ms
     )
     record_fault(result)
     result.assert_nothing_lost_or_early()
