@@ -49,7 +49,15 @@ def flatten(routes: Iterable[Any]) -> Iterator[Route]:
 
 def plausible(path: str) -> str:
     """`path` with its parameters filled with plausible ids."""
-    return path.replace("{timer_id}", "some-timer").replace("{schedule_id}", "some-schedule")
+    for parameter, value in (
+        ("{timer_id}", "some-timer"),
+        ("{schedule_id}", "some-schedule"),
+        ("{queue}", "some-queue"),
+        ("{host:path}", "api.example.com"),
+        ("{host}", "api.example.com"),
+    ):
+        path = path.replace(parameter, value)
+    return path
 
 
 def routes() -> Iterator[tuple[str, str]]:
@@ -132,9 +140,11 @@ async def test_a_filter_the_route_does_not_have_is_refused_not_ignored() -> None
     await store.add(Timer(id="q1-timer", due_ms=now_ms + 60_000, queue="q1", payload=1))
     await store.add(Timer(id="q2-timer", due_ms=now_ms + 60_000, queue="q2", payload=2))
     async with served(store) as client:
-        response = await client.get("/v1/timers", params={"queue": "q1"})
+        filtered = await client.get("/v1/timers", params={"queue": "q1"})
+        response = await client.get("/v1/timers", params={"host": "example.com"})
+    assert [timer["id"] for timer in filtered.json()["timers"]] == ["q1-timer"]
     assert response.status_code == 400
-    assert response.json()["error"]["field"] == "queue"
+    assert response.json()["error"]["field"] == "host"
 
 
 def series(registry: CollectorRegistry, name: str) -> list[dict[str, str]]:
