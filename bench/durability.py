@@ -58,8 +58,10 @@ def make_replica(master_port: int, replica_port: int) -> None:
         client.config_set("repl-diskless-sync-delay", 0)  # sync now, not 5 s later
     with redis.Redis(port=replica_port, socket_timeout=5) as client:
         client.replicaof("127.0.0.1", master_port)
-        deadline = time.monotonic() + 10
-        while client.info("replication").get("master_link_status") != "up":
+    deadline = time.monotonic() + 10
+    with redis.Redis(port=master_port, socket_timeout=5) as client:
+        # online as the master sees it: WAIT counts only online replicas
+        while client.info("replication").get("slave0", {}).get("state") != "online":
             if time.monotonic() > deadline:
                 raise RuntimeError("the replica did not sync with its master")
             time.sleep(0.05)

@@ -36,10 +36,13 @@ def pair(start_redis: Callable[..., RedisServer]) -> Iterator[tuple[RedisServer,
     master = start_redis(options=["--repl-diskless-sync-delay", "0"])  # sync at once
     replica = start_redis(options=["--replicaof", "127.0.0.1", str(master.port)])
     deadline = time.monotonic() + 10
-    with replica.client() as client:
-        while client.info("replication").get("master_link_status") != "up":
+    with master.client() as client:
+        # online as the master sees it: WAIT counts only online replicas
+        while client.info("replication").get("slave0", {}).get("state") != "online":
             assert time.monotonic() < deadline, "the replica did not sync"
             time.sleep(0.05)
+        client.set("warm", 1)  # its first acknowledgement can be slow on a busy machine
+        assert client.wait(1, 5_000) == 1
     yield master, replica
     if replica.pid is not None:
         os.kill(replica.pid, signal.SIGCONT)  # a frozen replica would not stop on SIGTERM
@@ -53,8 +56,11 @@ def replicated(server: RedisServer, wait_ms: int = 1_000) -> RedisStore:
     return store
 
 
+DUE_MS = int(time.time() * 1000) + 3_600_000  # one due time: a retried add has the same spec
+
+
 def timer(n: int, **fields: Any) -> Timer:
-    return Timer(id=f"t{n}", due_ms=int(time.time() * 1000) + 60_000, payload={"n": n}, **fields)
+    return Timer(id=f"t{n}", due_ms=DUE_MS, payload={"n": n}, **fields)
 
 
 def record_on(server: RedisServer, store: RedisStore, timer_id: str) -> str | None:
@@ -135,6 +141,29 @@ async def test_without_a_replica_a_write_raises_within_wait_ms(
     finally:
         await store.close()
         await default.close()
+
+
+async def test_a_retry_that_writes_nothing_still_waits_for_the_first_attempt(
+    pair: tuple[RedisServer, RedisServer],
+) -> None:
+    master, replica = pair
+    first = replicated(master, wait_ms=300)
+    retrying = open_store(f"{master.url}?prefix={first.prefix}&durability=replicated&wait_ms=300")
+    try:
+        await retrying.add(timer(0))  # its connection's last write, acknowledged by the replica
+        os.kill(replica.pid or 0, signal.SIGSTOP)
+        with pytest.raises(StoreUnavailable):
+            await first.add(timer(1))
+        # t1 is stored on the master: the retry finds it and writes nothing, yet t1 is not on
+        # the replica, so the retry must not answer that it is
+        with pytest.raises(StoreUnavailable, match="no replica acknowledged"):
+            await retrying.add(timer(1))
+        os.kill(replica.pid or 0, signal.SIGCONT)
+        assert (await retrying.add(timer(1))).id == "t1"
+        assert record_on(replica, first, "t1") is not None
+    finally:
+        await first.close()
+        await retrying.close()
 
 
 async def test_a_cluster_write_waits_on_the_node_that_took_it(

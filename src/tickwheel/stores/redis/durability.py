@@ -3,7 +3,8 @@
 ``?durability=replicated`` (and ``&wait_ms=N``) on a Redis store URL makes every call that
 creates or changes a timer or a schedule at a caller's request follow its scripts with
 ``WAIT 1 <wait_ms>`` on the connection that ran them (on a Cluster, on each node that took
-one). WAIT covers that connection's own writes only, hence the same connection. When no replica
+one). WAIT covers that connection's own writes only, hence the same connection; on a standalone
+server a PUBLISH before it extends it to every earlier write (`scripts.BUMP`). When no replica
 acknowledges within `wait_ms` the call raises `StoreUnavailable`: the write happened on the
 master and may survive or not, and a retry by the same id is idempotent.
 """

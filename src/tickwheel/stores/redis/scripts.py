@@ -59,6 +59,10 @@ NAMES = (
     "stats",
 )
 _ERRORS = (RedisError, RedisClusterException, OSError)
+# a standalone server propagates a PUBLISH to its replicas, so a PUBLISH before WAIT makes the
+# WAIT cover every write made before it, not only its connection's own: a retried add that
+# finds its timer stored (and writes nothing) still waits for the first attempt's write
+BUMP = b"tickwheel:durability"
 
 
 # a top-level local definition with the comment lines right above it
@@ -174,8 +178,8 @@ class Lane:
 
 @functools.cache
 def _wait(waited: Replicated) -> bytes:
-    """WAIT for one replica, as RESP."""
-    return _command(b"WAIT", 1, waited.wait_ms)
+    """A PUBLISH to `BUMP` then WAIT for one replica, as RESP (two replies)."""
+    return _command(b"PUBLISH", BUMP, b"") + _command(b"WAIT", 1, waited.wait_ms)
 
 
 def _lane_of(client: Client) -> Lane | None:
@@ -275,8 +279,8 @@ class Scripts:
             if waited is None:
                 todo = self._settled(todo, await lane.send(packed, len(todo)), replies)
             else:
-                answers = await lane.send(packed + _wait(waited), len(todo) + 1)
-                todo = self._settled(todo, answers[:-1], replies)
+                answers = await lane.send(packed + _wait(waited), len(todo) + 2)
+                todo = self._settled(todo, answers[:-2], replies)
                 if not todo:
                     waited.check(answers[-1])
             if not todo:
@@ -294,12 +298,13 @@ class Scripts:
     def _wait_after(
         self, pipe: Any, calls: Sequence[ScriptCall], waited: Replicated | None
     ) -> list[str]:
-        """Queue a WAIT after `calls` in `pipe`: one, or on a Cluster one per node the calls
-        go to (each sent on that node's connection after its calls); return each call's node
-        (none on a standalone server)."""
+        """Queue a WAIT after `calls` in `pipe`: on a standalone server a PUBLISH to `BUMP`
+        and one WAIT, on a Cluster one WAIT per node the calls go to (each sent on that node's
+        connection after its calls); return each call's node (none on a standalone server)."""
         if waited is None:
             return []
         if not isinstance(self._client, RedisCluster):
+            pipe.execute_command("PUBLISH", BUMP, b"")
             pipe.execute_command("WAIT", 1, waited.wait_ms)
             return []
         nodes = {}
@@ -327,6 +332,8 @@ class Scripts:
         for answer in answers:
             if isinstance(answer, Exception):
                 raise answer
+        cluster = isinstance(self._client, RedisCluster)
+        for answer in answers if cluster else answers[1:]:  # (after the PUBLISH's)
             waited.check(answer)
         if isinstance(self._client, RedisCluster):
             for (_, keys, _), name in zip(calls, planned, strict=True):
