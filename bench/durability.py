@@ -11,6 +11,7 @@ and goes on a shared host falls on both alike.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,6 +28,7 @@ from tickwheel.stores import open_store
 from tickwheel.stores.redis import RedisStore
 
 ROUNDS = 10
+CONCURRENCY = 64
 BATCH = 1_000
 WAIT_MS = 1_000
 
@@ -40,10 +42,22 @@ class Tally:
     cpu_s: float = 0.0
     adds: int = 0
 
-    async def time(self, calls: Sequence[Callable[[], Awaitable[object]]], adds: int) -> None:
+    async def time(
+        self, calls: Sequence[Callable[[], Awaitable[object]]], adds: int, at_once: int = 1
+    ) -> None:
+        """Run `calls`, `at_once` at a time, adding the time they took and the CPU."""
         cpu0, t0 = own_cpu_s(), time.perf_counter()
-        for call in calls:
-            await call()
+        if at_once == 1:
+            for call in calls:
+                await call()
+        else:
+            gate = asyncio.Semaphore(at_once)
+
+            async def one(call: Callable[[], Awaitable[object]]) -> None:
+                async with gate:
+                    await call()
+
+            await asyncio.gather(*map(one, calls))
         self.seconds += time.perf_counter() - t0
         self.cpu_s += own_cpu_s() - cpu0
         self.adds += adds
@@ -84,13 +98,15 @@ async def measure(url: str, n: int, batches: int) -> list[tuple[Tally, Tally]]:
     due = default.now_ms() + 3_600_000
     pairs = []
     try:
-        single = (Tally("add, sequential (default)"), Tally("add, sequential (replicated)"))
         step = -(-n // ROUNDS)
-        for start in range(0, n, step):
-            for store, tally in zip((default, replicated), single, strict=True):
-                chunk = timers(min(step, n - start), due)
-                await tally.time([lambda t=t, s=store: s.add(t) for t in chunk], len(chunk))
-        pairs.append(single)
+        for at_once, how in ((1, "sequential"), (CONCURRENCY, f"{CONCURRENCY} at once")):
+            single = (Tally(f"add, {how} (default)"), Tally(f"add, {how} (replicated)"))
+            for start in range(0, n, step):
+                for store, tally in zip((default, replicated), single, strict=True):
+                    chunk = timers(min(step, n - start), due)
+                    calls = [lambda t=t, s=store: s.add(t) for t in chunk]
+                    await tally.time(calls, len(chunk), at_once)
+            pairs.append(single)
         many = (
             Tally(f"add_many of {BATCH:,} (default)"),
             Tally(f"add_many of {BATCH:,} (replicated)"),
@@ -140,7 +156,8 @@ def table(pairs: list[tuple[Tally, Tally]], other: OtherLoad) -> Table:
         f"one master and one replica on loopback; replicated: WAIT 1 {WAIT_MS} after each call's "
         "scripts, on the connection that ran them; each timer a small payload, due an hour ahead",
         "'x default': replicated time per add over the default's (higher costs more); the two "
-        f"stores take turns in {ROUNDS} rounds",
+        f"stores take turns in {ROUNDS} rounds; '{CONCURRENCY} at once': callers on one event "
+        "loop, whose adds the store coalesces into batches (one WAIT a batch)",
         other.note(),
     ]
     return out
