@@ -128,7 +128,7 @@ class FaultReport:
     lost: list[str]
     early: list[tuple[str, float]]  # (id, ms early)
     duplicates: dict[str, int]  # id -> arrivals beyond the first
-    stale: list[str]  # a timer that arrived with a lower attempt after a higher one
+    stale: list[str]  # a timer that arrived with a lower attempt after a higher one, and how
     during: int
     late_max_s: float
     late_p99_s: float
@@ -150,7 +150,14 @@ class FaultReport:
         assert self.acknowledged > 0, self.line()
         assert not self.lost, f"lost {self.lost[:10]}: {self.line()}"
         assert not self.early, f"early (id, ms early) {self.early[:10]}: {self.line()}"
-        assert not self.stale, f"fired from a stale lease {self.stale[:10]}: {self.line()}"
+
+    def assert_no_stale_fires(self) -> None:
+        """No timer arrived with a lower attempt after a higher one: a worker that lost a
+        lease did not fire that timer afterwards."""
+        assert not self.stale, (
+            f"fired from a stale lease (id: attempts, ms after the first arrival) "
+            f"{self.stale[:10]}: {self.line()}"
+        )
 
     def assert_no_duplicates(self) -> None:
         assert not self.duplicates, f"duplicates {list(self.duplicates)[:10]}: {self.line()}"
@@ -195,7 +202,9 @@ def report(
         first.setdefault(received.timer_id, received.at_ms)
         attempt = received.attempt or 0
         if attempt < highest.get(received.timer_id, 0):
-            stale.append(received.timer_id)
+            arrivals = sorted((r.at_ms, r.attempt) for r in mine if r.timer_id == received.timer_id)
+            how = [f"{n} +{at - arrivals[0][0]:.0f}" for at, n in arrivals]
+            stale.append(f"{received.timer_id}: {', '.join(how)}")
         highest[received.timer_id] = max(attempt, highest.get(received.timer_id, 0))
     early = [
         (str(r.timer_id), r.due_ms - r.at_ms)

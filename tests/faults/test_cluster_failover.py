@@ -88,6 +88,7 @@ async def test_cluster_master_killed_fails_over(
     result = report("Cluster 3+3, a master SIGKILLed", stream, receiver, start_ms, end_ms)
     record_fault(result)
     result.assert_nothing_lost_or_early()
+    result.assert_no_stale_fires()
     result.assert_no_duplicates()
     result.assert_lateness_within_target()
     for process in (api, worker):

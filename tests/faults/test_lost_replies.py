@@ -94,6 +94,7 @@ async def test_claim_reply_lost(
     record_fault(result)
     assert failed >= 1, "the worker saw no claim fail"
     result.assert_nothing_lost_or_early()
+    result.assert_no_stale_fires()
     result.assert_no_duplicates()
     result.assert_lateness_within_target()
 
@@ -108,5 +109,6 @@ async def test_ack_reply_lost(
     record_fault(result)
     assert failed >= 1, "the worker saw no ack fail"
     result.assert_nothing_lost_or_early()
+    result.assert_no_stale_fires()
     result.assert_no_duplicates()
     result.assert_lateness_within_target()

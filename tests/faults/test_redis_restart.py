@@ -73,6 +73,7 @@ async def test_redis_killed_and_restarted_on_its_aof(
     )
     record_fault(result)
     result.assert_nothing_lost_or_early()
+    result.assert_no_stale_fires()
     result.assert_no_duplicates()
     result.assert_lateness_within_target()
     for process in (api, worker):

@@ -57,6 +57,7 @@ async def test_redis_answering_slowly(
     result = report(f"Redis stalled {SLOW_S} s (DEBUG SLEEP)", stream, receiver, start_ms, end_ms)
     record_fault(result)
     result.assert_nothing_lost_or_early()
+    result.assert_no_stale_fires()
     result.assert_no_duplicates()
     result.assert_lateness_within_target()
     for process in (api, worker):

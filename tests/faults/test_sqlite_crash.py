@@ -66,6 +66,7 @@ async def test_sqlite_serve_killed_mid_batch_and_restarted(
     result = report("serve on SQLite SIGKILLed mid-batch", stream, receiver, start_ms, end_ms)
     record_fault(result)
     result.assert_nothing_lost_or_early()
+    result.assert_no_stale_fires()
     result.assert_lateness_within_target()
     stored = {r.timer_id for r in receiver.received if (r.timer_id or "").startswith("in-flight")}
     print(f"of the batch the kill interrupted, {len(stored)} of {BIG_BATCH} timers were stored")

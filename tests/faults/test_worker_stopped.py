@@ -2,8 +2,11 @@
 
 The stopped worker's timers pass to the other once their leases lapse. When it wakes, what it
 still holds is no longer its own: its late acks are refused (counted in its
-``tickwheel_leases_lost`` metric) and it fires none of those timers again; a timer it had sent
-before the stop may come again from the other worker (at least once), never after it.
+``tickwheel_leases_lost`` metric). A timer it had sent before the stop may come again from the
+other worker (at least once). That it fires none of those timers again after it wakes is
+measured (``stale`` in the summary), not yet asserted: a callback that passed its lease check
+and then waited for a connection to the receiver (the stop caught it waiting) still goes out
+when the worker wakes, with its old attempt, seconds after the other worker fired it.
 """
 
 from __future__ import annotations
