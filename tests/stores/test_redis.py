@@ -26,7 +26,7 @@ from tickwheel.errors import InvalidArgument, LeaseLost, StoreUnavailable, Timer
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import Lease, Store, StoreSettings
 from tickwheel.stores.codec import encode_spec
-from tickwheel.stores.redis import RedisStore, listing, shard_of
+from tickwheel.stores.redis import RedisStore, listing, resends, shard_of
 from tickwheel.stores.redis import clock as server_clock
 from tickwheel.stores.redis.scripts import with_lib
 
@@ -913,3 +913,19 @@ async def test_a_settle_whose_reply_was_lost_succeeds_when_sent_again(
     with pytest.raises(LeaseLost):
         await send(other)
     assert_layout_consistent(server, store)
+
+
+def test_leases_in_doubt_are_bounded_and_forgotten_once_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lease noted in doubt is taken once; past the bound, lapsed ones are dropped first."""
+    monkeypatch.setattr(resends, "MAX_IN_DOUBT", 3)
+    doubts = resends.InDoubt()
+    timer = Timer(id="t", due_ms=0)
+    lapsed = [Lease(Timer(id=f"old{n}", due_ms=0), 1, 100) for n in range(3)]
+    doubts.note(lapsed, now_ms=50)
+    doubts.note([Lease(timer, 2, 1000)], now_ms=500)  # the bound is reached: lapsed ones go
+    assert not any(doubts.take(lease) for lease in lapsed)
+    assert not doubts.take(Lease(timer, 1, 1000)), "another token is another lease"
+    assert doubts.take(Lease(timer, 2, 1000))
+    assert not doubts.take(Lease(timer, 2, 1000)), "taken once"
