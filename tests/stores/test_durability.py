@@ -150,7 +150,10 @@ async def test_a_retry_that_writes_nothing_still_waits_for_the_first_attempt(
     first = replicated(master, wait_ms=300)
     retrying = open_store(f"{master.url}?prefix={first.prefix}&durability=replicated&wait_ms=300")
     try:
-        await retrying.add(timer(0))  # its connection's last write, acknowledged by the replica
+        # its connection opened, its scripts loaded, never written on: the replica has
+        # acknowledged (its once-a-second ACK) all that connection ever made
+        assert await retrying.get("t1") is None
+        await asyncio.sleep(1.2)
         os.kill(replica.pid or 0, signal.SIGSTOP)
         with pytest.raises(StoreUnavailable):
             await first.add(timer(1))
@@ -170,14 +173,15 @@ async def test_a_cluster_write_waits_on_the_node_that_took_it(
     start_redis_cluster: Callable[..., Any],
 ) -> None:
     cluster = start_redis_cluster(replicas=1)
-    store = open_store(
-        f"{cluster.url}?prefix=d{uuid.uuid4().hex[:10]}&durability=replicated&wait_ms=1000"
-    )
+    url = f"{cluster.url}?prefix=d{uuid.uuid4().hex[:10]}&durability=replicated&wait_ms=1000"
+    store, retrying = open_store(url), open_store(url)
     assert isinstance(store, RedisStore)
     try:
         await store.add_many([timer(n) for n in range(200)])
         await store.add(timer(200))
         await asyncio.gather(*(store.reschedule(f"t{n}", timer(n).due_ms + 5) for n in range(20)))
+        # writes on every node, acknowledged: what a retry's connections last wrote
+        await retrying.add_many([timer(n) for n in range(300, 400)])
         replicas = [node for node in cluster.nodes if node.client().info()["role"] == "slave"]
         assert len(replicas) == 3
         for node in replicas:
@@ -187,11 +191,16 @@ async def test_a_cluster_write_waits_on_the_node_that_took_it(
             with pytest.raises(StoreUnavailable, match="no replica acknowledged"):
                 await store.add(timer(201))
             assert 0.99 < time.monotonic() - started < 1.0 + MARGIN_S
+            # the retry finds t201 and writes nothing: it must still wait for t201's write
+            with pytest.raises(StoreUnavailable, match="no replica acknowledged"):
+                await retrying.add(timer(201))
         finally:
             for node in replicas:
                 os.kill(node.pid or 0, signal.SIGCONT)
+        assert (await retrying.add(timer(201))).id == "t201"
     finally:
         await store.close()
+        await retrying.close()
 
 
 @pytest.mark.parametrize(

@@ -61,7 +61,8 @@ NAMES = (
 _ERRORS = (RedisError, RedisClusterException, OSError)
 # a standalone server propagates a PUBLISH to its replicas, so a PUBLISH before WAIT makes the
 # WAIT cover every write made before it, not only its connection's own: a retried add that
-# finds its timer stored (and writes nothing) still waits for the first attempt's write
+# finds its timer stored (and writes nothing) still waits for the first attempt's write (a
+# Cluster node gets a SET instead: `Scripts._wait_after`)
 BUMP = b"tickwheel:durability"
 
 
@@ -298,9 +299,11 @@ class Scripts:
     def _wait_after(
         self, pipe: Any, calls: Sequence[ScriptCall], waited: Replicated | None
     ) -> list[str]:
-        """Queue a WAIT after `calls` in `pipe`: on a standalone server a PUBLISH to `BUMP`
-        and one WAIT, on a Cluster one WAIT per node the calls go to (each sent on that node's
-        connection after its calls); return each call's node (none on a standalone server)."""
+        """Queue a bump and a WAIT after `calls` in `pipe`: on a standalone server a PUBLISH
+        to `BUMP`, on a Cluster (which does not replicate a PUBLISH) a SET of a key in the slot
+        of a call's keys that expires at once, and its WAIT, for each node the calls go to
+        (sent on that node's connection after its calls); return each call's node (none on a
+        standalone server)."""
         if waited is None:
             return []
         if not isinstance(self._client, RedisCluster):
@@ -313,9 +316,11 @@ class Scripts:
             node = self._client.get_node_from_key(keys[0])
             if node is None:
                 raise StoreUnavailable(f"no Redis Cluster node serves {keys[0]!r}")
-            nodes[node.name] = node
+            nodes[node.name] = (node, keys[0])
             planned.append(node.name)
-        for node in nodes.values():
+        for node, key in nodes.values():
+            # the key's hash tag is its call's, so it lives on the call's node
+            pipe.execute_command("SET", f"{key}:bump", b"", "PX", 1, target_nodes=node)
             pipe.execute_command("WAIT", 1, waited.wait_ms, target_nodes=node)
         return planned
 
@@ -332,8 +337,7 @@ class Scripts:
         for answer in answers:
             if isinstance(answer, Exception):
                 raise answer
-        cluster = isinstance(self._client, RedisCluster)
-        for answer in answers if cluster else answers[1:]:  # (after the PUBLISH's)
+        for answer in answers[1::2]:  # each WAIT's, after its bump's
             waited.check(answer)
         if isinstance(self._client, RedisCluster):
             for (_, keys, _), name in zip(calls, planned, strict=True):
