@@ -22,8 +22,8 @@ slot and every script runs on one node::
     {p:s}:q:<queue>:l       zset   deadline → deadline: the queue's lease batches
     {p:s}:b:<queue>:<ms>    list   ids of the queue's timers leased until <ms> (acked ones
                                    stay until the batch's count reaches 0)
-    {p:s}:c:<rid>           string "<id> <token> " per lease claim request <rid> took here,
-                                   expiring with the leases: a claim sent again after its
+    {p:s}:c:<rid>           string ids, then tokens, of the leases claim request <rid> took
+                                   here, expiring with them: a claim sent again after its
                                    reply was lost returns them (`claiming.py`)
     {p:s}:s                 hash   schedule id → schedule (`schedule_codec.encode_schedule`)
     {p:s}:si                zset   schedule id, score 0: the shard's schedules in id order, for

@@ -5,9 +5,9 @@
 --         the limit): the store numbers claims across shards, and expired leases return in
 --         (deadline, lease seq) order
 -- ARGV[6] the claim's request id: the leases it takes are remembered under <tag>:c:<rid>
---         ("<id> <token> " each) until they lapse, written with them, so a claim sent again
---         after its reply was lost (a dropped connection, a restart) returns them instead of
---         leaving them leased to nobody
+--         ("<id> <id> ...\n<token> <token> ...", each list one table.concat) until they
+--         lapse, written with them, so a claim sent again after its reply was lost (a dropped
+--         connection, a restart) returns them instead of leaving them leased to nobody
 -- returns: {id1, record1, id2, record2, ...} as leased: attempt + 1 (the lease token), seq =
 --          its lease seq and deadline, first claimed = now unless set, in (due, seq) order;
 --          for a request id already seen, the leases it took that still hold (a timer settled
@@ -24,8 +24,11 @@ local memo = TAG .. ':c:' .. ARGV[6]
 local held = redis.call('GET', memo)
 if held then
   local ids, tokens = {}, {}
-  for id, token in string.gmatch(held, '(%S+) (%S+) ') do
+  local newline = string.find(held, '\n', 1, true)
+  for id in string.gmatch(string.sub(held, 1, newline - 1), '%S+') do
     ids[#ids + 1] = id
+  end
+  for token in string.gmatch(string.sub(held, newline + 1), '%S+') do
     tokens[#tokens + 1] = token
   end
   local raws = records_of(ids)
@@ -72,12 +75,13 @@ for i, id in ipairs(ids) do
       ',' .. now .. ',' .. lease_seq .. deadline .. ',' .. q .. ',' .. first .. ',' ..
       string.sub(raw, tail_at)
     b.entries[taken] = id
-    leased[taken] = id .. ' ' .. token .. ' '
+    leased[taken] = token
   end
 end
 if taken > 0 then
   bulk('HSET', RECORDS, out)
-  redis.call('SET', memo, table.concat(leased), 'PX', ARGV[4])
+  redis.call('SET', memo, table.concat(b.entries, ' ') .. '\n' .. table.concat(leased, ' '),
+    'PX', ARGV[4])
   b.delta = taken
   count(SCHEDULED, queue, -taken)
   count(LEASED, queue, taken)
