@@ -101,6 +101,10 @@ async def test_every_create_and_change_is_on_the_replica_when_it_answers(
         tag = store.shard_keys(store._shards.of(state.schedule.id)).tag
         with replica.client() as client:
             assert client.hexists(f"{tag}:s", "s1")
+        # a worker's calls do not wait, and work as on any store
+        leases = await store.claim("default", DUE_MS, 5, 30_000)
+        assert len(leases) == 5
+        assert await store.ack_many(leases) == [True] * 5
     finally:
         await store.close()
 
