@@ -30,8 +30,14 @@ class InDoubt:
         for lease in leases:
             self._leases[lease.timer.id, lease.token] = lease.deadline_ms
 
+    def __bool__(self) -> bool:
+        return bool(self._leases)
+
+    def ids(self, leases: Iterable[Lease]) -> str:
+        """The ids of `leases` whose settle may have landed before, as ack.lua takes them
+        (space around each), forgetting them."""
+        return "".join([f" {lease.timer.id} " for lease in leases if self.take(lease)])
+
     def take(self, lease: Lease) -> bool:
         """Whether a settle of `lease` may have landed before; forget it either way."""
-        return bool(self._leases) and (
-            self._leases.pop((lease.timer.id, lease.token), None) is not None
-        )
+        return self._leases.pop((lease.timer.id, lease.token), None) is not None

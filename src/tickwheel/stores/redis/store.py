@@ -303,7 +303,7 @@ class RedisStore:
             for start in range(0, len(positions), ACK_BATCH)
         ]
         expiry = now + self.settings.retention_ms
-        take = self._in_doubt.take
+        doubts = self._in_doubt
         calls = [
             self._shards.call(
                 "ack",
@@ -312,7 +312,7 @@ class RedisStore:
                     now,
                     expiry,
                     "".join([f"{leases[n].timer.id} {leases[n].token} " for n in positions]),
-                    "".join([f" {leases[n].timer.id} " for n in positions if take(leases[n])]),
+                    doubts.ids([leases[n] for n in positions]) if doubts else "",
                 ),
             )
             for shard, positions in batches
