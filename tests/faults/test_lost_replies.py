@@ -4,8 +4,8 @@ drops), as a crash or a network cut can leave it.
 A lost claim reply would leave the claimed timers leased to nobody the worker knows of until
 the lease lapsed; the worker sends the claim again (same request id) and gets those leases
 back, so the timers due then are on time, well before the 10 s lease would lapse.
-A lost ack reply makes the worker ack again: the timers were done, none may fire twice, and
-the timers due then are on time.
+A lost ack reply makes the worker ack again: the timers were done, none may fire twice, the
+ack sent again counts as landed (no lease reported lost), and the timers due then are on time.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ async def _through_lost_reply(
     start_redis: Callable[..., RedisServer],
     receiver: Receiver,
     procs: Processes,
-) -> tuple[FaultReport, float]:
+) -> tuple[FaultReport, float, float]:
     """Run a stream through a worker behind a `ReplyDropper` that loses the reply `what`
-    names ("claim" or "ack") once, mid-run; return the report and the worker's failed store
-    calls of that kind."""
+    names ("claim" or "ack") once, mid-run; return the report, the worker's failed store
+    calls of that kind and the leases it reported lost."""
     server = start_redis()
     prefix = f"lost-{what}"
     async with ReplyDropper(server.port) as proxy:
@@ -74,14 +74,14 @@ async def _through_lost_reply(
         await asyncio.sleep(AFTER_S)
         await stream.stop()
         await settle(stream, receiver, timeout_s=LEASE_S + 15)
-        failed = await scrape(
-            metrics_url(worker.first_line), f'tickwheel_store_errors_total{{operation="{what}"}}'
-        )
+        metrics = metrics_url(worker.first_line)
+        failed = await scrape(metrics, f'tickwheel_store_errors_total{{operation="{what}"}}')
+        leases_lost = await scrape(metrics, "tickwheel_leases_lost_total")
         for process in (api, worker):
             assert await process.stop(signal.SIGTERM) == 0, process.stderr()
     start_ms = proxy.dropped_at_ms
     fault = f"{what} reply lost"
-    return report(fault, stream, receiver, start_ms, start_ms + WINDOW_MS), failed
+    return report(fault, stream, receiver, start_ms, start_ms + WINDOW_MS), failed, leases_lost
 
 
 async def test_claim_reply_lost(
@@ -90,7 +90,7 @@ async def test_claim_reply_lost(
     procs: Processes,
     record_fault: Callable[[FaultReport], None],
 ) -> None:
-    result, failed = await _through_lost_reply("claim", start_redis, receiver, procs)
+    result, failed, _ = await _through_lost_reply("claim", start_redis, receiver, procs)
     record_fault(result)
     assert failed >= 1, "the worker saw no claim fail"
     result.assert_nothing_lost_or_early()
@@ -105,9 +105,10 @@ async def test_ack_reply_lost(
     procs: Processes,
     record_fault: Callable[[FaultReport], None],
 ) -> None:
-    result, failed = await _through_lost_reply("ack", start_redis, receiver, procs)
+    result, failed, leases_lost = await _through_lost_reply("ack", start_redis, receiver, procs)
     record_fault(result)
     assert failed >= 1, "the worker saw no ack fail"
+    assert leases_lost == 0, "the ack sent again was taken for a lost lease"
     result.assert_nothing_lost_or_early()
     result.assert_no_stale_fires()
     result.assert_no_duplicates()
