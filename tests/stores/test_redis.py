@@ -699,6 +699,70 @@ async def test_a_slot_too_big_for_one_call_moves_over_several(
         await store.close()
 
 
+def script_calls(server: Any) -> int:
+    with server.client() as client:
+        stats = client.info("commandstats")
+    return sum(
+        int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("evalsha", "eval")
+    )
+
+
+async def test_a_bulk_fill_due_later_today_does_not_hold_back_a_due_timer(
+    redis_server: Any, clock: ManualClock
+) -> None:
+    """Timers due later today go to minute slots, not to today's day slot, which the next claim
+    would have to move down whole (4,000 entries a call) before claiming anything later than
+    its start: 20,000 timers due in an hour held a timer due now back for six calls (48 s at
+    10M)."""
+    server = redis_server
+    store = open_store(server, clock, shards=1)
+    try:
+        hour = 60 * MINUTE
+        clock.now_ms += 2 * hour - clock.now_ms % (24 * hour)  # 02:00: today began 2 h ago
+        fill = [at(clock, hour + 5 * MINUTE + n, id=f"fill{n:05}") for n in range(20_000)]
+        for first in range(0, len(fill), 1000):
+            await store.add_many(fill[first : first + 1000])
+        await store.add(at(clock, 0, id="due-now"))
+        before = script_calls(server)
+        leases = await store.claim("default", clock.now_ms, 10, 60_000)
+        assert [lease.timer.id for lease in leases] == ["due-now"]
+        assert script_calls(server) - before <= 3  # peek, claim (and a purge): nothing moved
+        assert_layout_consistent(server, store)
+    finally:
+        await store.close()
+
+
+async def test_a_big_day_slot_coming_near_does_not_hold_back_a_due_timer(
+    redis_server: Any, clock: ManualClock
+) -> None:
+    """Tomorrow's day slot moves down in the hour before midnight, a budget a call, only after
+    what the claim needs: a timer due at 23:30 is claimed by the first call."""
+    server = redis_server
+    store = open_store(server, clock, shards=1)
+    try:
+        hour, day = 60 * MINUTE, 24 * 60 * MINUTE
+        clock.now_ms += 2 * day - clock.now_ms % day - 2 * hour  # 22:00
+        tomorrow = [at(clock, 4 * hour + n, id=f"tomorrow{n:05}") for n in range(20_000)]
+        for first in range(0, len(tomorrow), 1000):
+            await store.add_many(tomorrow[first : first + 1000])
+        clock.now_ms += hour
+        due = await store.add(at(clock, 30 * MINUTE, id="at-23-30"))  # in its minute slot
+        clock.now_ms = due.due_ms
+        before = script_calls(server)
+        leases = await store.claim("default", clock.now_ms, 10, 60_000)
+        assert [lease.timer.id for lease in leases] == ["at-23-30"]
+        assert script_calls(server) - before <= 3
+        await store.ack_many(leases)
+        assert_layout_consistent(server, store)
+        clock.now_ms += 3 * hour
+        claimed = []
+        while leases := await store.claim("default", clock.now_ms, 5000, 60_000):
+            claimed += [lease.timer.id for lease in leases]
+        assert claimed == [timer.id for timer in tomorrow]
+    finally:
+        await store.close()
+
+
 async def test_cancelled_timers_in_a_day_slot_are_dropped_when_it_comes_near(
     server: Server, store: RedisStore, clock: ManualClock
 ) -> None:

@@ -32,10 +32,12 @@ slot and every script runs on one node::
 A schedule lives in the shard of its id, and so do its occurrences (`shard_of`): one script
 records a schedule's progress and creates or cancels its occurrence timers together.
 
-This is a two-level hashed timing wheel: a timer due within the hour goes into its minute
-slot, a later one into its day slot, with one ``RPUSH``; an hour before a day slot starts its
-timers move into minute slots, and a claim whose horizon reaches a minute slot moves its timers
-into the near set, which is ordered (due ms, then seq). A slot is unordered, so adding costs no
+This is a two-level hashed timing wheel: a timer goes into its day slot with one ``RPUSH``
+when that day starts over an hour from now, else into its minute slot (a day slot that near
+would have to move down whole before a claim could take anything later); an hour before a day
+slot starts, claims move its timers into minute slots with the budget their own work leaves,
+and a claim whose horizon reaches a minute slot moves its timers into the near set, which is
+ordered (due ms, then seq). A slot is unordered, so adding costs no
 search; each timer is moved at most twice. Slots are lists: about 28 bytes a timer at any
 density of due times.
 

@@ -29,13 +29,13 @@ if (near == nil or d < near) and (first == nil or d < first + MINUTE_SLOT) then
   redis.call('PUBLISH', WAKE, queue)
 end
 redis.call('SADD', QUEUES, queue)
--- the near set when due before the end of the current minute, else the minute slot within
--- the hour, the day slot beyond
+-- the near set when due before the end of the current minute, else its day slot if that day
+-- starts over MINUTE_RANGE from now, else its minute slot
 if d < n - n % MINUTE_SLOT + MINUTE_SLOT then
   redis.call('ZADD', prefix .. 'n', string.format('%d', d), DUE_LENGTH[#due] .. due .. seq .. id)
 else
   local level, width = 1, MINUTE_SLOT
-  if d - n >= MINUTE_RANGE then
+  if d - d % DAY_SLOT > n + MINUTE_RANGE then
     level, width = 2, DAY_SLOT
   end
   local start = string.format('%d', d - d % width)

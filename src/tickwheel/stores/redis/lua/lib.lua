@@ -217,8 +217,10 @@ end
 
 -- A placer gathers scheduled timers and writes them with one variadic command per key: into
 -- the queue's near set when due before the end of the current minute (`now`'s), else into
--- the slot of their due time, minute or day by distance; `max_level` 0 forces the near set
--- (a slot a claim reached), 1 minute slots at most (a day slot moving down).
+-- the slot of their due time: a day slot if that day starts over MINUTE_RANGE from now, else
+-- a minute slot (a day slot that near would have to move down at the next claim, all of it
+-- before any later timer could be claimed); `max_level` 0 forces the near set (a slot a claim
+-- reached), 1 minute slots at most (a day slot moving down).
 local function placer(now, max_level, wakes)
   local n = tonumber(now)
   return { now = n, soon = n - n % MINUTE_SLOT + MINUTE_SLOT, max_level = max_level,
@@ -239,7 +241,7 @@ local function put(p, queue, id, due, seq)
     return
   end
   local level = 1
-  if p.max_level == 2 and d - p.now >= MINUTE_RANGE then
+  if p.max_level == 2 and d - d % DAY_SLOT > p.now + MINUTE_RANGE then
     level = 2
   end
   local start = int(d - d % slot_width(level))
@@ -311,19 +313,17 @@ local function cascade(queue, level, member, now, budget)
   return #ids
 end
 
--- Make the near set hold every timer of the queue due by `horizon`: day slots starting
--- within the minute range (or by the horizon) move down, then minute slots starting by the
--- horizon move into the near set, at most CASCADE_BUDGET entries per call. Returns the
+-- Make the near set hold every timer of the queue due by `horizon`, at most CASCADE_BUDGET
+-- entries per call: first what the claim needs (day slots, then minute slots, starting by the
+-- horizon), then, with the budget left, day slots starting within the minute range move down
+-- ahead of time, so a big day slot coming near never holds back timers due now. Returns the
 -- horizon to claim by: lower than asked while a slot that may hold earlier timers is left.
 local function ready(queue, horizon, now)
   local budget = CASCADE_BUDGET
   local h = tonumber(horizon)
   local left = nil -- the earliest slot start by the horizon that could not move
-  for _, level in ipairs({ 2, 1 }) do
-    local by = h
-    if level == 2 then
-      by = math.max(h, tonumber(now) + MINUTE_RANGE)
-    end
+  for _, step in ipairs({ { 2, h }, { 1, h }, { 2, tonumber(now) + MINUTE_RANGE } }) do
+    local level, by = step[1], step[2]
     while true do
       local first = redis.call('ZRANGE', index_key(queue, level), 0, 0, 'WITHSCORES')
       local start = tonumber(first[2])
