@@ -26,7 +26,7 @@ from tickwheel.engine.connection import READ_LIMIT_BYTES
 from tickwheel.engine.guard import PrivateAddressRefused, keep_public
 from tickwheel.engine.http import MAX_RETRY_AFTER_S, HttpTarget, retry_after_s
 from tickwheel.engine.httpclient import HttpClient
-from tickwheel.engine.outcome import ACKED, Outcome, Verdict
+from tickwheel.engine.outcome import ACKED, GuardedTarget, NotFired, Outcome, Verdict
 from tickwheel.engine.pool import PoolTimeout
 from tickwheel.engine.resolver import AddressInfo, ConnectFailed, getaddrinfo
 from tickwheel.engine.settings import HttpSettings
@@ -354,6 +354,25 @@ async def test_big_response_body_is_cut_to_the_first_200_chars(
     receiver = await make_receiver(respond=lambda _: Reply(500, body="x" * 2_000_000))
     outcome = await target.fire(timer_for(receiver.url), 1)
     assert outcome == Outcome(Verdict.RETRY, "HTTP 500: " + "x" * 200)
+
+
+async def test_a_guarded_attempt_is_sent_only_while_its_guard_says_go(
+    receiver: Receiver, target: HttpTarget
+) -> None:
+    """The guard is asked on the ready connection, after any wait for a slot: a worker stopped
+    in that wait past its lease drops the request instead of firing a timer it lost."""
+    assert isinstance(target, GuardedTarget)
+    asked = []
+
+    def no() -> bool:
+        asked.append("no")
+        return False
+
+    with pytest.raises(NotFired):
+        await target.fire_guarded(timer_for(receiver.url, timer_id="dropped"), 1, no)
+    assert asked == ["no"]
+    assert await target.fire_guarded(timer_for(receiver.url), 2, lambda: True) == ACKED
+    assert [got.timer_id for got in receiver.received] == ["timer-1"]
 
 
 async def test_big_ok_body_acks(make_receiver: MakeReceiver, target: HttpTarget) -> None:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from tickwheel.engine.guard import check_target_url, is_public_address
     from tickwheel.engine.http import HttpTarget
     from tickwheel.engine.metrics import Metrics
-    from tickwheel.engine.outcome import ACKED, Outcome, Target, Verdict
+    from tickwheel.engine.outcome import ACKED, GuardedTarget, NotFired, Outcome, Target, Verdict
     from tickwheel.engine.settings import HttpSettings, WorkerSettings
     from tickwheel.engine.worker import Worker
 
@@ -22,9 +22,11 @@ if TYPE_CHECKING:
 _MODULES = {
     "ACKED": "outcome",
     "Delivery": "consume",
+    "GuardedTarget": "outcome",
     "HttpSettings": "settings",
     "HttpTarget": "http",
     "Metrics": "metrics",
+    "NotFired": "outcome",
     "Outcome": "outcome",
     "Target": "outcome",
     "Verdict": "outcome",
@@ -38,9 +40,11 @@ _MODULES = {
 __all__ = [
     "ACKED",
     "Delivery",
+    "GuardedTarget",
     "HttpSettings",
     "HttpTarget",
     "Metrics",
+    "NotFired",
     "Outcome",
     "Target",
     "Verdict",

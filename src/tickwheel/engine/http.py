@@ -13,13 +13,14 @@ from __future__ import annotations
 import errno
 import ssl
 import time
+from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from importlib import metadata
 
 from tickwheel.engine.connection import BadResponse, Disconnected, Response
 from tickwheel.engine.guard import PrivateAddressRefused, is_public_address
-from tickwheel.engine.httpclient import HttpClient
-from tickwheel.engine.outcome import ACKED, Outcome, Verdict
+from tickwheel.engine.httpclient import HttpClient, NotSent
+from tickwheel.engine.outcome import ACKED, NotFired, Outcome, Verdict
 from tickwheel.engine.pool import Origin, PoolTimeout
 from tickwheel.engine.resolver import ConnectFailed, InvalidHost
 from tickwheel.engine.settings import HttpSettings
@@ -173,6 +174,17 @@ class HttpTarget:
             ValueError: `timer` has no callback (it belongs to a Python consumer's queue).
             Closed: the target was closed.
         """
+        return await self._fire(timer, attempt, None)
+
+    async def fire_guarded(self, timer: Timer, attempt: int, go: Callable[[], bool]) -> Outcome:
+        """As `fire`, asking `go` on a ready connection right before the request is written.
+
+        Raises:
+            NotFired: `go` said no; nothing was sent.
+        """
+        return await self._fire(timer, attempt, go)
+
+    async def _fire(self, timer: Timer, attempt: int, go: Callable[[], bool] | None) -> Outcome:
         callback = timer.callback
         if callback is None:
             raise ValueError(f"timer {timer.id} has no HTTP callback")
@@ -190,8 +202,10 @@ class HttpTarget:
         timeout_s = timer.retry.timeout_s
         try:
             request = self._request(timer, callback, url, attempt)
-            response = await self._client.request(origin, request, timeout_s)
+            response = await self._client.request(origin, request, timeout_s, go)
             return _judge(response)
+        except NotSent:
+            raise NotFired from None
         except TimeoutError:
             return Outcome(Verdict.RETRY, f"timeout after {timeout_s} s")
         except PoolTimeout as error:

@@ -16,7 +16,7 @@ import errno
 import functools
 import socket
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tickwheel.engine.connection import Connection, Disconnected, Response
 from tickwheel.engine.guard import keep_public
@@ -33,6 +33,10 @@ SLOT_WAIT_S = 5.0  # longest wait for a connection slot (or the request's timeou
 def default_per_host(max_connections: int) -> int:
     """Return the default `max_per_host`: a quarter of `max_connections`, at least one."""
     return max(1, max_connections // 4)
+
+
+class NotSent(Exception):
+    """The request was not sent: its caller's `go` said no once a connection was ready."""
 
 
 class HttpClient:
@@ -79,8 +83,18 @@ class HttpClient:
         pool = self._pools.get(origin)
         return min(INITIAL_PER_HOST, self._max_per_host) if pool is None else pool.limit
 
-    async def request(self, origin: Origin, request: bytes, timeout_s: float) -> Response:
+    async def request(
+        self,
+        origin: Origin,
+        request: bytes,
+        timeout_s: float,
+        go: Callable[[], bool] | None = None,
+    ) -> Response:
         """Send the prebuilt `request` to `origin` and return its response.
+
+        `go`, if given, is asked on a ready connection right before the request is written:
+        waiting for a slot or a connection may outlast what made the request worth sending
+        (a worker stopped there past its lease must not fire a timer another worker holds).
 
         A reused connection that the server had closed while idle fails before any response
         byte; the request then goes once more on a fresh connection (delivery is at least once).
@@ -92,6 +106,7 @@ class HttpClient:
             InvalidHost: the host name cannot be looked up.
             Disconnected: the server closed the connection before a complete response.
             BadResponse: the response could not be parsed, or broke a limit.
+            NotSent: `go` said no; nothing was written.
         """
         loop = asyncio.get_running_loop()
         pool = self._pools.get(origin)
@@ -115,7 +130,7 @@ class HttpClient:
                         raise PoolTimeout(min(timeout_s, SLOT_WAIT_S))
                 try:
                     started = loop.time()
-                    response = await self._send(pool, request, started + timeout_s)
+                    response = await self._send(pool, request, started + timeout_s, go)
                     pool.answered(response.status, loop.time() - started)
                     return response
                 except TimeoutError:
@@ -135,11 +150,13 @@ class HttpClient:
             if self._sweep is None and not self._closed:
                 self._sweep = loop.call_later(KEEPALIVE_S, self._expire)
 
-    async def _send(self, pool: Pool, request: bytes, deadline: float) -> Response:
+    async def _send(
+        self, pool: Pool, request: bytes, deadline: float, go: Callable[[], bool] | None
+    ) -> Response:
         connection = pool.take_idle()
         if connection is not None:
             try:
-                return await self._exchange(pool, connection, request, deadline)
+                return await self._exchange(pool, connection, request, deadline, go)
             except Disconnected as error:
                 if error.started:
                     raise
@@ -154,18 +171,26 @@ class HttpClient:
         try:
             if connection is not None:
                 try:
-                    return await self._exchange(pool, connection, request, deadline)
+                    return await self._exchange(pool, connection, request, deadline, go)
                 except Disconnected as error:
                     if error.started:
                         raise
             connection = await self._connect(pool, deadline)
-            return await self._exchange(pool, connection, request, deadline)
+            return await self._exchange(pool, connection, request, deadline, go)
         finally:
             opening.give()
 
     async def _exchange(
-        self, pool: Pool, connection: Connection, request: bytes, deadline: float
+        self,
+        pool: Pool,
+        connection: Connection,
+        request: bytes,
+        deadline: float,
+        go: Callable[[], bool] | None,
     ) -> Response:
+        if go is not None and not go():
+            self._release(pool, connection)
+            raise NotSent
         try:
             return await connection.send(request, deadline)
         finally:

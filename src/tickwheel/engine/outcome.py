@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from tickwheel.model import Timer
 
@@ -40,4 +41,19 @@ class Target(Protocol):
 
     async def close(self) -> None:
         """Release connections; idempotent."""
+        ...
+
+
+class NotFired(Exception):
+    """An attempt dropped before anything was sent, because its guard said no."""
+
+
+@runtime_checkable
+class GuardedTarget(Protocol):
+    """A target that asks `go` right before it sends: a delivery that waited (for a connection,
+    or in a stopped process) past its lease is dropped, not raced against the worker that may
+    hold the timer by then."""
+
+    async def fire_guarded(self, timer: Timer, attempt: int, go: Callable[[], bool]) -> Outcome:
+        """As `Target.fire`; raises `NotFired` when `go` says no, with nothing sent."""
         ...

@@ -16,7 +16,7 @@ from tickwheel.engine.limits import (
     host_key,
 )
 from tickwheel.engine.metrics import Metrics
-from tickwheel.engine.outcome import Outcome, Target, Verdict
+from tickwheel.engine.outcome import GuardedTarget, NotFired, Outcome, Target, Verdict
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled
 from tickwheel.errors import LeaseLost, StoreUnavailable
@@ -28,6 +28,9 @@ logger = logging.getLogger("tickwheel.engine")
 # a fired timer's ack waits up to this long to share a store call with others; nothing awaits
 # it but the timer's own task, and a crash meanwhile only fires the timer again (at least once)
 ACK_EVERY_S = 0.005
+SEND_MARGIN_MS = 100
+"""A request goes out only while the lease lasts this much longer: what the store's clock may
+be ahead of this process's view of it, and the time to write the request."""
 NO_CALLBACK = Outcome(Verdict.KILL, "timer has no callback: consume its queue from Python instead")
 
 
@@ -128,7 +131,16 @@ class Worker:
                 timer = lease.timer
                 late_s = (self._store.now_ms() - timer.due_ms) / 1000
                 self.metrics.observe_fired(timer.queue, late_s)
-                outcome = NO_CALLBACK if timer.callback is None else await self._attempt(lease)
+                try:
+                    outcome = NO_CALLBACK if timer.callback is None else await self._attempt(lease)
+                except NotFired:
+                    # its lease ran out while it waited to be sent: whoever claims the timer
+                    # now fires it, and this worker settles nothing
+                    self.metrics.leases_lost += 1
+                    self._throttled.warning(
+                        "not-fired", "timer=%s not fired: its lease ran out first", timer_id
+                    )
+                    return
             self._limiter.release(admission)
             admission = GO
             if timer.callback is not None:
@@ -154,9 +166,18 @@ class Worker:
             self._limiter.hold(timer, outcome.hold_s)
 
     async def _attempt(self, lease: Lease) -> Outcome:
-        """Fire the timer; whatever the target raises becomes a retry that records it."""
+        """Fire the timer; whatever the target raises becomes a retry that records it, but
+        `NotFired`: a guarded target sends only while the worker still holds the lease."""
+        target = self._target
+        timer_id = lease.timer.id
         try:
-            return await self._target.fire(lease.timer, lease.token)
+            if isinstance(target, GuardedTarget):
+                return await target.fire_guarded(
+                    lease.timer, lease.token, lambda: self._still_held(timer_id)
+                )
+            return await target.fire(lease.timer, lease.token)
+        except NotFired:
+            raise
         except Exception as error:
             # policy: an escaped exception is a failed attempt like any other, so the timer's
             # retry policy runs its course (ending in a dead letter) instead of the timer
@@ -168,6 +189,12 @@ class Worker:
                 extra={"timer_id": lease.timer.id},
             )
             return Outcome(Verdict.RETRY, f"{type(error).__name__}: {error}")
+
+    def _still_held(self, timer_id: str) -> bool:
+        """Whether the newest lease on the timer lasts a margin beyond now, by the store's
+        clock (a process stopped past it finds its clock moved on when it runs again)."""
+        lease = self._dispatcher.lease(timer_id)
+        return lease is not None and lease.deadline_ms - self._store.now_ms() > SEND_MARGIN_MS
 
     async def _lease_for_attempt(self, timer_id: str) -> Lease | None:
         """Return the held lease if it will last until the dispatcher next renews it.
