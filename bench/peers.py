@@ -14,6 +14,7 @@ A peer that is not installed (or fails) gets a row saying so instead of figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import time
@@ -47,7 +48,8 @@ class Row:
 
 async def tickwheel_row(url: str, n: int) -> Row:
     """`await store.add(Timer(...))` n times; then n timers due now drained by a plain
-    ``async for d in consume(...): await d.ack()`` loop, from its start until all are acked."""
+    ``async for d in consume(...): await d.ack()`` loop, closed with ``contextlib.aclosing`` as
+    the README writes it, from its start until the loop has closed and all acks landed."""
     admin = aredis.Redis.from_url(url)
     await admin.flushall()
     store = RedisStore.from_url(url, prefix="peers")
@@ -66,12 +68,13 @@ async def tickwheel_row(url: str, n: int) -> Row:
         await store.add_many([Timer(due_ms=now, payload={"i": i}) for i in range(n)])
         acked = 0
         t0 = time.perf_counter()
-        async for delivery in consume(store):
-            await delivery.ack()
-            acked += 1
-            if acked == n:
-                break
-        drain_s = time.perf_counter() - t0
+        async with contextlib.aclosing(consume(store)) as deliveries:  # as the README loops
+            async for delivery in deliveries:
+                await delivery.ack()
+                acked += 1
+                if acked == n:
+                    break
+        drain_s = time.perf_counter() - t0  # the acks flushed as the loop closed
     finally:
         await store.close()
         await admin.aclose()

@@ -89,11 +89,10 @@ def catch_up_table(count: int, caught: CatchUp, other: OtherLoad) -> Table:
         ["claim calls (limit 1)", f"{caught.calls:,}"],
     ]
     out.notes = [
-        "the filled timers (due in one to two hours) sit in today's day slot; a claim first "
-        "moves that slot down to minute slots (a bounded number of entries per script call "
-        "and shard, the claim calling again while some are left) and takes nothing due after "
-        "the slot's start until it is moved: a bulk fill with no worker claiming meanwhile "
-        "delays the queue's due timers by this long, once",
+        "the filled timers are due in one to two hours: they go to minute slots, since a day "
+        "slot that has begun would have to move down whole (a bounded number of entries per "
+        "script call, the claim calling again while some are left) before a claim could take "
+        "anything due after its start; a timer due now behind the fill is claimed by one call",
         other.note(),
     ]
     return out

@@ -48,6 +48,32 @@ def _queue_line(verb: str, queue: dict[str, Any]) -> str:
     )
 
 
+def _switch(
+    ctx: typer.Context,
+    paused: bool,
+    timer_id: str | None,
+    queue: str | None,
+    where: tuple[str, str | None, str | None],
+    as_json: bool,
+) -> None:
+    """Pause or resume one timer or, with a queue, the queue; print what it is now."""
+    one_of(timer_id, queue, "ID")
+    verb = "paused" if paused else "resumed"
+    if queue is not None:
+        switch_queue = ApiClient.pause_queue if paused else ApiClient.resume_queue
+        found = call(ctx, *where, lambda client: switch_queue(client, queue))
+        line = _queue_line(verb, found)
+    else:
+        assert timer_id is not None
+        switch_timer = ApiClient.pause if paused else ApiClient.resume
+        found = call(ctx, *where, lambda client: switch_timer(client, timer_id))
+        line = f"{verb} {found['id']} · due {found['due']}"
+    if as_json:
+        print_json(found)
+    else:
+        out.print(line, markup=False)
+
+
 @app.command()
 def pause(
     ctx: typer.Context,
@@ -60,18 +86,7 @@ def pause(
 ) -> None:
     """Pause a timer (it keeps its id and attempts, and never fires until resumed), or with
     --queue a whole queue (workers claim nothing from it within a second; leases held finish)."""
-    one_of(timer_id, queue, "ID")
-    if queue is not None:
-        found = call(ctx, api, token, token_file, lambda client: client.pause_queue(queue))
-        line = _queue_line("paused", found)
-    else:
-        assert timer_id is not None
-        found = call(ctx, api, token, token_file, lambda client: client.pause(timer_id))
-        line = f"paused {found['id']} · due {found['due']}"
-    if as_json:
-        print_json(found)
-    else:
-        out.print(line, markup=False)
+    _switch(ctx, True, timer_id, queue, (api, token, token_file), as_json)
 
 
 @app.command()
@@ -86,18 +101,7 @@ def resume(
 ) -> None:
     """Resume a paused timer (it fires at its due time, now if that has passed), or with
     --queue a paused queue."""
-    one_of(timer_id, queue, "ID")
-    if queue is not None:
-        found = call(ctx, api, token, token_file, lambda client: client.resume_queue(queue))
-        line = _queue_line("resumed", found)
-    else:
-        assert timer_id is not None
-        found = call(ctx, api, token, token_file, lambda client: client.resume(timer_id))
-        line = f"resumed {found['id']} · due {found['due']}"
-    if as_json:
-        print_json(found)
-    else:
-        out.print(line, markup=False)
+    _switch(ctx, False, timer_id, queue, (api, token, token_file), as_json)
 
 
 @app.command()

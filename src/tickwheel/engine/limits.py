@@ -37,7 +37,8 @@ REFRESH_S = 1.0
 CLAIM_S = 1.0
 """A claim from a rate-limited queue takes its burst and this long of its rate at most."""
 HOLD_WAIT_S = 30.0
-"""Longest a limited callback waits in the worker holding its lease (at most half a lease)."""
+"""Longest a limited callback waits in the worker holding its lease, renewed meanwhile: each
+one sent back to the store instead costs a claim, and counts an attempt."""
 MAX_HOLD_S = 600.0
 """Longest a `Retry-After` holds a host: a receiver cannot park a worker's traffic for days."""
 MAX_HELD_HOSTS = 10_000

@@ -81,7 +81,7 @@ class Worker:
             grants,
             self.metrics,
             now_ms=store.now_ms,
-            hold_s=min(HOLD_WAIT_S, self.settings.lease_ms / 2000),
+            hold_s=HOLD_WAIT_S,
             shared=shared,
         )
 
