@@ -117,7 +117,7 @@ EXPRESSIONS = st.tuples(
 ).map(" ".join)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)  # each walks 60 h minute by minute
 @given(
     expression=EXPRESSIONS,
     zone=st.sampled_from(ZONES),

@@ -259,5 +259,5 @@ class HeapModel(RuleBasedStateMachine):
             assert heap.next_due_ms() == due
 
 
-HeapModel.TestCase.settings = settings(max_examples=500, stateful_step_count=50, deadline=None)
+HeapModel.TestCase.settings = settings(max_examples=250, stateful_step_count=50, deadline=None)
 TestHeapModel = HeapModel.TestCase

@@ -381,5 +381,5 @@ class WheelModel(RuleBasedStateMachine):
             assert next_due <= min(due for due, _, _ in self.pending.values())
 
 
-WheelModel.TestCase.settings = settings(max_examples=500, stateful_step_count=50, deadline=None)
+WheelModel.TestCase.settings = settings(max_examples=250, stateful_step_count=50, deadline=None)
 TestWheelModel = WheelModel.TestCase
