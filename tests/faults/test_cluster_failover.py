@@ -3,7 +3,8 @@
 Its replica takes over after the node timeout (2 s). POSTs to the dead master's slots fail
 (503) until then and are not acknowledged; every acknowledged timer must still arrive, none
 early. A write the master acknowledged but had not yet sent to its replica would be lost by
-design (asynchronous replication); on loopback the replica trails by microseconds.
+design (asynchronous replication); on loopback the replica trails by microseconds. An ack lost
+so makes its timer fire again: a duplicate, which at least once allows.
 
 Timers due during the failover arrive within the lateness target: a claim whose reply the dying
 master swallowed is sent again (same request id) and returns the leases the replica took over.
@@ -89,7 +90,8 @@ async def test_cluster_master_killed_fails_over(
     record_fault(result)
     result.assert_nothing_lost_or_early()
     result.assert_no_stale_fires()
-    result.assert_no_duplicates()
+    # no assert_no_duplicates: an ack the dying master took but had not sent to its replica
+    # is lost with it, and that timer fires again from the replica (at least once)
     result.assert_lateness_within_target()
     for process in (api, worker):
         assert await process.stop(signal.SIGTERM) == 0, process.stderr()
