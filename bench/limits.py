@@ -47,7 +47,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small counts: a smoke run")
     parser.add_argument("--timers", type=int, default=10_000, help="timers per CPU run")
-    parser.add_argument("--rounds", type=int, default=5, help="CPU runs of each kind")
+    parser.add_argument("--rounds", type=int, default=7, help="CPU runs of each kind")
     parser.add_argument("--span", type=float, default=60.0, help="seconds of part b")
     parser.add_argument("--rate", type=float, default=200.0, help="part b's limit a second")
     parser.add_argument("--parts", default="ab", help="which parts to run (a: CPU, b: accuracy)")

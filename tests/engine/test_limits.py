@@ -193,6 +193,39 @@ async def test_a_queue_limit_and_a_host_limit_both_bind() -> None:
     assert admitted[-1][0] >= 6 / 20 - 0.01
 
 
+async def test_a_changed_limit_binds_the_next_callback() -> None:
+    controls = Settings({"api.example.com": Limit(concurrency=2)}, {})
+    gate = Limiter(
+        controls,  # type: ignore[arg-type]
+        LocalGrants(),
+        Metrics(),
+        now_ms=lambda: time.time_ns() // 1_000_000,
+        hold_s=30.0,
+        shared=False,
+    )
+    keys = (HOST + "api.example.com",)
+    first = await gate.admit(timer(), keys)
+    assert first.running == ((keys[0], first.running[0][1]),)
+    # a refresh replaces the table when a setting changes: the lifted count no longer holds
+    controls.hosts = {"api.example.com": Limit(rate=1, burst=1)}
+    assert (await gate.admit(timer(), keys)).running == ()
+    waiting = asyncio.ensure_future(gate.admit(timer(), keys))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # the new rate's one token is spent
+    waiting.cancel()
+    await gate.close()
+
+
+async def test_a_released_unit_serves_the_next_callback_without_waiting() -> None:
+    gate = limiter({"api.example.com": Limit(concurrency=1)})
+    keys = (HOST + "api.example.com",)
+    first = await gate.admit(timer(), keys)
+    gate.release(first)
+    second = await asyncio.wait_for(gate.admit(timer(), keys), 0.01)
+    assert second.running
+    await gate.close()
+
+
 async def test_concurrency_grants_wait_for_releases() -> None:
     gate = limiter({"api.example.com": Limit(concurrency=2)})
     first = [await gate.admit(t, gate.targets(t)) for t in (timer(), timer())]

@@ -131,23 +131,7 @@ class LocalGrants:
         self, limits: Mapping[str, Limit], releases: Sequence[tuple[str, str]], asks: Sequence[Ask]
     ) -> list[Answer]:
         """`take`, without waiting for anything; no spares (a local grant is had at once)."""
-        buckets = self._buckets
-        for key, _ in releases:
-            bucket = buckets.get(key)
-            if bucket is not None and bucket.running > 0:
-                bucket.running -= 1
-        now = self._clock()
-        for key, limit in limits.items():
-            bucket = buckets.get(key)
-            if bucket is None:
-                bucket = buckets[key] = _Bucket()
-            if limit.rate is not None:
-                size = limit.bucket
-                if bucket.tokens < 0:
-                    bucket.tokens = size
-                else:
-                    bucket.tokens = min(size, bucket.tokens + (now - bucket.at) * limit.rate)
-                bucket.at = now
+        buckets = self._refill(limits, releases)
         answers: list[Answer] = []
         for want, _, keys, _, _ in asks:
             granted = want
@@ -169,6 +153,71 @@ class LocalGrants:
                 wait_ms = _wait_ms(limits, {key: buckets[key] for key in keys})
             answers.append((granted, wait_ms, 0))
         return answers
+
+
+    def take_one(self, limits: Mapping[str, Limit], releases: Sequence[tuple[str, str]]) -> bool:
+        """Give back `releases`, then take one grant of every target in `limits` if each has
+        one now: the callback that finds no one waiting before it, in one pass."""
+        if releases:
+            self.give_back(releases)
+        buckets = self._buckets
+        now = self._clock()
+        for key, limit in limits.items():
+            bucket = buckets.get(key)
+            if bucket is None:
+                bucket = buckets[key] = _Bucket()
+            if limit.rate is not None:
+                _fill(bucket, limit, now)
+                if bucket.tokens < 1:
+                    return False
+            if limit.concurrency is not None and bucket.running >= limit.concurrency:
+                return False
+        for key, limit in limits.items():
+            bucket = buckets[key]
+            if limit.rate is not None:
+                bucket.tokens -= 1
+            if limit.concurrency is not None:
+                bucket.running += 1
+        return True
+
+    def give_back(self, releases: Sequence[tuple[str, str]]) -> None:
+        """Return the concurrency units `releases` (target key, member) held."""
+        buckets = self._buckets
+        for key, _ in releases:
+            bucket = buckets.get(key)
+            if bucket is not None and bucket.running > 0:
+                bucket.running -= 1
+
+    def _refill(
+        self, limits: Mapping[str, Limit], releases: Sequence[tuple[str, str]]
+    ) -> dict[str, _Bucket]:
+        """Give back `releases` and fill the buckets of `limits` with the tokens earned since."""
+        self.give_back(releases)
+        buckets = self._buckets
+        now = self._clock()
+        for key, limit in limits.items():
+            bucket = buckets.get(key)
+            if bucket is None:
+                bucket = buckets[key] = _Bucket()
+            if limit.rate is not None:
+                _fill(bucket, limit, now)
+        return buckets
+
+
+def _fill(bucket: _Bucket, limit: Limit, now: float) -> None:
+    """Add to `bucket` the tokens `limit`'s rate earned since it was last filled."""
+    assert limit.rate is not None
+    size = limit.bucket
+    if bucket.tokens < 0:
+        bucket.tokens = size
+    else:
+        bucket.tokens = min(size, bucket.tokens + (now - bucket.at) * limit.rate)
+    bucket.at = now
+
+
+def _member(timer: Timer) -> str:
+    """Name one attempt's concurrency grant: a retry is a new member, a re-sent one the same."""
+    return f"{timer.id}#{timer.attempt}"
 
 
 def _wait_ms(limits: Mapping[str, Limit], buckets: Mapping[str, _Bucket]) -> int:
@@ -323,6 +372,9 @@ class Limiter:
         self._pump: asyncio.Task[None] | None = None
         self._last_call = -CALL_EVERY_S
         self._local = grants if isinstance(grants, LocalGrants) else None
+        self._found: dict[tuple[str, ...], Mapping[str, Limit]] = {}
+        self._read_hosts: Mapping[str, Limit] = {}
+        self._read_queues: Mapping[str, QueueSettings] = {}
 
     def targets(self, timer: Timer) -> tuple[str, ...]:
         """Return the limit keys `timer`'s callback needs grants from (usually none)."""
@@ -365,12 +417,10 @@ class Limiter:
         group = self._groups.get(keys)
         if group is None:
             group = self._groups[keys] = _Group(keys)
-        hold_ms = round((timer.retry.timeout_s + GRANT_MARGIN_S) * 1000)
-        member = f"{timer.id}#{timer.attempt}"
         if not group.waiters:
             now = loop.time()
             if self._local is not None:
-                admission = self._at_once(keys, hold_ms, member, now)
+                admission = self._at_once(keys, timer, now)
             elif group.spare > 0 and group.spare_until > now and not self._held(keys, now):
                 group.spare -= 1
                 admission = GO
@@ -379,7 +429,8 @@ class Limiter:
             if admission is not None:
                 self._metrics.observe_limited(timer.queue, 0.0)
                 return admission
-        waiter = _Waiter(loop.create_future(), member, hold_ms)
+        hold_ms = round((timer.retry.timeout_s + GRANT_MARGIN_S) * 1000)
+        waiter = _Waiter(loop.create_future(), _member(timer), hold_ms)
         group.waiters.append(waiter)
         self._kick()
         since = loop.time()
@@ -390,22 +441,23 @@ class Limiter:
             self._metrics.limit_deferred[timer.queue] += 1
         return admission
 
-    def _at_once(
-        self, keys: tuple[str, ...], hold_ms: int, member: str, now: float
-    ) -> Admission | None:
+    def _at_once(self, keys: tuple[str, ...], timer: Timer, now: float) -> Admission | None:
         """Grant one callback from local grants now, if it need not wait: no task switch, no
         future, for the common case of a limit that does not bind."""
         assert self._local is not None
-        if self._held(keys, now):
+        if self._held_until and self._held(keys, now):
             return None
         found = self._limits(keys)
-        releases, self._releases = self._releases, []
-        ask = (1, hold_ms, tuple(found), (), 0)
-        [(granted, _, _)] = self._local.take_now(found, releases, [ask])
-        if not granted:
+        releases = self._releases
+        if releases:
+            self._releases = []
+        if not self._local.take_one(found, releases):
             return None
-        running = tuple((key, member) for key, limit in found.items() if limit.concurrency)
-        return Admission(running=running) if running else GO
+        counted = [key for key, limit in found.items() if limit.concurrency]
+        if not counted:
+            return GO
+        member = _member(timer)
+        return Admission(running=tuple((key, member) for key in counted))
 
     def _held(self, keys: tuple[str, ...], now: float) -> bool:
         return self._held_for(keys) > now
@@ -417,8 +469,15 @@ class Limiter:
 
     def release(self, admission: Admission) -> None:
         """Give back the concurrency `admission` held: its callback is over."""
-        if admission.running:
+        if not admission.running:
+            return
+        if self._local is None:
             self._releases.extend(admission.running)
+            self._kick()
+            return
+        # a local count is given back at once; the pump is woken only if someone waits
+        self._local.give_back(admission.running)
+        if any(group.waiters for group in self._groups.values()):
             self._kick()
 
     def send_back_all(self) -> None:
@@ -443,9 +502,18 @@ class Limiter:
         if self._pump is None or self._pump.done():
             self._pump = asyncio.create_task(self._run())
 
-    def _limits(self, keys: Sequence[str]) -> dict[str, Limit]:
-        """The limits `keys` have now (a limit may have been lifted while they waited)."""
+    def _limits(self, keys: tuple[str, ...]) -> Mapping[str, Limit]:
+        """The limits `keys` have now (a limit may have been lifted while they waited).
+
+        Kept per `keys` until the controls read other settings (a refresh replaces their
+        tables only when something changed), so a callback does not rebuild them."""
         controls = self._controls
+        if controls.hosts is not self._read_hosts or controls.queues is not self._read_queues:
+            self._read_hosts, self._read_queues = controls.hosts, controls.queues
+            self._found.clear()
+        found = self._found.get(keys)
+        if found is not None:
+            return found
         found = {}
         for key in keys:
             if key.startswith(HOST):
@@ -454,6 +522,8 @@ class Limiter:
                 limit = controls.queue_limit(key[len(QUEUE) :])
             if limit is not None:
                 found[key] = limit
+        if len(self._found) < MAX_HELD_HOSTS:
+            self._found[keys] = found
         return found
 
     async def _run(self) -> None:
@@ -472,7 +542,7 @@ class Limiter:
                     del self._held_until[host]
             limits: dict[str, Limit] = {}
             asks: list[Ask] = []
-            asking: list[tuple[_Group, dict[str, Limit]]] = []
+            asking: list[tuple[_Group, Mapping[str, Limit]]] = []
             for keys, group in list(self._groups.items()):
                 waiters = group.waiters
                 while waiters and waiters[0].future.done():  # its task was cancelled

@@ -161,8 +161,12 @@ class Metrics:
 
     def observe_limited(self, queue: str, waited_s: float) -> None:
         """Count the time a callback of `queue` waited for a limit's grant."""
-        self.limited_s[queue] = self.limited_s.get(queue, 0.0) + waited_s
         delay = self.limiter_delay.get(queue)
         if delay is None:
             delay = self.limiter_delay[queue] = Buckets(LIMITER_BUCKETS)
-        delay.observe(waited_s)
+            self.limited_s[queue] = 0.0
+        if waited_s:
+            self.limited_s[queue] += waited_s
+            delay.observe(waited_s)
+        else:  # most grants need no wait: the first bucket, without a search
+            delay.counts[0] += 1
