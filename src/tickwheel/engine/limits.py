@@ -154,7 +154,6 @@ class LocalGrants:
             answers.append((granted, wait_ms, 0))
         return answers
 
-
     def take_one(self, limits: Mapping[str, Limit], releases: Sequence[tuple[str, str]]) -> bool:
         """Give back `releases`, then take one grant of every target in `limits` if each has
         one now: the callback that finds no one waiting before it, in one pass."""
