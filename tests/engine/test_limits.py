@@ -581,3 +581,50 @@ async def test_a_rate_limited_queue_is_claimed_at_about_its_rate(local_store: St
     assert most_leased <= 2 * (2 + 20)  # a claim takes the burst and a second's worth
     assert deferred == 0  # none waited long enough to go back to the store
     await local_store.close()
+
+
+async def test_a_consumer_gets_a_limited_queue_at_its_rate(local_store: Store) -> None:
+    await local_store.set_queue("slow", QueueSettings(limit=Limit(rate=20, burst=2)))
+    now = local_store.now_ms()
+    await local_store.add_many([Timer(due_ms=now, queue="slow", payload=n) for n in range(12)])
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    at: list[float] = []
+    async with asyncio.timeout(10):
+        async with contextlib.aclosing(consume(local_store, "slow", settings=QUICK)) as got:
+            async for delivery in got:
+                at.append(loop.time() - started)
+                await delivery.ack()
+                if len(at) == 12:
+                    break
+    for n in range(2, 12):  # the burst of 2 at once, then no faster than 20 a second
+        assert at[n] - at[2] >= (n - 2) / 20 - 0.01
+    assert at[-1] < 3.0
+    counts = (await local_store.stats()).counts
+    assert counts.get(State.DONE, 0) == 12
+    await local_store.close()
+
+
+async def test_a_consumer_holds_a_queue_concurrency_until_deliveries_are_settled(
+    local_store: Store,
+) -> None:
+    await local_store.set_queue("one", QueueSettings(limit=Limit(concurrency=1)))
+    now = local_store.now_ms()
+    await local_store.add_many([Timer(due_ms=now, queue="one", payload=n) for n in range(3)])
+    settled: list[str] = []
+    got_while_unsettled = False
+    async with asyncio.timeout(10):
+        async with contextlib.aclosing(consume(local_store, "one", settings=QUICK)) as got:
+            deliveries = aiter(got)
+            first = await anext(deliveries)
+            second = asyncio.ensure_future(anext(deliveries))
+            await asyncio.sleep(0.3)
+            got_while_unsettled = second.done()
+            await first.ack()
+            settled.append(first.timer.id)
+            delivery = await second
+            await delivery.ack()
+            settled.append(delivery.timer.id)
+    assert not got_while_unsettled  # the one unit was held by the unsettled first delivery
+    assert len(set(settled)) == 2
+    await local_store.close()

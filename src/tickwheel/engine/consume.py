@@ -7,7 +7,9 @@
         await delivery.ack()  # queued: acks go to the store in batches
 
 At least once: a timer is delivered again if its settlement never lands (a crash before the
-batch went out, a lease that lapsed), never lost.
+batch went out, a lease that lapsed), never lost. A queue's limit (`Store.set_queue_limit`)
+holds deliveries as it holds a worker's callbacks: its rate spaces them, its concurrency
+counts the deliveries not yet settled.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from tickwheel.engine.dispatch import Dispatcher
+from tickwheel.engine.limits import GO, Admission, Limiter, store_limiter
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled
@@ -43,12 +46,21 @@ class Delivery:
     after the loop has ended every settlement is confirmed.
     """
 
-    __slots__ = ("_dispatcher", "_lease", "_settled", "_settler")
+    __slots__ = ("_admission", "_dispatcher", "_lease", "_limiter", "_settled", "_settler")
 
-    def __init__(self, lease: Lease, dispatcher: Dispatcher, settler: Settler) -> None:
+    def __init__(
+        self,
+        lease: Lease,
+        dispatcher: Dispatcher,
+        settler: Settler,
+        limiter: Limiter,
+        admission: Admission = GO,
+    ) -> None:
         self._lease = lease
         self._dispatcher = dispatcher
         self._settler = settler
+        self._limiter = limiter
+        self._admission = admission
         self._settled = False
 
     @property
@@ -102,6 +114,7 @@ class Delivery:
         if self._settled:
             raise Closed(f"delivery of timer {self._lease.timer.id} is already settled")
         self._settled = True
+        self._limiter.release(self._admission)
         timer_id = self._lease.timer.id
         lease = self._dispatcher.lease(timer_id) or self._lease
         self._dispatcher.settled(timer_id)
@@ -143,6 +156,7 @@ async def consume(
         throttled=throttled,
         abandon=lambda: None,
     )
+    limiter = store_limiter(store, dispatcher.controls, metrics)
     running = asyncio.create_task(dispatcher.run())
     try:
         while True:
@@ -155,12 +169,31 @@ async def consume(
             timer = lease.timer
             if dispatcher.lease(timer.id) is None:
                 continue  # its lease lapsed while it waited
+            admission = GO
+            keys = limiter.queue_targets(queue)
+            if keys:
+                admission = await limiter.admit(timer, keys)
+                if admission.defer_ms is not None:
+                    _send_back(lease, admission.defer_ms, dispatcher, settler)
+                    continue
+                if dispatcher.lease(timer.id) is None:
+                    limiter.release(admission)
+                    continue
             metrics.observe_fired(queue, (store.now_ms() - timer.due_ms) / 1000)
-            yield Delivery(lease, dispatcher, settler)
+            yield Delivery(lease, dispatcher, settler, limiter, admission)
     finally:
         # nobody will settle what is still held: hand it back now rather than after a grace
         dispatcher.stop(grace=False)
         await asyncio.shield(running)
+        await limiter.close()
+
+
+def _send_back(lease: Lease, due_ms: int, dispatcher: Dispatcher, settler: Settler) -> None:
+    """Return a timer whose turn under its queue's limit is far off to the store, due then."""
+    timer_id = lease.timer.id
+    lease = dispatcher.lease(timer_id) or lease
+    dispatcher.settled(timer_id)
+    settler.later(settler.retry_at(lease, due_ms, "waiting for its turn under a limit"))
 
 
 class _Handover:

@@ -388,6 +388,14 @@ class Limiter:
             keys += (QUEUE + timer.queue,)
         return keys
 
+    def queue_targets(self, queue: str) -> tuple[str, ...]:
+        """Return the limit key of `queue` if it has a limit: all a consumer's delivery needs
+        (a consumer calls no host)."""
+        controls = self._controls
+        if controls.queues and controls.queue_limit(queue) is not None:
+            return (QUEUE + queue,)
+        return ()
+
     def hold(self, timer: Timer, seconds: float) -> None:
         """Hold every callback to `timer`'s host for `seconds`, at most `MAX_HOLD_S`."""
         callback = timer.callback
@@ -660,3 +668,16 @@ class Limiter:
                 turn_ms = math.ceil((base + n * step - now) * 1000)
                 waiter.future.set_result(Admission(defer_ms=now_ms + turn_ms))
         group.booked = base + len(sent) * step
+
+
+def store_limiter(store: Store, controls: Controls, metrics: Metrics) -> Limiter:
+    """A `Limiter` whose grants are shared by every worker on `store` when it can share them,
+    else kept in this process."""
+    grants: Grants
+    if isinstance(store, SharesGrants):
+        grants, shared = store.limit_grants(), True
+    else:
+        grants, shared = LocalGrants(), False
+    return Limiter(
+        controls, grants, metrics, now_ms=store.now_ms, hold_s=HOLD_WAIT_S, shared=shared
+    )

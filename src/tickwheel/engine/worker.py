@@ -6,15 +6,7 @@ import asyncio
 import logging
 
 from tickwheel.engine.dispatch import Dispatcher
-from tickwheel.engine.limits import (
-    GO,
-    HOLD_WAIT_S,
-    Grants,
-    Limiter,
-    LocalGrants,
-    SharesGrants,
-    host_key,
-)
+from tickwheel.engine.limits import GO, host_key, store_limiter
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.outcome import GuardedTarget, NotFired, Outcome, Target, Verdict
 from tickwheel.engine.settings import WorkerSettings
@@ -71,19 +63,7 @@ class Worker:
             throttled=self._throttled,
             abandon=self._abandon,
         )
-        grants: Grants
-        if isinstance(store, SharesGrants):
-            grants, shared = store.limit_grants(), True
-        else:
-            grants, shared = LocalGrants(), False
-        self._limiter = Limiter(
-            self._dispatcher.controls,
-            grants,
-            self.metrics,
-            now_ms=store.now_ms,
-            hold_s=HOLD_WAIT_S,
-            shared=shared,
-        )
+        self._limiter = store_limiter(store, self._dispatcher.controls, self.metrics)
 
     def stop(self) -> None:
         """Stop claiming; `run` returns once held timers are fired or handed back."""
