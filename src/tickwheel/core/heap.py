@@ -19,7 +19,22 @@ K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
 # the value of a cancelled entry still in the heap
-_DEAD: Any = object()
+DEAD: Any = object()
+
+
+def drop_dead_top(heap: list[list[Any]]) -> int:
+    """Pop the dead entries at the top of `heap`; return how many."""
+    dropped = 0
+    while heap and heap[0][3] is DEAD:
+        heappop(heap)
+        dropped += 1
+    return dropped
+
+
+def drop_all_dead(heap: list[list[Any]]) -> None:
+    """Rebuild `heap` in place without its dead entries: O(n)."""
+    heap[:] = [entry for entry in heap if entry[3] is not DEAD]
+    heapify(heap)
 
 
 class DelayHeap(Generic[K, T]):
@@ -102,7 +117,7 @@ class DelayHeap(Generic[K, T]):
             return None
         _, _, key, value = heappop(heap)
         del self._entries[key]
-        if heap and heap[0][3] is _DEAD:
+        if heap and heap[0][3] is DEAD:
             self._trim()
         return key, value
 
@@ -115,25 +130,21 @@ class DelayHeap(Generic[K, T]):
             _, _, key, value = heappop(heap)
             del entries[key]
             out.append((key, value))
-            if heap and heap[0][3] is _DEAD:
+            if heap and heap[0][3] is DEAD:
                 self._trim()
         return out
 
     def _bury(self, entry: list[Any]) -> None:
         """Mark a replaced or cancelled entry dead where it lies; keep the top pending."""
-        entry[3] = _DEAD
+        entry[3] = DEAD
         self._dead += 1
         heap = self._heap
         if heap[0] is entry:
             self._trim()
         elif self._dead > len(self._entries) + self.SPARE_DEAD:
-            heap[:] = [e for e in heap if e[3] is not _DEAD]
-            heapify(heap)
+            drop_all_dead(heap)
             self._dead = 0
 
     def _trim(self) -> None:
         """Drop the dead entries at the top."""
-        heap = self._heap
-        while heap and heap[0][3] is _DEAD:
-            heappop(heap)
-            self._dead -= 1
+        self._dead -= drop_dead_top(self._heap)

@@ -8,13 +8,13 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Hashable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable
+from heapq import heappop, heappush
+from typing import Any, Generic, TypeVar
 
-from tickwheel.core import DelayHeap
+from tickwheel.core.heap import DEAD, DelayHeap, drop_all_dead, drop_dead_top
 from tickwheel.errors import Closed
 from tickwheel.runtime._args import (
-    MAX_DUE_MS,
     MAX_SLEEP_S,
     Delay,
     When,
@@ -23,18 +23,38 @@ from tickwheel.runtime._args import (
     due_after,
     due_ms_of,
 )
-from tickwheel.runtime.clock import NS_PER_MS, Clock, SystemClock
+from tickwheel.runtime.clock import NS_PER_MS, Clock, FakeClock, SystemClock
 
 T = TypeVar("T")
 
 
 class _Delayed(ABC, Generic[T]):
-    """The heap and clock both queues share; methods with a leading underscore need the lock."""
+    """The heap and clock both queues share; methods with a leading underscore need the lock.
+
+    The heap holds ``[due_ms, seq, key, item]`` lists, as a `DelayHeap` does, but `put` and
+    `get_nowait` work on it inline: a method call per operation would cost more than the heap.
+    The key index (key -> entry, for cancel, reschedule and replace) holds every keyed entry, but
+    the entries of keyless puts only once one of their keys is looked up: it is then built from
+    the heap in one pass and kept whole until the queue next runs empty.
+    """
 
     def __init__(self, clock: Clock | None) -> None:
         self._clock: Clock = clock or SystemClock()
-        self._now_ns = self._clock.now_ns
-        self._heap: DelayHeap[Hashable, T] = DelayHeap()
+        if type(self._clock) is SystemClock:
+            # read as SystemClock.now_ns does, without its method call
+            self._read_ns: Callable[[], int] = time.monotonic_ns
+            self._offset_ns: int = self._clock._offset_ns
+        else:
+            self._read_ns, self._offset_ns = self._clock.now_ns, 0
+        # an item due by a time the clock has shown is due without reading it again; only
+        # for clocks known never to go back
+        self._monotonic = type(self._clock) in (SystemClock, FakeClock)
+        self._seen_ms = -1
+        self._heap: list[list[Any]] = []
+        self._index: dict[Hashable, list[Any]] = {}
+        self._index_all = False  # whether keyless entries are indexed too
+        self._seq = 0
+        self._dead = 0
         self._lock = threading.Lock()
         # waits and wake-ups go through the condition; plain `with self._lock` is cheaper
         self._cond = threading.Condition(self._lock)
@@ -45,13 +65,19 @@ class _Delayed(ABC, Generic[T]):
 
     def __len__(self) -> int:
         """Count the items held, due or not."""
-        return len(self._heap)
+        with self._lock:
+            return len(self._heap) - self._dead
 
     def cancel(self, key: Hashable) -> bool:
         """Remove the item put under `key`; return whether it was still held."""
         check_key(key)
         with self._lock:
-            return self._heap.cancel(key)
+            entry = self._entry(key)
+            if entry is None:
+                return False
+            del self._index[key]
+            self._bury(entry)
+            return True
 
     def put(
         self,
@@ -65,39 +91,65 @@ class _Delayed(ABC, Generic[T]):
 
         Returns its key: `key` if given (replacing an item held under it), else a new one.
         """
-        now_ns = self._now_ns()
+        now_ns = self._read_ns() + self._offset_ns
         if delay is None and when is None:
             due_ms = now_ns // NS_PER_MS
         else:
             due_ms = due_ms_of(delay, when, now_ns)
-        key = object() if key is None else check_key(key)
+        if key is not None:
+            check_key(key)
+            with self._lock:
+                if self._closed:
+                    raise Closed(f"{type(self).__name__} is closed")
+                if self._push(key, due_ms, item) and self._waiting:
+                    self._wake_getter()
+            return key
+        key = object()
         with self._lock:
             if self._closed:
                 raise Closed(f"{type(self).__name__} is closed")
-            if self._heap.push(key, due_ms, item) and self._waiting:
+            self._seq = seq = self._seq + 1
+            entry = [due_ms, seq, key, item]
+            heap = self._heap
+            if self._index_all:
+                if heap:
+                    self._index[key] = entry
+                else:
+                    self._index_all = False  # the index is empty, as the queue is
+            heappush(heap, entry)
+            if self._waiting and heap[0] is entry:
                 self._wake_getter()
         return key
 
     def reschedule(self, key: Hashable, delay: Delay) -> bool:
         """Make the item under `key` due `delay` seconds from now; return whether it is held."""
         check_key(key)
-        due_ms = due_after(delay, self._clock.now_ns())
+        due_ms = due_after(delay, self._read_ns() + self._offset_ns)
         with self._lock:
-            head = self._heap.next_due_ms()
-            moved = self._heap.reschedule(key, due_ms)
-            if moved and self._waiting and (head is None or due_ms <= head):
+            entry = self._entry(key)
+            if entry is None:
+                return False
+            head = self._heap[0][0]
+            self._push(key, due_ms, entry[3])
+            if self._waiting and due_ms <= head:
                 self._wake_getter()
-        return moved
+        return True
 
     def get_nowait(self) -> T:
         """Remove and return a due item, or raise `queue.Empty`."""
         with self._lock:
+            heap = self._heap
+            if heap and (heap[0][0] <= self._seen_ms or heap[0][0] <= self._now_ms()):
+                entry = heappop(heap)
+                if self._index:
+                    self._index.pop(entry[2], None)
+                if heap and heap[0][3] is DEAD:
+                    self._dead -= drop_dead_top(heap)
+                item: T = entry[3]
+                return item
             if self._closed:
                 raise Closed(f"{type(self).__name__} is closed")
-            taken = self._heap.pop_one(self._now_ns() // NS_PER_MS)
-        if taken is None:
-            raise queue.Empty
-        return taken[1]
+        raise queue.Empty
 
     def close(self) -> list[T]:
         """Refuse further puts, wake every waiting `get` with `Closed`; return items still held."""
@@ -118,25 +170,90 @@ class _Delayed(ABC, Generic[T]):
     def _wake_getter(self) -> None:
         """Tell one of the waiting getters that the earliest item changed; with the lock held."""
 
-    def _take(self) -> tuple[Hashable, T] | None:
-        """Pop the earliest ``(key, item)`` if it is due, else None."""
-        if self._closed:
-            raise Closed(f"{type(self).__name__} is closed")
-        return self._heap.pop_one(self._now_ns() // NS_PER_MS)
+    def _now_ms(self) -> int:
+        """Read the clock, in epoch ms."""
+        now_ms = (self._read_ns() + self._offset_ns) // NS_PER_MS
+        if self._monotonic:
+            self._seen_ms = now_ms
+        return now_ms
+
+    def _head_due(self) -> bool:
+        """Return whether the earliest item is due."""
+        heap = self._heap
+        return bool(heap) and (heap[0][0] <= self._seen_ms or heap[0][0] <= self._now_ms())
+
+    def _take(self) -> list[Any] | None:
+        """Pop the earliest entry if it is due, else None; raise `Closed` once closed."""
+        if not self._head_due():
+            if self._closed:
+                raise Closed(f"{type(self).__name__} is closed")
+            return None
+        heap = self._heap
+        entry = heappop(heap)
+        if self._index:
+            self._index.pop(entry[2], None)
+        if heap and heap[0][3] is DEAD:
+            self._dead -= drop_dead_top(heap)
+        return entry
 
     def _sleep_s(self) -> float | None:
         """Return how long until the earliest item is due, or None when empty."""
-        next_due = self._heap.next_due_ms()
-        if next_due is None:
+        if not self._heap:
             return None
-        return min(max((next_due * NS_PER_MS - self._clock.now_ns()) / 1e9, 0.0), MAX_SLEEP_S)
+        due_ms: int = self._heap[0][0]
+        left_ns = due_ms * NS_PER_MS - self._read_ns() - self._offset_ns
+        return min(max(left_ns / 1e9, 0.0), MAX_SLEEP_S)
+
+    def _entry(self, key: Hashable) -> list[Any] | None:
+        """Return the pending entry under `key`, indexing keyless entries if it may be one."""
+        index = self._index
+        entry = index.get(key)
+        if (
+            entry is None
+            and type(key) is object  # as the keys of keyless puts are
+            and not self._index_all
+            and len(self._heap) - self._dead > len(index)
+        ):
+            for held in self._heap:
+                if held[3] is not DEAD:
+                    index[held[2]] = held
+            self._index_all = True
+            entry = index.get(key)
+        return entry
+
+    def _push(self, key: Hashable, due_ms: int, item: T) -> bool:
+        """Hold `item` under `key`, replacing any item held under it; return whether earliest."""
+        old = self._entry(key)
+        self._seq = seq = self._seq + 1
+        entry = [due_ms, seq, key, item]
+        self._index[key] = entry
+        heap = self._heap
+        heappush(heap, entry)
+        if old is not None:
+            self._bury(old)
+        return heap[0] is entry
+
+    def _bury(self, entry: list[Any]) -> None:
+        """Mark a replaced or cancelled entry dead where it lies, as `DelayHeap` does."""
+        entry[3] = DEAD
+        self._dead += 1
+        heap = self._heap
+        if heap[0] is entry:
+            self._dead -= drop_dead_top(heap)
+        elif 2 * self._dead > len(heap) + DelayHeap.SPARE_DEAD:
+            drop_all_dead(heap)
+            self._dead = 0
 
     def _close(self) -> list[T]:
         with self._lock:
             if self._closed:
                 return []
             self._closed = True
-            return [item for _, item in self._heap.pop_due(MAX_DUE_MS)]
+            held = sorted(entry for entry in self._heap if entry[3] is not DEAD)
+            self._heap.clear()
+            self._index.clear()
+            self._dead = 0
+            return [entry[3] for entry in held]
 
 
 class DelayQueue(_Delayed[T]):
@@ -157,15 +274,16 @@ class DelayQueue(_Delayed[T]):
 
         Raises `queue.Empty` when the timeout passes, `Closed` once the queue is closed.
         """
-        timeout_s = check_timeout(timeout)
+        timeout_s = None if timeout is None else check_timeout(timeout)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._lock:
             while True:
                 taken = self._take()
                 if taken is not None:
-                    if self._sleep_s() == 0.0:
-                        self._cond.notify()
-                    return taken[1]
+                    if self._waiting and self._head_due():
+                        self._cond.notify()  # pass the next due item on to another getter
+                    item: T = taken[3]
+                    return item
                 sleep_s = self._sleep_s()
                 if deadline is not None:
                     left_s = deadline - time.monotonic()
@@ -211,7 +329,8 @@ class AsyncDelayQueue(_Delayed[T]):
             if taken is not None:
                 if sleep_s == 0.0:
                     self._wake_one()
-                return taken[1]
+                item: T = taken[3]
+                return item
             waiter = self._loop.create_future()
             self._getters.append(waiter)
             alarm = None if sleep_s is None else self._loop.call_later(sleep_s, _settle, waiter)
