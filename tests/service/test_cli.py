@@ -7,17 +7,14 @@ Client commands run in process (typer's `CliRunner`) so the module stays quick; 
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
 import pytest
 import typer
@@ -26,100 +23,17 @@ from typer.testing import CliRunner
 from tickwheel.cli import app, parse_duration, parse_time
 from tickwheel.stores.urls import redact
 
+from .cli_support import Process, Run, Service, sqlite_service, wait_until
+
 pytestmark = pytest.mark.timeout(120)
 
-START_TIMEOUT_S = 30.0
 COMMANDS = (
     "serve", "worker", "receiver", "add", "get", "reschedule", "cancel", "ls", "dead", "stats",
     "pause", "resume", "queues", "limit", "import", "schedule", "bench",
 )  # fmt: skip
 
 
-class Process:
-    """A ``python -m tickwheel ARGS`` process whose stdout is read line by line."""
-
-    def __init__(self, directory: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.log = directory / f"{args[0]}.log"
-        command = [sys.executable, "-m", "tickwheel", *args]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")} | (env or {})
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=env
-            )
-        assert self.process.stdout is not None
-        os.set_blocking(self.process.stdout.fileno(), False)
-        self._read = b""
-        self.first_line = self.read_line()
-
-    def read_line(self, timeout_s: float = START_TIMEOUT_S) -> str:
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._read:
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"no line from {self.process.args}: {self._read!r}\n{self.stderr()}")
-            self._read += self.process.stdout.read() or b""
-            time.sleep(0.02)
-        line, _, self._read = self._read.partition(b"\n")
-        return line.decode()
-
-    def stderr(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        return self.process.returncode
-
-
-class Service(Process):
-    """A ``python -m tickwheel serve --port 0`` process; `url` is the address it printed."""
-
-    def __init__(self, directory: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        super().__init__(directory, "serve", "--port", "0", *args, env=env)
-        found = re.search(r"serving (http://\S+)", self.first_line)
-        assert found, self.first_line
-        self.url = found[1]
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    directory = tmp_path_factory.mktemp("cli")
-    started = Service(
-        directory, "--store", f"sqlite:///{directory}/t.db", "--allow-private-targets"
-    )
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
-Run = Callable[..., Any]
-
-
-@pytest.fixture
-def tw(service: Service) -> Run:
-    """Run ``tickwheel ARGS --api <service>`` in process; return the click `Result`."""
-    runner = CliRunner()
-
-    def run(*args: str, env: dict[str, str] | None = None) -> Any:
-        return runner.invoke(app, [*args, "--api", service.url], env=env, catch_exceptions=False)
-
-    return run
-
-
-def _wait_until(check: Callable[[], bool], timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
+service = sqlite_service("cli")
 
 
 # --- parsing ---------------------------------------------------------------------------------
@@ -220,7 +134,7 @@ def test_add_fires_and_is_done(tw: Run, service: Service) -> None:
     assert added.exit_code == 0, added.output
     timer = json.loads(added.stdout)
     assert (timer["state"], timer["callback"]["method"]) == ("scheduled", "GET")
-    _wait_until(lambda: json.loads(tw("get", timer["id"], "--json").stdout)["state"] == "done")
+    wait_until(lambda: json.loads(tw("get", timer["id"], "--json").stdout)["state"] == "done")
 
 
 def test_add_at_a_time(tw: Run, service: Service) -> None:
@@ -238,14 +152,14 @@ def test_dead_letters_and_replay(tw: Run, service: Service) -> None:
     def dead_ids() -> set[str]:
         return {t["id"] for t in json.loads(tw("dead", "--json").stdout)["timers"]}
 
-    _wait_until(lambda: "cli-dead" in dead_ids())
+    wait_until(lambda: "cli-dead" in dead_ids())
     listed = tw("dead")
     assert re.search(r"^ *cli-dead +dead ", listed.stdout, re.MULTILINE), listed.stdout
     assert "404" in listed.stdout  # the last error
     replayed = tw("dead", "replay", "cli-dead")
     assert replayed.exit_code == 0, replayed.output
     assert replayed.stdout.startswith("replayed cli-dead · due ")
-    _wait_until(lambda: "cli-dead" in dead_ids())  # and it fails again
+    wait_until(lambda: "cli-dead" in dead_ids())  # and it fails again
     assert json.loads(tw("get", "cli-dead", "--json").stdout)["attempt"] == 2
     assert tw("dead", "replay", "never-was").exit_code == 1
 

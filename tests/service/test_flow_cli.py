@@ -12,7 +12,6 @@ import re
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,46 +23,12 @@ from typer.testing import CliRunner
 from tickwheel.cli import app
 from tickwheel.cli.parse import describe_rate, parse_instant, parse_rate
 
+from .cli_support import Run, ok_json, sqlite_service, wait_until
 from .test_cli import Process, Service
 
 pytestmark = pytest.mark.timeout(120)
 
-Run = Callable[..., Any]
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    directory = tmp_path_factory.mktemp("flow-cli")
-    started = Service(
-        directory, "--store", f"sqlite:///{directory}/t.db", "--allow-private-targets"
-    )
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
-@pytest.fixture
-def tw(service: Service) -> Run:
-    """Run ``tickwheel ARGS --api <service>`` in process; return the click `Result`."""
-    runner = CliRunner()
-
-    def run(*args: str) -> Any:
-        return runner.invoke(app, [*args, "--api", service.url], catch_exceptions=False)
-
-    return run
-
-
-def ok_json(result: Any) -> Any:
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
-def wait_until(check: Callable[[], bool], timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
+service = sqlite_service("flow-cli")
 
 
 def free_api() -> str:

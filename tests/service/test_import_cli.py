@@ -12,7 +12,6 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,40 +21,11 @@ from typer.testing import CliRunner
 from tickwheel.cli import app, importer
 from tickwheel.service.schemas import MAX_BATCH
 
-from .test_cli import Service
+from .cli_support import Run, Service, sqlite_service
 
 pytestmark = pytest.mark.timeout(120)
 
-Run = Callable[..., Any]
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    directory = tmp_path_factory.mktemp("import-cli")
-    started = Service(
-        directory,
-        "--store",
-        f"sqlite:///{directory}/t.db",
-        "--allow-private-targets",
-        "--no-worker",
-    )
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
-@pytest.fixture
-def tw(service: Service) -> Run:
-    """Run ``tickwheel ARGS --api <service>`` in process; return the click `Result`."""
-    runner = CliRunner()
-
-    def run(*args: str, input: bytes | None = None) -> Any:
-        return runner.invoke(
-            app, [*args, "--api", service.url], input=input, catch_exceptions=False
-        )
-
-    return run
+service = sqlite_service("import-cli", "--no-worker")
 
 
 def timer(timer_id: str, **fields: Any) -> dict[str, Any]:

@@ -6,57 +6,17 @@ occurrences of a schedule at its own /healthz, so a run can be watched end to en
 
 from __future__ import annotations
 
-import json
 import re
-import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from tickwheel.cli import app
-
+from .cli_support import Run, ok_json, sqlite_service, wait_until
 from .test_cli import Service
 
 pytestmark = pytest.mark.timeout(120)
 
-Run = Callable[..., Any]
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    directory = tmp_path_factory.mktemp("schedule-cli")
-    started = Service(
-        directory, "--store", f"sqlite:///{directory}/t.db", "--allow-private-targets"
-    )
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
-@pytest.fixture
-def tw(service: Service) -> Run:
-    """Run ``tickwheel ARGS --api <service>`` in process; return the click `Result`."""
-    runner = CliRunner()
-
-    def run(*args: str) -> Any:
-        return runner.invoke(app, [*args, "--api", service.url], catch_exceptions=False)
-
-    return run
-
-
-def as_json(result: Any) -> Any:
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
-def wait_until(check: Callable[[], bool], timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
+service = sqlite_service("schedule-cli")
 
 
 def test_add_get_ls_pause_resume_rm(tw: Run, service: Service) -> None:
@@ -73,7 +33,7 @@ def test_add_get_ls_pause_resume_rm(tw: Run, service: Service) -> None:
     assert again.exit_code == 0, again.output
     assert again.stdout.startswith("exists (unchanged) cli-s")
 
-    schedule = as_json(tw("schedule", "get", "cli-s", "--json"))
+    schedule = ok_json(tw("schedule", "get", "cli-s", "--json"))
     assert (schedule["misfire"], schedule["jitter"], schedule["max_runs"]) == ("skip", 30, 100)
     assert schedule["callback"]["headers"] == {"X-Key": "***"}
     assert len(schedule["upcoming"]) == 5
@@ -87,7 +47,7 @@ def test_add_get_ls_pause_resume_rm(tw: Run, service: Service) -> None:
     listed = tw("schedule", "ls")
     assert listed.exit_code == 0, listed.output
     assert re.search(r"^ *cli-s +cron 0 9 .* active ", listed.stdout, re.MULTILINE), listed.stdout
-    assert "cli-s" in {item["id"] for item in as_json(tw("schedule", "ls", "--json"))["schedules"]}
+    assert "cli-s" in {item["id"] for item in ok_json(tw("schedule", "ls", "--json"))["schedules"]}
 
     paused = tw("schedule", "pause", "cli-s")
     assert (paused.exit_code, paused.stdout) == (0, "paused cli-s\n")
@@ -114,11 +74,11 @@ def test_every_fires_and_its_runs_show(tw: Run, service: Service) -> None:
         "schedule", "add", "--every", "1s", "--url", f"{service.url}/healthz", "--method", "get",
         "--id", "cli-every", "--json",
     )  # fmt: skip
-    schedule = as_json(added)
+    schedule = ok_json(added)
     assert (schedule["every"], schedule["callback"]["method"]) == (1, "GET")
 
     def fired() -> list[dict[str, Any]]:
-        runs = as_json(tw("schedule", "runs", "cli-every", "--json"))["runs"]
+        runs = ok_json(tw("schedule", "runs", "cli-every", "--json"))["runs"]
         return [run for run in runs if not run["pending"] and run["state"] == "done"]
 
     wait_until(lambda: len(fired()) >= 2)
@@ -128,7 +88,7 @@ def test_every_fires_and_its_runs_show(tw: Run, service: Service) -> None:
     shown = tw("schedule", "runs", "cli-every")
     assert re.search(r"cli-every@\d+ +done +1", shown.stdout), shown.stdout
     assert tw("schedule", "pause", "cli-every").exit_code == 0
-    assert as_json(tw("schedule", "get", "cli-every", "--json"))["runs"] >= 2
+    assert ok_json(tw("schedule", "get", "cli-every", "--json"))["runs"] >= 2
     assert tw("schedule", "rm", "cli-every").exit_code == 0
 
 
@@ -137,7 +97,7 @@ def test_a_payload_schedule_for_a_queue(tw: Run) -> None:
         "--every", "1h", "--queue", "reports", "--payload", '{"n": 1}', "--id", "cli-q",
         "--start", "2030-01-01T10:00:00+01:00", "--end", "2031-01-01T00:00:00Z",
     ]  # fmt: skip
-    schedule = as_json(tw("schedule", "add", *args, "--json"))
+    schedule = ok_json(tw("schedule", "add", *args, "--json"))
     assert (schedule["queue"], schedule["payload"]) == ("reports", {"n": 1})
     assert schedule["callback"] is None
     assert schedule["start"] == "2030-01-01T09:00:00.000Z"
@@ -147,7 +107,7 @@ def test_a_payload_schedule_for_a_queue(tw: Run) -> None:
 
 
 def test_an_occurrence_timer_cannot_be_cancelled(tw: Run, service: Service) -> None:
-    schedule = as_json(
+    schedule = ok_json(
         tw(
             "schedule",
             "add",

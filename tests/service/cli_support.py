@@ -1,0 +1,104 @@
+"""Shared parts of the CLI tests that run commands in process against one ``tickwheel serve``
+on a SQLite file per test module."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+Run = Callable[..., Any]
+START_TIMEOUT_S = 30.0
+
+
+class Process:
+    """A ``python -m tickwheel ARGS`` process whose stdout is read line by line."""
+
+    def __init__(self, directory: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.log = directory / f"{args[0]}.log"
+        command = [sys.executable, "-m", "tickwheel", *args]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")} | (env or {})
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=env
+            )
+        assert self.process.stdout is not None
+        os.set_blocking(self.process.stdout.fileno(), False)
+        self._read = b""
+        self.first_line = self.read_line()
+
+    def read_line(self, timeout_s: float = START_TIMEOUT_S) -> str:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._read:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"no line from {self.process.args}: {self._read!r}\n{self.stderr()}")
+            self._read += self.process.stdout.read() or b""
+            time.sleep(0.02)
+        line, _, self._read = self._read.partition(b"\n")
+        return line.decode()
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        return self.process.returncode
+
+
+class Service(Process):
+    """A ``python -m tickwheel serve --port 0`` process; `url` is the address it printed."""
+
+    def __init__(self, directory: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        super().__init__(directory, "serve", "--port", "0", *args, env=env)
+        found = re.search(r"serving (http://\S+)", self.first_line)
+        assert found, self.first_line
+        self.url = found[1]
+
+
+def sqlite_service(name: str, *args: str) -> Any:
+    """A module-scoped fixture: ``tickwheel serve ARGS`` on a SQLite file in a temp dir `name`."""
+
+    @pytest.fixture(scope="module")
+    def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+        directory = tmp_path_factory.mktemp(name)
+        started = Service(
+            directory, "--store", f"sqlite:///{directory}/t.db", "--allow-private-targets", *args
+        )
+        try:
+            yield started
+        finally:
+            started.stop()
+
+    return service
+
+
+def ok_json(result: Any) -> Any:
+    """The JSON a command that succeeded printed."""
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
