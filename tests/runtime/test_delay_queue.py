@@ -124,6 +124,64 @@ def test_reschedule(clock: FakeClock, make_queue: MakeQueue) -> None:
     assert q.reschedule(later, 1) is False
 
 
+def test_keys_of_keyless_puts_work_before_and_after_other_puts_and_gets(
+    clock: FakeClock, make_queue: MakeQueue
+) -> None:
+    """The queue indexes keyless entries only once one of their keys is used."""
+    q = make_queue(clock=clock)
+    first, second, third = q.put("first"), q.put("second", 1), q.put("third", 2)
+    assert q.get_nowait() == "first"
+    assert q.cancel(first) is False  # handed out already
+    assert q.reschedule(second, 3) is True  # the first use of a returned key
+    fourth = q.put("fourth", 1)  # indexed as it is put, from now on
+    assert q.cancel(fourth) is True
+    assert q.put("third again", 1, key=third) == third
+    assert len(q) == 2
+    clock.advance_ms(1000)
+    assert drain_nowait(q) == ["third again"]
+    clock.advance_ms(2000)
+    assert drain_nowait(q) == ["second"]
+    assert len(q) == 0
+    fifth = q.put("fifth")  # the queue ran empty: not indexed again until a key is used
+    assert q.cancel(fifth) is True
+    assert len(q) == 0
+
+
+def test_a_clock_that_may_step_back_is_read_for_every_due_check(make_queue: MakeQueue) -> None:
+    """Items due by a time such a clock showed are not taken as due once it shows less."""
+
+    class SteppingClock:
+        def __init__(self) -> None:
+            self.now_ms = 1_700_000_000_000
+
+        def now_ns(self) -> int:
+            return self.now_ms * 1_000_000
+
+        def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
+            return lambda: None
+
+    clock = SteppingClock()
+    q = make_queue(clock=clock)
+    q.put("now")
+    assert q.get_nowait() == "now"
+    clock.now_ms -= 60_000
+    q.put("in a second", 1)
+    with pytest.raises(queue.Empty):
+        q.get_nowait()
+    clock.now_ms += 1000
+    assert q.get_nowait() == "in a second"
+
+
+def test_a_system_clock_subclass_is_read_through_its_now_ns(make_queue: MakeQueue) -> None:
+    class HourAhead(SystemClock):
+        def now_ns(self) -> int:
+            return super().now_ns() + 3600 * 1_000_000_000
+
+    q = make_queue(clock=HourAhead())
+    q.put("due by the clock given", when=time.time() + 60)
+    assert q.get_nowait() == "due by the clock given"
+
+
 def test_get_blocks_until_the_clock_reaches_due(
     clock: FakeClock, make_queue: MakeQueue, spawn: Spawn
 ) -> None:

@@ -3,8 +3,8 @@
 Each entry is a small list ``[due_ms, seq, key, value]``: ``seq`` counts insertions, so two
 entries compare by due time, then insertion, in C, and never get to compare keys or values.
 A dict maps each key to its entry. `cancel` and `reschedule` are lazy: the old entry is marked
-dead where it lies (its value replaced by a private marker) and skipped when it surfaces, so no
-entry needs to know its position. Dead entries at the top are dropped at once, so the top is
+dead where it lies (its value replaced by `DEAD`) and skipped when it surfaces, so no entry
+needs to know its position. Dead entries at the top are dropped at once, so the top is
 always pending; once dead entries outnumber pending ones by `SPARE_DEAD`, the heap is rebuilt
 without them (O(n), at most once per that many cancels).
 """
@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
-# the value of a cancelled entry still in the heap
+# the value of a cancelled entry still in the heap; the delay queues' heaps use it too
 DEAD: Any = object()
 
 
