@@ -29,13 +29,14 @@ class SystemClock:
     `call_at` must still take epoch seconds; anchoring the monotonic clock to the epoch gives both.
     """
 
-    __slots__ = ("_offset_ns",)
+    __slots__ = ("offset_ns",)
 
     def __init__(self) -> None:
-        self._offset_ns = time.time_ns() - time.monotonic_ns()
+        self.offset_ns = time.time_ns() - time.monotonic_ns()
+        """Epoch ns minus monotonic ns, fixed at creation: a hot path may add it itself."""
 
     def now_ns(self) -> int:
-        return time.monotonic_ns() + self._offset_ns
+        return time.monotonic_ns() + self.offset_ns
 
     def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
         """Real time moves on its own; sleepers compute their own timeouts."""

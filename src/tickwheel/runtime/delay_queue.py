@@ -44,7 +44,7 @@ class _Delayed(ABC, Generic[T]):
         self._clock: Clock = clock
         # a SystemClock is read here as its now_ns does, sparing the hot paths a method call
         self._system = type(clock) is SystemClock
-        self._offset_ns = clock._offset_ns if type(clock) is SystemClock else 0
+        self._offset_ns = clock.offset_ns if type(clock) is SystemClock else 0
         # the latest time read, in ms: an item due by then is due without reading the clock
         # again, as long as the clock is one known never to go back
         self._monotonic = type(clock) in (SystemClock, FakeClock)
