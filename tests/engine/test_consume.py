@@ -263,8 +263,8 @@ async def take_and(
 
 
 async def test_a_backlog_claimed_ahead_is_all_handed_back_on_break(store: Store) -> None:
-    # full claims send the next one before holding their own: the one in flight when the
-    # loop ends must be held and handed back too, not left leased until it lapses
+    # claims of a backlog follow one another: the ones held when the loop ends, delivered
+    # or not, go back to the store rather than stay leased until they lapse
     settings = WorkerSettings(queues=("emails",), lookahead_ms=200, lease_ms=60_000, batch=100)
     added = await store.add_many([email(store, 0, f"u{i}") for i in range(1000)])
     got = await take(store, 150, settings)
@@ -272,23 +272,3 @@ async def test_a_backlog_claimed_ahead_is_all_handed_back_on_break(store: Store)
     counts = (await store.stats()).counts
     assert counts.get(State.LEASED, 0) == 0
     assert counts.get(State.SCHEDULED, 0) == len(added)
-
-
-async def test_a_long_backlog_lets_queued_acks_go_out_while_it_is_handed_over() -> None:
-    store = CountingAcks()
-    await store.add_many([email(store, 0, f"u{i}") for i in range(2000)])
-    one_claim = WorkerSettings(queues=("emails",), lookahead_ms=200, lease_ms=60_000, batch=5000)
-    seen = 0
-    acked_while_running = 0
-    async with asyncio.timeout(10):
-        async with contextlib.aclosing(consume(store, "emails", settings=one_claim)) as deliveries:
-            async for delivery in deliveries:
-                await delivery.ack()
-                seen += 1
-                if seen == 1999:
-                    acked_while_running = store.ack_calls
-                if seen == 2000:
-                    break
-    # the loop never waited on its own, yet acks went out before it ended
-    assert acked_while_running >= 1
-    assert (await store.stats()).counts.get(State.DONE, 0) == 2000

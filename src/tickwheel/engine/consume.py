@@ -29,9 +29,6 @@ from tickwheel.errors import Closed, InvalidArgument, LeaseLost
 from tickwheel.model import Timer
 from tickwheel.stores import Lease, Store
 
-STREAK = 64
-"""Deliveries handed over in a row before the loop lets other tasks run."""
-
 
 class Delivery:
     """One due timer in a consumer's hands: settle it with exactly one of ack, retry or kill.
@@ -161,7 +158,6 @@ async def consume(
     )
     limiter = store_limiter(store, dispatcher.controls, metrics)
     running = asyncio.create_task(dispatcher.run())
-    streak = 0
     try:
         while True:
             if not ready:
@@ -169,13 +165,6 @@ async def consume(
                 if not ready:
                     await running  # the dispatcher failed: raise its error
                     return
-                streak = 0
-            elif streak >= STREAK:
-                # a loop whose settlements return at once never yields on its own: let the
-                # claims and the batched acks go out while the rest of a burst is handed over
-                await asyncio.sleep(0)
-                streak = 0
-            streak += 1
             lease = ready.popleft()
             timer = lease.timer
             if dispatcher.lease(timer.id) is None:

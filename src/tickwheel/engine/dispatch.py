@@ -275,89 +275,53 @@ class Dispatcher:
             await self._unless_stopping(asyncio.sleep(DISCOVER_SPACING_S))
 
     async def _claim_loop(self, queue: str) -> None:
-        """Claim `queue`'s due timers into the wheel until stopping.
-
-        While a claim comes back full (a backlog), the next one is sent before this one's
-        leases are held: the store works on it while this process decodes and holds, so a
-        burst is claimed at the pace of the slower side rather than of both in turn.
-        """
         settings = self._settings
         controls = self.controls
         failures = 0
-        ahead: tuple[asyncio.Future[list[Lease]], int] | None = None  # a claim sent early
-        try:
-            while not self._stopping.is_set():
-                if not controls.ready.is_set():  # a queue paused before we started stays paused
-                    await self._unless_stopping(controls.ready.wait())
-                    continue
-                if controls.paused(queue) and ahead is None:
-                    await self._unless_stopping(controls.changed())
-                    continue
-                room = settings.max_in_flight - len(self._held)
-                if room <= 0 and ahead is None:
-                    # back-pressure: the local queue is full, claim again once some settle
-                    self._room.clear()
-                    await self._unless_stopping(self._room.wait())
-                    continue
-                limit = min(settings.batch, room)
-                rate = controls.queue_rate(queue)
-                if rate is not None:
-                    limit = min(limit, controls.claim_bound(queue))
-                try:
-                    horizon_ms = self._store.now_ms() + settings.lookahead_ms
-                    if ahead is None:
-                        leases = await self._claim(queue, horizon_ms, limit)
-                    else:
-                        (claiming, limit), ahead = ahead, None
-                        leases = await claiming
-                    full = len(leases) == limit
-                    if full and rate is None and room - len(leases) >= limit:
-                        ahead = (
-                            asyncio.ensure_future(self._claim(queue, horizon_ms, limit)),
-                            limit,
-                        )
-                    self._hold(await self._advance(leases))
-                    if full:
-                        if rate is not None:
-                            # a rate-limited queue is claimed at twice its rate at most: a
-                            # backlog waits in the store, not in this worker's leases
-                            await self._unless_stopping(asyncio.sleep(len(leases) / rate / 2))
-                        continue  # there may be more due already
-                    sleep_s = self._idle_s(await self._store.next_due_ms(queue), horizon_ms)
-                    if sleep_s > 0:
-                        await self._unless_stopping(self._store.wait(queue, sleep_s))
-                    failures = 0
-                except StoreUnavailable as error:
-                    failures += 1
-                    self._metrics.store_errors["claim"] += 1
-                    self._throttled.warning(
-                        "claim", "store unavailable, claiming %s again soon: %s", queue, error
-                    )
-                    await self._unless_stopping(jittered_pause(failures))
-                except Exception:
-                    # policy: a bug or a surprise from a store must not silently end the claiming
-                    failures += 1
-                    self._metrics.store_errors["claim"] += 1
-                    logger.exception("claiming %s failed; trying again", queue)
-                    await self._unless_stopping(jittered_pause(failures))
-        finally:
-            if ahead is not None:
-                await self._hold_late(queue, ahead[0])
-
-    def _claim(self, queue: str, horizon_ms: int, limit: int) -> Awaitable[list[Lease]]:
-        return self._store.claim(queue, horizon_ms, limit, self._settings.lease_ms)
-
-    async def _hold_late(self, queue: str, claiming: asyncio.Future[list[Lease]]) -> None:
-        """Hold the leases of a claim sent early that lands after stopping, for the wind-down
-        to hand back (they would otherwise wait out their lease unfired)."""
-        try:
-            leases = await claiming
-        except Exception as error:
-            # its outcome is the store's to recover: the leases lapse, or a later claim of
-            # this queue sends it again
-            logger.warning("the last claim of %s did not land while stopping: %s", queue, error)
-            return
-        self._hold(await self._advance(leases))
+        while not self._stopping.is_set():
+            if not controls.ready.is_set():  # a queue paused before we started stays paused
+                await self._unless_stopping(controls.ready.wait())
+                continue
+            if controls.paused(queue):
+                await self._unless_stopping(controls.changed())
+                continue
+            room = settings.max_in_flight - len(self._held)
+            if room <= 0:
+                # back-pressure: the local queue is full, claim again once some settle
+                self._room.clear()
+                await self._unless_stopping(self._room.wait())
+                continue
+            limit = min(settings.batch, room)
+            rate = controls.queue_rate(queue)
+            if rate is not None:
+                limit = min(limit, controls.claim_bound(queue))
+            try:
+                horizon_ms = self._store.now_ms() + settings.lookahead_ms
+                leases = await self._store.claim(queue, horizon_ms, limit, settings.lease_ms)
+                self._hold(await self._advance(leases))
+                if len(leases) == limit:
+                    if rate is not None:
+                        # a rate-limited queue is claimed at twice its rate at most: a backlog
+                        # waits in the store, not in this worker's leases
+                        await self._unless_stopping(asyncio.sleep(len(leases) / rate / 2))
+                    continue  # there may be more due already
+                sleep_s = self._idle_s(await self._store.next_due_ms(queue), horizon_ms)
+                if sleep_s > 0:
+                    await self._unless_stopping(self._store.wait(queue, sleep_s))
+                failures = 0
+            except StoreUnavailable as error:
+                failures += 1
+                self._metrics.store_errors["claim"] += 1
+                self._throttled.warning(
+                    "claim", "store unavailable, claiming %s again soon: %s", queue, error
+                )
+                await self._unless_stopping(jittered_pause(failures))
+            except Exception:
+                # policy: a bug or a surprise from a store must not silently end the claiming
+                failures += 1
+                self._metrics.store_errors["claim"] += 1
+                logger.exception("claiming %s failed; trying again", queue)
+                await self._unless_stopping(jittered_pause(failures))
 
     async def _advance(self, leases: list[Lease]) -> list[Lease]:
         """Move the schedules of claimed occurrences on; return the leases to fire.
