@@ -42,6 +42,10 @@ def test_generated_ids_are_unique_and_sort_by_creation() -> None:
     assert all(len(i) == 26 for i in ids)
     assert len({new_id() for _ in range(1000)}) == 1000
     assert len(Timer(due_ms=1).id) == 26
+    # ULID layout: the first 10 characters are the 48-bit ms in Crockford base32
+    assert new_id(now_ms=0)[:10] == "0000000000"
+    assert new_id(now_ms=2**48 - 1)[:10] == "7ZZZZZZZZZ"
+    assert new_id(now_ms=1_469_922_850_259)[:10] == "01ARZ3NDEK"  # the ULID spec's example
 
 
 @pytest.mark.parametrize(

@@ -62,6 +62,7 @@ _RESERVED_HEADERS = frozenset(
 # separators, and lone surrogates (UTF-8 cannot encode them)
 _NOT_IN_HEADER_VALUE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_CROCKFORD_PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = _SHORT.maxother = 60
 _SHORT.maxlong = 40
@@ -367,7 +368,8 @@ def new_id(now_ms: int | None = None) -> str:
     """Return a 26-character ULID-style id: 48 bits of milliseconds, 80 random bits."""
     ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+    pairs = _CROCKFORD_PAIRS  # two characters (10 bits) a lookup: half the steps
+    return "".join([pairs[(value >> shift) & 1023] for shift in range(120, -1, -10)])
 
 
 def truncate_error(error: str) -> str:

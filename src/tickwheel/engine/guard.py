@@ -8,6 +8,7 @@ and local names) and again, on the resolved address actually connected to, when 
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 from collections.abc import Sequence
@@ -92,6 +93,18 @@ def keep_public(host: str, found: Sequence[AddressInfo]) -> list[AddressInfo]:
     return public
 
 
+@functools.lru_cache(maxsize=4096)
+def _may_call(host: str) -> bool:
+    """Whether a callback host, as a URL names it, is a public address or a name that is not
+    local-only; kept per host, as most timers of a service call a few hosts."""
+    try:
+        return is_public_address(host)
+    except ValueError:
+        return (
+            host != "localhost" and not host.endswith(_LOCAL_SUFFIXES) and not is_legacy_ipv4(host)
+        )
+
+
 def check_target_url(url: str, *, allow_private: bool) -> None:
     """Refuse a callback URL whose host is a private address or a local-only name.
 
@@ -104,13 +117,7 @@ def check_target_url(url: str, *, allow_private: bool) -> None:
     if allow_private:
         return
     host = parse_url(url).host.rstrip(".")
-    try:
-        public = is_public_address(host)
-    except ValueError:
-        public = (
-            host != "localhost" and not host.endswith(_LOCAL_SUFFIXES) and not is_legacy_ipv4(host)
-        )
-    if not public:
+    if not _may_call(host):
         raise InvalidTimer(
             "callback.url",
             f"host {host!r} is a private, loopback or link-local target; "

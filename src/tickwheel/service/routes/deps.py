@@ -33,13 +33,19 @@ class Context:
     registry: CollectorRegistry
 
 
+def served(request: Request) -> tuple[Context, Store]:
+    """The app's context and its store, read straight from the request: what `ContextDep`
+    and `StoreDep` give, for the hottest route, where a dependency costs ~10 µs a request."""
+    context: Context = request.app.state.tickwheel
+    if context.store is None:
+        raise ApiError(503, "the service is not started", code="store_unavailable")
+    return context, context.store
+
+
 # async, though nothing here awaits: FastAPI runs a plain `def` dependency on a worker
 # thread, two thread hops for every request
 async def _store(request: Request) -> Store:
-    store: Store | None = request.app.state.tickwheel.store
-    if store is None:
-        raise ApiError(503, "the service is not started", code="store_unavailable")
-    return store
+    return served(request)[1]
 
 
 async def _context(request: Request) -> Context:

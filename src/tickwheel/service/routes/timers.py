@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer, occurrence_of
@@ -26,6 +26,7 @@ from tickwheel.service.routes.deps import (
     errors,
     found,
     is_timer_id,
+    served,
 )
 from tickwheel.service.schemas import (
     QUEUE_PATTERN,
@@ -115,10 +116,9 @@ def router() -> APIRouter:
         status_code=201,
         responses={200: {"model": TimerOut, "description": "a repeat"}, **errors(409)},
     )
-    async def create_timer(
-        item: TimerIn, response: Response, context: ContextDep, store: StoreDep
-    ) -> TimerOut:
+    async def create_timer(item: TimerIn, response: Response, request: Request) -> TimerOut:
         """Create a timer; the same id and spec again returns it (200), another spec is 409."""
+        context, store = served(request)
         timer = create.build(context, item, store.now_ms())
         response.status_code, stored = await create.put(store, timer, item, replace=False)
         return TimerOut.of(stored)
