@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
 from tickwheel.model import State
 from tickwheel.service.errors import ApiError
@@ -13,10 +13,10 @@ from tickwheel.service.routes.deps import (
     Cursor,
     Limit,
     StoreDep,
-    declared_query_only,
     errors,
     found,
     is_timer_id,
+    strict_router,
 )
 from tickwheel.service.schemas import QUEUE_PATTERN, ReplayedOut, TimerOut, TimerPage
 from tickwheel.stores.checks import MAX_LIST
@@ -27,7 +27,7 @@ REPLAYS_AT_ONCE = 64
 
 def router() -> APIRouter:
     """Build the dead-letter routes."""
-    routes = APIRouter(dependencies=[Depends(declared_query_only)])
+    routes = strict_router()
 
     @routes.get("/v1/dead", responses=errors())
     async def list_dead(store: StoreDep, limit: Limit = 100, cursor: Cursor = None) -> TimerPage:

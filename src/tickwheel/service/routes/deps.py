@@ -4,11 +4,13 @@ the check that refuses undeclared query parameters, and the error responses rout
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry
 
 from tickwheel.model import MAX_ID_CHARS, Timer, occurrence_of
@@ -93,15 +95,28 @@ def _declared(dependant: Dependant) -> set[str]:
     return names.union(*(_declared(sub) for sub in dependant.dependencies))
 
 
-async def declared_query_only(request: Request) -> None:
-    """Refuse a query parameter the route does not read, or one given twice (400).
+class StrictQueryRoute(APIRoute):
+    """A route that refuses a query parameter its handler does not read, or one given twice
+    (400), before the handler runs.
 
     Ignoring one would let a client believe a filter applied that never did; reading one no
-    handler declared is how a parameter meant to stay internal becomes an input.
+    handler declared is how a parameter meant to stay internal becomes an input. Checked here
+    rather than as a dependency, which would cost every request ~10 µs of dependency solving.
     """
-    if not request.url.query:
-        return
-    known = _declared(request.scope["route"].dependant)  # a few attributes: not worth a cache
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+        known = _declared(self.dependant)
+
+        async def strict(request: Request) -> Response:
+            if request.scope["query_string"]:
+                _check_query(request, known)
+            return await handle(request)
+
+        return strict
+
+
+def _check_query(request: Request, known: set[str]) -> None:
     seen: set[str] = set()
     for name, _ in request.query_params.multi_items():
         if name not in known:
@@ -110,3 +125,8 @@ async def declared_query_only(request: Request) -> None:
         if name in seen:
             raise ApiError(400, f"query parameter {name!r} is given more than once", field=name)
         seen.add(name)
+
+
+def strict_router() -> APIRouter:
+    """A router whose routes accept only the query parameters they read."""
+    return APIRouter(route_class=StrictQueryRoute)

@@ -6,17 +6,17 @@ scripts, an IPv6 address in brackets, ``:port`` when not the scheme's default.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Response
 
 from tickwheel.service.errors import ApiError
-from tickwheel.service.routes.deps import StoreDep, declared_query_only, errors
+from tickwheel.service.routes.deps import StoreDep, errors, strict_router
 from tickwheel.service.schemas import HostLimitOut, LimitIn, LimitsOut
 from tickwheel.stores.checks import check_host
 
 
 def router() -> APIRouter:
     """Build the limit routes; ``{host:path}`` takes a host with a slash too, to refuse it."""
-    routes = APIRouter(dependencies=[Depends(declared_query_only)])
+    routes = strict_router()
 
     @routes.get("/v1/limits", responses=errors())
     async def list_limits(store: StoreDep) -> LimitsOut:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tickwheel.errors import StoreUnavailable
 from tickwheel.model import State
-from tickwheel.service.routes.deps import ContextDep, StoreDep, declared_query_only, errors
+from tickwheel.service.routes.deps import ContextDep, StoreDep, errors, strict_router
 from tickwheel.service.schemas import HealthOut, StatsOut, format_ms
 
 HEALTH_TIMEOUT_S = 2.0
@@ -18,7 +18,7 @@ _HEALTH_PROBE_ID = "tickwheel.healthz"
 
 def router() -> APIRouter:
     """Build the stats, health and metrics routes."""
-    routes = APIRouter(dependencies=[Depends(declared_query_only)])
+    routes = strict_router()
 
     @routes.get("/v1/stats", responses=errors())
     async def stats(store: StoreDep) -> StatsOut:

@@ -10,11 +10,11 @@ the store; the API still accepts timers into a paused queue, and leases already 
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Response
 
 from tickwheel.model import State
 from tickwheel.service.errors import ApiError
-from tickwheel.service.routes.deps import StoreDep, declared_query_only, errors
+from tickwheel.service.routes.deps import StoreDep, errors, strict_router
 from tickwheel.service.schemas import LimitIn, QueueIn, QueueOut, QueuesOut
 from tickwheel.stores.base import QueueInfo, QueueSettings, Store
 from tickwheel.stores.checks import check_queue
@@ -39,7 +39,7 @@ async def _set_paused(store: Store, queue: str, paused: bool) -> QueueOut:
 
 def router() -> APIRouter:
     """Build the queue routes."""
-    routes = APIRouter(dependencies=[Depends(declared_query_only)])
+    routes = strict_router()
 
     @routes.get("/v1/queues", responses=errors())
     async def list_queues(store: StoreDep) -> QueuesOut:

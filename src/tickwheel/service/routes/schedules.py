@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Query, Response
 
 from tickwheel.engine.guard import check_target_url
 from tickwheel.errors import InvalidArgument, ScheduleExists
@@ -25,8 +25,8 @@ from tickwheel.service.routes.deps import (
     ContextDep,
     Cursor,
     StoreDep,
-    declared_query_only,
     errors,
+    strict_router,
 )
 from tickwheel.service.schedule_schemas import (
     SCHEDULE_ID_PATTERN,
@@ -113,7 +113,7 @@ async def _runs(store: Store, state: ScheduleState) -> list[RunOut]:
 
 def router() -> APIRouter:
     """Build the schedule routes; each finds the store and settings through the request's app."""
-    routes = APIRouter(dependencies=[Depends(declared_query_only)])
+    routes = strict_router()
 
     @routes.post(
         "/v1/schedules",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer, occurrence_of
@@ -22,11 +22,11 @@ from tickwheel.service.routes.deps import (
     Cursor,
     Limit,
     StoreDep,
-    declared_query_only,
     errors,
     found,
     is_timer_id,
     served,
+    strict_router,
 )
 from tickwheel.service.schemas import (
     QUEUE_PATTERN,
@@ -109,7 +109,7 @@ async def _refuse_occurrence(store: Store, timer_id: str) -> None:
 
 def router() -> APIRouter:
     """Build the timer routes; each finds the store and settings through the request's app."""
-    routes = APIRouter(dependencies=[Depends(declared_query_only)])
+    routes = strict_router()
 
     @routes.post(
         "/v1/timers",
