@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable, Hashable
+from time import monotonic_ns
 from types import TracebackType
 from typing import Any
 
@@ -41,7 +42,7 @@ class AsyncScheduler(WheelTimers):
         # the loop's thread owns the wheel: a plain call needs no lock and no key bookkeeping
         if key is not None or self._closed or not callable(fn):
             return super().call_later(delay, fn, *args, key=key)
-        now_ns = self._clock.now_ns()
+        now_ns = monotonic_ns() + self._offset_ns if self._system else self._clock.now_ns()
         if (type(delay) is float or type(delay) is int) and 0 < delay <= YEAR_S:
             due_ms = -(-(now_ns + round(delay * 1e9)) // NS_PER_MS)  # due_after's common case
         else:

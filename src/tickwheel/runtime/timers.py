@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable
+from time import monotonic_ns
 from typing import Any
 
 from tickwheel.core import TimingWheel, WheelEntry
@@ -103,6 +104,9 @@ class WheelTimers(ABC):
 
     def __init__(self, clock: Clock | None, tick_ms: int) -> None:
         self._clock: Clock = clock or SystemClock()
+        # a SystemClock is read here as its now_ns does, sparing `call_later` a method call
+        self._system = type(self._clock) is SystemClock
+        self._offset_ns = self._clock.offset_ns if isinstance(self._clock, SystemClock) else 0
         self._lock = threading.Lock()
         # waits and wake-ups go through the condition; plain `with self._lock` is cheaper
         self._cond = threading.Condition(self._lock)
@@ -125,7 +129,7 @@ class WheelTimers(ABC):
             check_callable(fn)
             return self._add(due_after(delay, self._clock.now_ns()), fn, args, key)
         # a plain call, the common case: its handle is the wheel's entry, filed under the lock
-        now_ns = self._clock.now_ns()
+        now_ns = monotonic_ns() + self._offset_ns if self._system else self._clock.now_ns()
         if (type(delay) is float or type(delay) is int) and 0 < delay <= YEAR_S:
             due_ms = -(-(now_ns + round(delay * 1e9)) // NS_PER_MS)  # due_after's common case
         else:
