@@ -159,18 +159,14 @@ class LocalGrants:
         one now: the callback that finds no one waiting before it, in one pass."""
         if releases:
             self.give_back(releases)
-        buckets = self._buckets
         now = self._clock()
         for key, limit in limits.items():
-            bucket = buckets.get(key)
-            if bucket is None:
-                bucket = buckets[key] = _Bucket()
-            if limit.rate is not None:
-                _fill(bucket, limit, now)
-                if bucket.tokens < 1:
-                    return False
+            bucket = self._filled(key, limit, now)
+            if limit.rate is not None and bucket.tokens < 1:
+                return False
             if limit.concurrency is not None and bucket.running >= limit.concurrency:
                 return False
+        buckets = self._buckets
         for key, limit in limits.items():
             bucket = buckets[key]
             if limit.rate is not None:
@@ -192,15 +188,19 @@ class LocalGrants:
     ) -> dict[str, _Bucket]:
         """Give back `releases` and fill the buckets of `limits` with the tokens earned since."""
         self.give_back(releases)
-        buckets = self._buckets
         now = self._clock()
         for key, limit in limits.items():
-            bucket = buckets.get(key)
-            if bucket is None:
-                bucket = buckets[key] = _Bucket()
-            if limit.rate is not None:
-                _fill(bucket, limit, now)
-        return buckets
+            self._filled(key, limit, now)
+        return self._buckets
+
+    def _filled(self, key: str, limit: Limit, now: float) -> _Bucket:
+        """The bucket of `key`, made on first use, with the tokens its rate earned by `now`."""
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = _Bucket()
+        if limit.rate is not None:
+            _fill(bucket, limit, now)
+        return bucket
 
 
 def _fill(bucket: _Bucket, limit: Limit, now: float) -> None:
