@@ -373,8 +373,45 @@ async def test_queue_and_host_limits_are_shown(tabs: Tabs, service: Service) -> 
     assert (queue.status_code, host.status_code) == (200, 200), queue.text + host.text
     page = await tabs.open()
     await expect(_row(page, "queues", "mail")).to_contain_text("5/s, ≤ 2 at once")
-    cells = ["api.example.com:8443", "50/s", "10", "\N{EN DASH}"]  # no concurrency limit
+    cells = ["api.example.com:8443", "50/s", "10", "\N{EN DASH}", "Remove"]  # no concurrency
     await expect(page.locator("#limits td")).to_have_text(cells)
+
+
+async def test_limits_are_set_and_removed_from_the_page(tabs: Tabs, service: Service) -> None:
+    await service.create("q-1", queue="mail")
+    page = await tabs.open()
+    await expect(_row(page, "queues", "mail")).to_be_visible()
+
+    await page.fill("#limit-name", "api.example.com:8443")
+    await page.fill("#limit-rate", "50")
+    await page.fill("#limit-concurrency", "4")
+    await page.click("#limit-form button[type=submit]")
+    await expect(_row(page, "limits", "api.example.com:8443")).to_contain_text("50/s")
+    found = (await service.api.get("/v1/limits")).json()["limits"]
+    assert found == [{"host": "api.example.com:8443", "rate": 50, "burst": None, "concurrency": 4}]
+
+    await page.select_option("#limit-kind", "queue")
+    await page.fill("#limit-name", "mail")
+    await page.fill("#limit-rate", "")
+    await page.fill("#limit-concurrency", "2")
+    await page.click("#limit-form button[type=submit]")
+    await expect(_row(page, "queues", "mail")).to_contain_text("≤ 2 at once")
+    assert (await service.api.get("/v1/queues/mail")).json()["limit"]["concurrency"] == 2
+
+    # a limit the API refuses is shown as its error, and nothing changes
+    await page.fill("#limit-concurrency", "0")
+    await page.fill("#limit-burst", "3")
+    await page.evaluate("document.getElementById('limit-form').noValidate = true")
+    await page.click("#limit-form button[type=submit]")
+    await expect(page.locator("#notice")).to_have_class("error")
+    assert (await service.api.get("/v1/queues/mail")).json()["limit"]["concurrency"] == 2
+
+    await _click(page, "limits", "api.example.com:8443", "Remove")
+    await expect(_row(page, "limits", "api.example.com:8443")).to_have_count(0)
+    assert (await service.api.get("/v1/limits")).json()["limits"] == []
+    await _click(page, "queues", "mail", "Remove limit")
+    await expect(_row(page, "queues", "mail")).not_to_contain_text("at once")
+    assert (await service.api.get("/v1/queues/mail")).json()["limit"] is None
 
 
 async def test_a_schedule_s_occurrence_offers_no_action_its_schedule_owns(

@@ -150,6 +150,7 @@ function renderQueue(queue) {
   const counts = queue.counts;
   const actions = [queue.paused ? button("Resume", "resume-queue", [queue.name]) : button("Pause", "pause-queue", [queue.name])];
   if (counts.dead > 0) actions.push(button(`Replay ${counts.dead} dead`, "replay-queue", [queue.name, counts.dead]));
+  if (queue.limit) actions.push(button("Remove limit", "remove-queue-limit", [queue.name]));
   return row(
     [queue.name, counts.scheduled, counts.leased, counts.paused, counts.done, counts.dead,
       seconds(queue.oldest_overdue_s), queue.paused ? text("span", "paused", "paused") : "active",
@@ -159,11 +160,10 @@ function renderQueue(queue) {
 }
 
 function renderLimit(limit) {
-  const tr = document.createElement("tr");
-  for (const value of [limit.host, limit.rate == null ? "–" : limit.rate + "/s", limit.burst ?? "–", limit.concurrency ?? "–"]) {
-    tr.appendChild(text("td", value));
-  }
-  return tr;
+  return row(
+    [long(limit.host), limit.rate == null ? "–" : limit.rate + "/s", limit.burst ?? "–", limit.concurrency ?? "–"],
+    [button("Remove", "remove-limit", [limit.host])], limit.host,
+  );
 }
 
 // A schedule's occurrence (`<schedule>@<ms>`) belongs to its schedule: the API refuses to pause,
@@ -445,6 +445,10 @@ const ACTIONS = {
   "resume-queue": (name) => api("POST", `/v1/queues/${segment(name)}/resume`).then(() => `resumed queue ${name}`),
   "replay-queue": (name, count) => confirm(`Replay the ${count} dead timers of queue ${name}?`)
     && api("POST", "/v1/dead/replay?" + query({ queue: name })).then((body) => `replayed ${body.replayed} timers of queue ${name}`),
+  "remove-limit": (host) => confirm(`Remove the limit on host ${host}?`)
+    && api("DELETE", `/v1/limits/${segment(host)}`).then(() => `removed the limit on host ${host}`),
+  "remove-queue-limit": (name) => confirm(`Remove the limit of queue ${name}?`)
+    && api("DELETE", `/v1/queues/${segment(name)}/limit`).then(() => `removed the limit of queue ${name}`),
   details: (id) => {
     selected = id;
     $("details").className = "panel";
@@ -504,6 +508,27 @@ $("reschedule").addEventListener("submit", async (event) => {
   try {
     await api("PATCH", "/v1/timers/" + segment(id), { delay });
     notice(`rescheduled ${id} to run in ${delay} s`, false);
+  } catch (error) {
+    notice(error.message, true);
+  }
+  await refresh();
+});
+
+// A host limit is PUT /v1/limits/{host}, a queue's PUT /v1/queues/{queue}/limit; the fields
+// left empty are not sent, and the API says what it refuses.
+$("limit-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const kind = $("limit-kind").value;
+  const name = $("limit-name").value.trim();
+  const limit = {};
+  for (const field of ["rate", "burst", "concurrency"]) {
+    const value = $("limit-" + field).value;
+    if (value !== "") limit[field] = Number(value);
+  }
+  try {
+    const path = kind === "queue" ? `/v1/queues/${segment(name)}/limit` : `/v1/limits/${segment(name)}`;
+    await api("PUT", path, limit);
+    notice(`limit set on ${kind} ${name}: ${limitText(limit)}`, false);
   } catch (error) {
     notice(error.message, true);
   }
