@@ -12,7 +12,6 @@ import json
 import os
 import re
 import select
-import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from service.cli_support import stop_process
 from typer.testing import CliRunner
 
 from tickwheel.cli import app
@@ -87,16 +87,7 @@ class Running:
 
     def stop(self) -> int:
         """SIGTERM it and return its exit status."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        return self.process.returncode
+        return stop_process(self.process)
 
 
 @contextlib.contextmanager

@@ -20,6 +20,20 @@ Run = Callable[..., Any]
 START_TIMEOUT_S = 30.0
 
 
+def stop_process(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> int:
+    """Signal `process` (SIGKILL if it outlasts 30 s), close its stdout, return its status."""
+    if process.poll() is None:
+        process.send_signal(sig)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+    if process.stdout is not None:
+        process.stdout.close()
+    return process.returncode
+
+
 class Process:
     """A ``python -m tickwheel ARGS`` process whose stdout is read line by line."""
 
@@ -52,16 +66,7 @@ class Process:
         return self.log.read_text(errors="replace")
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        return self.process.returncode
+        return stop_process(self.process, sig)
 
 
 class Service(Process):
