@@ -262,7 +262,7 @@ async def take_and(
     return []
 
 
-async def test_a_backlog_claimed_ahead_is_all_handed_back_on_break(store: Store) -> None:
+async def test_a_backlog_held_when_the_loop_breaks_is_all_handed_back(store: Store) -> None:
     # claims of a backlog follow one another: the ones held when the loop ends, delivered
     # or not, go back to the store rather than stay leased until they lapse
     settings = WorkerSettings(queues=("emails",), lookahead_ms=200, lease_ms=60_000, batch=100)
