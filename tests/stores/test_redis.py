@@ -7,6 +7,7 @@ The behaviour every store shares is in test_contract.py (run against "redis" and
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import re
 import signal
@@ -101,6 +102,10 @@ def check_shard(client: Any, tag: str, shard_keys: set[str]) -> None:
         per_queue[f"{r[0]}|{r[6]}"] = per_queue.get(f"{r[0]}|{r[6]}", 0) + 1
     kept = {name: int(n) for name, n in counts.items() if re.fullmatch(r"\d\|.*", name)}
     assert kept == per_queue, "counts per state and queue"
+    heads = dict(client.zrange(f"{tag}:h", 0, -1, withscores=True))
+    for r in records.values():
+        if r[0] == "0":  # a queue's head is never later than its scheduled timers
+            assert heads.get(r[6], math.inf) <= int(r[2], 36), "the queue's head"
     assert set(client.zrange(f"{tag}:dead", 0, -1)) == {
         i for i, r in records.items() if r[0] == "3"
     }
@@ -234,7 +239,7 @@ async def test_every_key_of_a_shard_is_in_one_slot(redis_cluster: Any, clock: Ma
         await store.claim("q1", clock.now_ms + 5 * MINUTE, 5, 1000)
         keys = all_keys(redis_cluster, store.prefix)
         kinds = {key.split("}:")[1].split(":")[0] for key in keys}
-        assert kinds == {"r", "l", "x", "n", "dead", "queues", "q", "b", "c"}
+        assert kinds == {"r", "l", "x", "n", "dead", "queues", "q", "b", "c", "h"}
         slots: dict[str, set[int]] = defaultdict(set)
         with node_clients(redis_cluster)[0] as client:
             for key in keys:

@@ -235,9 +235,11 @@ async def test_claim_reads_the_due_index_not_the_table(tmp_path: Path) -> None:
 
 async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     """Version 2 added first_claimed_ms and the per-queue lease index; old rows read as unset.
-    Version 3's schedules table and version 4's flow control come on the same way."""
+    Version 3's schedules table, version 4's flow control and version 5's due-queue index come
+    on the same way."""
     path = tmp_path / "timers.db"
     later = ("timers_lease_queue", "schedules", "timers_paused", "queue_settings", "limits")
+    later += ("queue_heads", "timers_head")
     with sqlite3.connect(path) as conn:
         for statement in schema.SCHEMA:
             if not any(name in statement for name in later):
@@ -374,6 +376,37 @@ async def test_a_version_3_file_is_migrated_to_flow_control(tmp_path: Path) -> N
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
     conn.close()
+
+
+async def test_a_version_4_file_gets_its_due_queue_index(tmp_path: Path) -> None:
+    """Version 5 added the due-queue index; a version 4 file's queues are listed in it."""
+    path, clock = tmp_path / "timers.db", ManualClock()
+    now = clock.now_ms
+    with sqlite3.connect(path) as conn:
+        for statement in _VERSION_2[:-1]:
+            conn.execute(statement)
+        conn.execute("CREATE TABLE schedules (id TEXT PRIMARY KEY, record TEXT NOT NULL)")
+        conn.execute("CREATE INDEX timers_paused ON timers (queue) WHERE state = 4")
+        conn.execute("CREATE TABLE queue_settings (queue TEXT PRIMARY KEY, record TEXT NOT NULL)")
+        conn.execute("CREATE TABLE limits (host TEXT PRIMARY KEY, record TEXT NOT NULL)")
+        conn.execute("PRAGMA user_version = 4")
+        conn.executemany(
+            "INSERT INTO timers (id, queue, state, due_ms, seq, deadline_ms, attempt, created_ms,"
+            " updated_ms, spec) VALUES (?, ?, ?, ?, 1, ?, 1, 1, 1, '[null,1,null]')",
+            [
+                ("a", "later", 0, now + 5_000, None),
+                ("b", "soon", 0, now + 1_000, None),
+                ("c", "held", 1, now, now + 3_000),
+                ("d", "done", 2, now, now + 60_000),
+            ],
+        )
+    conn.close()
+    store = SqliteStore(path, StoreSettings(retention_ms=60_000), clock=clock)
+    try:
+        found = await store.due_queues(now + 10_000, 10)
+        assert found.queues == ["soon", "held", "later"]
+    finally:
+        await store.close()
 
 
 def test_counts_per_queue_read_partial_indexes(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from tickwheel.runtime import AsyncScheduler
 from tickwheel.runtime.clock import NS_PER_MS, unwatched
 from tickwheel.stores import Lease, Store
 from tickwheel.stores.base import ANY_QUEUE
+from tickwheel.stores.checks import MAX_DUE_QUEUES
 
 logger = logging.getLogger("tickwheel.engine")
 
@@ -32,8 +33,12 @@ DISCOVER_EVERY_S = 1.0
 DISCOVER_SPACING_S = 0.05
 """The shortest: a change to a queue nobody waits on wakes the listing, at most this often."""
 DEFAULT_QUEUE = "default"
-MAX_DISCOVERED_QUEUES = 256
-"""Claim loops a dispatcher starts for discovered queues at most; past it, name the queues."""
+MAX_CLAIM_LOOPS = 1024
+"""Claim loops at once when serving every queue; past it, due queues take turns."""
+DUE_QUEUES_PER_LOOK = 1000
+"""Due queues one look at the index asks for beyond those served or paused already."""
+FORGET_AFTER_S = 1.0
+"""A discovered queue's loop ends when its next due time is this far off."""
 
 
 class StoreClock:
@@ -62,9 +67,9 @@ class SyncsClock(Protocol):
 class Dispatcher:
     """Leases due timers of some queues and calls `deliver(leases)` on their due ms.
 
-    With `settings.queues` None it serves every queue: it asks the store for its queues at
-    start and every `DISCOVER_EVERY_S`, and starts a claim loop for each new one (up to
-    `MAX_DISCOVERED_QUEUES`). A loop stays when its queue empties; it then mostly sleeps.
+    With `settings.queues` None it serves every queue with due work, however many: the store's
+    due-queue index says which, and each gets a claim loop while it has work (up to
+    `MAX_CLAIM_LOOPS` at once, then in turns; `_discover_loop`).
 
     A queue paused in the store is not claimed from: the store's settings are read before the
     first claim and every `REFRESH_S` after (`Controls`), so a pause holds from start and reaches
@@ -105,6 +110,12 @@ class Dispatcher:
         self._stopping = asyncio.Event()
         self._grace = True
         self._scheduler: AsyncScheduler | None = None
+        # serving every queue: the claim loop of each queue served, and the due queues in line
+        # for a loop (a dict as an ordered set)
+        self._serving: dict[str, asyncio.Task[None]] = {}
+        self._line: dict[str, None] = {}
+        self._paused_of: object = None
+        self._paused: set[str] = set()
         self.controls = Controls(store, metrics)
 
     def lease(self, timer_id: str) -> Lease | None:
@@ -226,26 +237,34 @@ class Dispatcher:
         await asyncio.gather(*(one(lease) for lease in leases))
 
     async def _discover_loop(self, loops: list[asyncio.Task[None]]) -> None:
-        """Start a claim loop in `loops` for every queue the store lists that has none yet.
+        """Serve every queue the store's due-queue index lists, each in a claim loop of its own.
 
-        The default queue's loop starts at once, listed or not. A change to a queue that no
-        claim loop waits on (a new queue, from this process or another) wakes the listing, so
-        a new queue's first timer is claimed within tens of ms; where a store cannot tell,
-        the listing runs every `DISCOVER_EVERY_S` anyway.
+        The default queue's loop starts at once and stays. Another queue's loop starts when
+        the index lists it as due within the lookahead, and ends once the queue has nothing
+        due within `FORGET_AFTER_S` (the index brings it back in time), so loops follow the
+        queues with work, not every queue ever seen. Past `MAX_CLAIM_LOOPS` due queues take
+        turns: a loop that claimed while others wait hands its turn on after one claim, and
+        its queue joins the back of the line. A change to a queue no loop waits on (a new
+        queue, from this process or another) wakes the look, so a new queue's first timer is
+        claimed within tens of ms; else it looks by the index's next head, at least every
+        `DISCOVER_EVERY_S`.
         """
-        served = {DEFAULT_QUEUE}
-        loops.append(asyncio.create_task(self._claim_loop(DEFAULT_QUEUE)))
+        self._serve(DEFAULT_QUEUE, loops)
+        lookahead_ms = self._settings.lookahead_ms
         failures = 0
-        warned = False
         while not self._stopping.is_set():
+            paused = self._paused_queues()
+            want = DUE_QUEUES_PER_LOOK + len(self._serving) + len(paused)
             try:
-                queues = await self._store.queues()
+                found = await self._store.due_queues(
+                    self._store.now_ms() + lookahead_ms, min(want, MAX_DUE_QUEUES)
+                )
                 failures = 0
             except StoreUnavailable as error:
                 failures += 1
                 self._metrics.store_errors["queues"] += 1
                 self._throttled.warning(
-                    "queues", "store unavailable, listing queues again soon: %s", error
+                    "queues", "store unavailable, looking for due queues again soon: %s", error
                 )
                 await self._unless_stopping(jittered_pause(failures))
                 continue
@@ -253,28 +272,71 @@ class Dispatcher:
                 # policy: as in the claim loop, a surprise must not end the discovery
                 failures += 1
                 self._metrics.store_errors["queues"] += 1
-                logger.exception("listing queues failed; trying again")
+                logger.exception("looking for due queues failed; trying again")
                 await self._unless_stopping(jittered_pause(failures))
                 continue
             if self._stopping.is_set():
                 return  # `run` is gathering the loops: start none it would not wait for
-            new = [queue for queue in queues if queue not in served]
-            room = MAX_DISCOVERED_QUEUES - len(served)
-            if len(new) > room and not warned:
-                warned = True
-                logger.warning(
-                    "serving the first %d queues only; %s and others are not fired: "
-                    "name the queues to serve (--queue)",
-                    MAX_DISCOVERED_QUEUES,
-                    new[room],
-                )
-            for queue in new[: max(room, 0)]:
-                served.add(queue)
-                loops.append(asyncio.create_task(self._claim_loop(queue)))
-            await self._unless_stopping(self._store.wait(ANY_QUEUE, DISCOVER_EVERY_S))
+            for queue in found.queues:
+                if queue not in self._serving and queue not in paused:
+                    self._line.setdefault(queue, None)
+            self._start_turns(loops)
+            sleep_s = DISCOVER_EVERY_S
+            if found.next_ms is not None:
+                wake_ms = found.next_ms - lookahead_ms // 2
+                sleep_s = min(sleep_s, max(0.0, (wake_ms - self._store.now_ms()) / 1000))
+            await self._unless_stopping(self._store.wait(ANY_QUEUE, sleep_s))
             await self._unless_stopping(asyncio.sleep(DISCOVER_SPACING_S))
 
-    async def _claim_loop(self, queue: str) -> None:
+    def _paused_queues(self) -> set[str]:
+        """The queues paused in the settings last read (worked out once per read)."""
+        settings = self.controls.queues
+        if settings is not self._paused_of:
+            self._paused_of = settings
+            self._paused = {queue for queue, queued in settings.items() if queued.paused}
+        return self._paused
+
+    def _serve(self, queue: str, loops: list[asyncio.Task[None]]) -> None:
+        """Start a claim loop for `queue`, kept in `loops` until it ends."""
+        task = asyncio.create_task(self._claim_loop(queue, stays=queue == DEFAULT_QUEUE))
+        self._serving[queue] = task
+        loops.append(task)
+        self._metrics.queues_served = len(self._serving)
+
+        def ended(task: asyncio.Task[None]) -> None:
+            if self._serving.get(queue) is task:
+                del self._serving[queue]
+                self._metrics.queues_served = len(self._serving)
+            if task in loops:
+                loops.remove(task)
+            if not self._stopping.is_set():
+                self._start_turns(loops)
+
+        task.add_done_callback(ended)
+
+    def _start_turns(self, loops: list[asyncio.Task[None]]) -> None:
+        """Start loops for queues in line, oldest first, while there is room."""
+        line = self._line
+        while line and len(self._serving) < MAX_CLAIM_LOOPS:
+            queue = next(iter(line))
+            del line[queue]
+            if queue not in self._serving and not self.controls.paused(queue):
+                self._serve(queue, loops)
+        self._metrics.queues_unserved = len(line)
+
+    def _hand_on(self, queue: str, full: bool) -> bool:
+        """Whether `queue`'s loop should end after a claim because other due queues wait for a
+        loop. After a `full` claim (more may be due) its queue goes to the back of the line;
+        else the due-queue index lists it again when its next timer is due."""
+        if not self._line or len(self._serving) < MAX_CLAIM_LOOPS:
+            return False
+        if full:
+            self._line.setdefault(queue, None)
+        return True
+
+    async def _claim_loop(self, queue: str, *, stays: bool = True) -> None:
+        """Claim `queue` until stopping; unless it `stays`, until it is paused, has nothing
+        due within `FORGET_AFTER_S`, or hands its turn on to a queue waiting in line."""
         settings = self._settings
         controls = self.controls
         failures = 0
@@ -283,6 +345,8 @@ class Dispatcher:
                 await self._unless_stopping(controls.ready.wait())
                 continue
             if controls.paused(queue):
+                if not stays:
+                    return  # the due-queue look starts a loop again once it is resumed
                 await self._unless_stopping(controls.changed())
                 continue
             room = settings.max_in_flight - len(self._held)
@@ -299,13 +363,18 @@ class Dispatcher:
                 horizon_ms = self._store.now_ms() + settings.lookahead_ms
                 leases = await self._store.claim(queue, horizon_ms, limit, settings.lease_ms)
                 self._hold(await self._advance(leases))
+                if not stays and self._hand_on(queue, len(leases) == limit):
+                    return
                 if len(leases) == limit:
                     if rate is not None:
                         # a rate-limited queue is claimed at twice its rate at most: a backlog
                         # waits in the store, not in this worker's leases
                         await self._unless_stopping(asyncio.sleep(len(leases) / rate / 2))
                     continue  # there may be more due already
-                sleep_s = self._idle_s(await self._store.next_due_ms(queue), horizon_ms)
+                next_due_ms = await self._store.next_due_ms(queue)
+                sleep_s = self._idle_s(next_due_ms, horizon_ms)
+                if not stays and sleep_s >= FORGET_AFTER_S:
+                    return  # nothing due soon: the due-queue index brings the queue back
                 if sleep_s > 0:
                     await self._unless_stopping(self._store.wait(queue, sleep_s))
                 failures = 0

@@ -52,6 +52,14 @@ class MetricsCollector:
         yield GaugeMetricFamily(
             "tickwheel_in_flight", "Timers claimed and not yet settled", value=m.in_flight
         )
+        yield GaugeMetricFamily(
+            "tickwheel_queues_served", "Queues this worker is claiming from", value=m.queues_served
+        )
+        yield GaugeMetricFamily(
+            "tickwheel_queues_unserved",
+            "Queues with due work, not paused, waiting for a claim loop (should stay 0)",
+            value=m.queues_unserved,
+        )
         claimed = HistogramMetricFamily("tickwheel_claim_batch_size", "Timers per claim")
         claimed.add_metric([], m.claimed.cumulative(), m.claimed.total)
         yield claimed

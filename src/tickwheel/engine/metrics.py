@@ -122,6 +122,8 @@ class Metrics:
         self.store_errors: Counter[str] = Counter()  # by operation
         self.leases_lost = 0
         self.in_flight = 0
+        self.queues_served = 0  # queues with a claim loop now
+        self.queues_unserved = 0  # due queues waiting for their turn (past MAX_CLAIM_LOOPS)
         self.lateness: dict[str, Buckets] = {}
         self.claimed = Buckets(BATCH_BUCKETS)
         self.limited_s: dict[str, float] = {}  # by queue: seconds callbacks waited for grants

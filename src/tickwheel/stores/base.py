@@ -132,6 +132,15 @@ class QueueInfo:
     settings: QueueSettings
 
 
+@dataclass(frozen=True, slots=True)
+class DueQueues:
+    """What `Store.due_queues` found: queues that may hold work to claim, earliest first, and
+    the earliest time another queue may (None: no other queue holds anything)."""
+
+    queues: list[str]
+    next_ms: int | None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreSettings:
     """Limits and policies shared by every store."""
@@ -217,6 +226,18 @@ class Store(Protocol):
         A worker asks it to find the queues it should claim from. A queue whose last timer
         was just settled or cancelled may still be listed for a moment (Redis keeps it while
         a stale entry of a cancelled timer due more than an hour ahead remains in its wheel).
+        """
+        ...
+
+    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+        """Return up to `limit` queues that may hold a timer to claim by `horizon_ms`, earliest
+        first, read from an index of queues by their earliest due time or lease deadline.
+
+        The index never runs late: a queue whose claim by `horizon_ms` would take something
+        is listed (or `limit` earlier ones are). It may run early: a queue whose timers were
+        cancelled or leases renewed may be listed until a `claim` of it sets its entry right;
+        a queue that holds nothing drops out then. Like `queues()`, it marks `ANY_QUEUE`
+        for `wait`. The cost grows with `limit`, not with the number of queues.
         """
         ...
 

@@ -12,6 +12,8 @@ from tickwheel.stores.base import Limit, QueueSettings, StoreSettings
 from tickwheel.urls import InvalidUrl, parse_url
 
 MAX_LIST = 1000
+MAX_DUE_QUEUES = 10_000
+"""Queues one `due_queues` call lists at most."""
 MAX_LIMIT_HOST_CHARS = 260
 """A limit's host: a DNS name (253) and ``:65535``."""
 
@@ -38,6 +40,13 @@ def check_claim(limit: int, lease_ms: int, settings: StoreSettings) -> None:
 def check_list(limit: int) -> None:
     if not 1 <= limit <= MAX_LIST:
         raise InvalidArgument("limit", f"must be from 1 to {MAX_LIST}, got {limit!r}")
+
+
+def check_due_queues(horizon_ms: int, limit: int) -> None:
+    if isinstance(horizon_ms, bool) or not isinstance(horizon_ms, int):
+        raise InvalidArgument("horizon_ms", f"must be integer epoch ms, got {horizon_ms!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_DUE_QUEUES:
+        raise InvalidArgument("limit", f"must be from 1 to {MAX_DUE_QUEUES}, got {limit!r}")
 
 
 def check_lease(lease_ms: int) -> None:

@@ -18,6 +18,7 @@ from tickwheel.schedule import (
 )
 from tickwheel.stores.base import (
     ANY_QUEUE,
+    DueQueues,
     Lease,
     Limit,
     Page,
@@ -31,6 +32,7 @@ from tickwheel.stores.base import (
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
+    check_due_queues,
     check_host,
     check_lease,
     check_list,
@@ -57,6 +59,9 @@ class MemoryStore:
         self._leases: DelayHeap[str, None] = DelayHeap()
         # the same leases by queue, for next_due_ms
         self._queue_leases: dict[str, DelayHeap[str, None]] = {}
+        # queue -> a time by which it may hold something to claim (due_queues): lowered by
+        # whatever schedules or leases a timer, set right by each claim of the queue
+        self._heads: DelayHeap[str, int] = DelayHeap()
         self._wakeups = Wakeups()
         self._expiry: DelayHeap[str, None] = DelayHeap()
         self._schedules: dict[str, ScheduleState] = {}
@@ -120,6 +125,7 @@ class MemoryStore:
         self._timers[timer_id] = timer.evolve(due_ms=due_ms, updated_ms=now, first_claimed_ms=None)
         if timer.state is State.SCHEDULED:  # a paused timer is in no heap until resumed
             self._due[timer.queue].reschedule(timer_id, due_ms)
+            self._lower_head(timer.queue, due_ms)
             self._wakeups.notify(timer.queue)
         return True
 
@@ -147,6 +153,7 @@ class MemoryStore:
             self._timers[timer_id] = leased
             self._lease(leased, now + lease_ms)
             leases.append(Lease(leased, leased.attempt, now + lease_ms))
+        self._fix_head(queue)
         return leases
 
     async def extend(self, lease: Lease, lease_ms: int) -> Lease:
@@ -159,9 +166,18 @@ class MemoryStore:
     async def next_due_ms(self, queue: str) -> int | None:
         self._open()
         self._wakeups.mark(queue)
-        heaps = (self._due.get(queue), self._queue_leases.get(queue))
-        dues = [heap.next_due_ms() for heap in heaps if heap is not None]
-        return min((due for due in dues if due is not None), default=None)
+        return self._next_due(queue)
+
+    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+        self._open()
+        check_due_queues(horizon_ms, limit)
+        self._wakeups.mark(ANY_QUEUE)
+        heads = self._heads
+        due = heads.pop_due(horizon_ms, limit)
+        next_ms = heads.next_due_ms()
+        for queue, at_ms in due:
+            heads.push(queue, at_ms, at_ms)
+        return DueQueues([queue for queue, _ in due], next_ms)
 
     async def queues(self) -> list[str]:
         self._open()
@@ -439,11 +455,31 @@ class MemoryStore:
     def _schedule(self, timer: Timer) -> None:
         self._timers[timer.id] = timer
         self._due.setdefault(timer.queue, DelayHeap()).push(timer.id, timer.due_ms, None)
+        self._lower_head(timer.queue, timer.due_ms)
         self._wakeups.notify(timer.queue)
 
     def _lease(self, timer: Timer, deadline_ms: int) -> None:
         self._leases.push(timer.id, deadline_ms, None)
         self._queue_leases.setdefault(timer.queue, DelayHeap()).push(timer.id, deadline_ms, None)
+        self._lower_head(timer.queue, deadline_ms)
+
+    def _next_due(self, queue: str) -> int | None:
+        heaps = (self._due.get(queue), self._queue_leases.get(queue))
+        dues = [heap.next_due_ms() for heap in heaps if heap is not None]
+        return min((due for due in dues if due is not None), default=None)
+
+    def _lower_head(self, queue: str, at_ms: int) -> None:
+        head = self._heads.due_ms(queue)
+        if head is None or at_ms < head:
+            self._heads.push(queue, at_ms, at_ms)
+
+    def _fix_head(self, queue: str) -> None:
+        at_ms = self._next_due(queue)
+        if at_ms is None:
+            self._heads.cancel(queue)
+            self._due.pop(queue, None)  # an empty queue's heap goes with it
+        else:
+            self._heads.push(queue, at_ms, at_ms)
 
     def _forget(self, timer: Timer) -> None:
         del self._timers[timer.id]

@@ -41,6 +41,7 @@ NAMES = (
     "claim",
     "extend",
     "get",
+    "heads",
     "kill",
     "next_due",
     "pause",

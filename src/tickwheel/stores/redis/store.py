@@ -23,6 +23,7 @@ from tickwheel.model import State, Timer, occurrence_of, truncate_error
 from tickwheel.schedule import Schedule, ScheduleState
 from tickwheel.stores.base import (
     ANY_QUEUE,
+    DueQueues,
     Lease,
     Limit,
     Page,
@@ -35,6 +36,7 @@ from tickwheel.stores.base import (
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
+    check_due_queues,
     check_host,
     check_lease,
     check_list,
@@ -263,6 +265,22 @@ class RedisStore:
         calls = [self._shards.call("next_due", s, (queue, now)) for s in range(self.shards)]
         dues = [int(due) for due in await self._shards.run_many(calls) if due]
         return min(dues, default=None)
+
+    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+        """The earliest heads of every shard (heads.lua, one pipeline), merged by time."""
+        self._open()
+        check_due_queues(horizon_ms, limit)
+        self._listener.wakeups.mark(ANY_QUEUE)
+        calls = [self._shards.call("heads", s, (limit + 1,)) for s in range(self.shards)]
+        heads: dict[str, int] = {}
+        for reply in await self._shards.run_many(calls):
+            for name, at in zip(reply[::2], reply[1::2], strict=True):
+                queue, at_ms = name.decode(), int(at)
+                if at_ms < heads.get(queue, at_ms + 1):
+                    heads[queue] = at_ms
+        ordered = sorted(heads.items(), key=lambda head: head[1])
+        due = [queue for queue, at_ms in ordered[:limit] if at_ms <= horizon_ms]
+        return DueQueues(due, ordered[len(due)][1] if len(ordered) > len(due) else None)
 
     async def queues(self) -> list[str]:
         """The union of every shard's queues, from one pipeline of `queues.lua` calls."""

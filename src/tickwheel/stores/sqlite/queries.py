@@ -111,6 +111,11 @@ NEXT_DUE = f"""SELECT min(t) FROM (
     SELECT (SELECT deadline_ms FROM timers WHERE queue = :queue AND state = {LEASED}
             ORDER BY deadline_ms LIMIT 1))"""
 
+SET_HEAD = """INSERT INTO queue_heads (queue, at_ms) VALUES (:queue, :at)
+              ON CONFLICT (queue) DO UPDATE SET at_ms = excluded.at_ms"""
+DROP_HEAD = "DELETE FROM queue_heads WHERE queue = :queue"
+HEADS = "SELECT queue, at_ms FROM queue_heads ORDER BY at_ms LIMIT :limit"
+
 
 def _each_queue(state: int) -> str:
     # a loose index scan: one probe of the state's partial index per queue, not a row scan

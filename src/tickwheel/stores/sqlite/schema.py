@@ -22,7 +22,7 @@ from tickwheel.stores.codec import state_code
 R = TypeVar("R")
 Work = Callable[[sqlite3.Connection, int], R]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... FROM (3.33) and RETURNING (3.35)
 BUSY_TIMEOUT_MS = 5000
 FILE_MODE = 0o600
@@ -49,6 +49,27 @@ _FLOW_CONTROL = (
     "CREATE TABLE queue_settings (queue TEXT PRIMARY KEY, record TEXT NOT NULL)",
     "CREATE TABLE limits (host TEXT PRIMARY KEY, record TEXT NOT NULL)",
 )
+
+
+def _lower_head(name: str, event: str) -> str:
+    # a timer that becomes scheduled may be its queue's earliest: lower the queue's head
+    return f"""CREATE TRIGGER timers_head_{name} AFTER {event} ON timers
+        WHEN NEW.state = {SCHEDULED}
+        BEGIN
+            INSERT INTO queue_heads (queue, at_ms) VALUES (NEW.queue, NEW.due_ms)
+            ON CONFLICT (queue) DO UPDATE SET at_ms = excluded.at_ms WHERE excluded.at_ms < at_ms;
+        END"""
+
+
+# the due-queue index (Store.due_queues): per queue a time by which it may hold something to
+# claim, never later than its earliest scheduled due time or lease deadline; the triggers
+# lower it, and each claim of the queue sets it right (or drops an empty queue)
+_QUEUE_HEADS = (
+    "CREATE TABLE queue_heads (queue TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE INDEX queue_heads_at ON queue_heads (at_ms)",
+    _lower_head("insert", "INSERT"),
+    _lower_head("update", "UPDATE OF state, due_ms"),
+)
 SCHEMA = (
     """CREATE TABLE timers (
         id TEXT NOT NULL UNIQUE,
@@ -72,6 +93,7 @@ SCHEMA = (
     f"CREATE INDEX timers_dead ON timers (id) WHERE state = {DEAD}",
     _SCHEDULES,
     *_FLOW_CONTROL,
+    *_QUEUE_HEADS,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 """The statements that make a new file's schema, the last one setting its version."""
@@ -142,6 +164,18 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         # 3 -> 4: paused timers, queue settings and host limits (state codes 0-3 are unchanged)
         for statement in _FLOW_CONTROL:
             conn.execute(statement)
+    if version <= 4:
+        # 4 -> 5: the due-queue index, filled from the timers the file holds
+        for statement in _QUEUE_HEADS:
+            conn.execute(statement)
+        conn.execute(
+            f"""INSERT INTO queue_heads (queue, at_ms)
+                SELECT queue, min(t) FROM (
+                    SELECT queue, due_ms AS t FROM timers WHERE state = {SCHEDULED}
+                    UNION ALL
+                    SELECT queue, deadline_ms FROM timers WHERE state = {LEASED})
+                GROUP BY queue"""
+        )
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -43,6 +43,7 @@ from tickwheel.schedule import (
 )
 from tickwheel.stores.base import (
     ANY_QUEUE,
+    DueQueues,
     Lease,
     Limit,
     Page,
@@ -57,6 +58,7 @@ from tickwheel.stores.base import (
 from tickwheel.stores.checks import (
     check_claim,
     check_due,
+    check_due_queues,
     check_host,
     check_lease,
     check_list,
@@ -252,6 +254,11 @@ class SqliteStore:
             params = {"queue": queue, "horizon": horizon_ms, "limit": limit}
             params |= {"deadline": deadline, "now": now, "seq": seq}
             rows = conn.execute(sql.CLAIM, params).fetchall()
+            at = conn.execute(sql.NEXT_DUE, {"queue": queue}).fetchone()[0]
+            if at is None:
+                conn.execute(sql.DROP_HEAD, {"queue": queue})
+            else:
+                conn.execute(sql.SET_HEAD, {"queue": queue, "at": at})
             conn.execute(sql.PURGE_DONE, {"now": now, "batch": PURGE_BATCH})
             rows.sort(key=lambda row: row[0])  # RETURNING order is unspecified
             timers = [self._rows.timer(row[1:]) for row in rows]
@@ -274,6 +281,18 @@ class SqliteStore:
         def work(conn: sqlite3.Connection, now: int) -> int | None:
             due: int | None = conn.execute(sql.NEXT_DUE, {"queue": queue}).fetchone()[0]
             return due
+
+        return await self._run(None, work)
+
+    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+        check_due_queues(horizon_ms, limit)
+        self._wakeups.mark(ANY_QUEUE)
+
+        def work(conn: sqlite3.Connection, now: int) -> DueQueues:
+            heads = conn.execute(sql.HEADS, {"limit": limit + 1}).fetchall()
+            due = [queue for queue, at_ms in heads[:limit] if at_ms <= horizon_ms]
+            later = heads[len(due)][1] if len(heads) > len(due) else None
+            return DueQueues(due, later)
 
         return await self._run(None, work)
 

@@ -4,7 +4,8 @@
 -- returns: 0 when stored; nil when a record holds the id (nothing changed: the caller sends
 --          the timer to add.lua, which knows what to do then)
 -- One HSETNX, two reads to decide whether to publish to the waiters, one SADD, one write
--- into the near set or a slot (and its index when the slot is new), one HINCRBY. It places
+-- into the near set or a slot (and its index when the slot is new), one ZADD of the queue's
+-- head, one HINCRBY. It places
 -- the timer as lib.lua places timers, written out here with lib.lua's constants and no lib
 -- function: Redis runs a script's whole text each call, and each function a script takes
 -- from lib.lua costs it a closure a call (a third of a lone add's Redis time). The tests'
@@ -29,6 +30,7 @@ if (near == nil or d < near) and (first == nil or d < first + MINUTE_SLOT) then
   redis.call('PUBLISH', WAKE, queue)
 end
 redis.call('SADD', QUEUES, queue)
+redis.call('ZADD', TAG .. ':h', 'LT', string.format('%d', d), queue) -- its head (lib.lua)
 -- the near set when due before the end of the current minute, else its day slot if that day
 -- starts over MINUTE_RANGE from now, else its minute slot
 if d < n - n % MINUTE_SLOT + MINUTE_SLOT then

@@ -15,6 +15,7 @@
 -- moves the slots the horizon reaches into the near set first (lib.lua ready(), bounded),
 -- then takes the near set's first timers; the leases join the batch of their deadline. Each
 -- record is rewritten by one match and one concatenation (parse() and pack() cost twice that).
+-- The queue's head here is set from what it holds after the claim (lib.lua set_head()).
 local queue, now, seqs = ARGV[1], ARGV[3], ARGV[5]
 -- the next attempt of the common first ones, as text: Lua formats a number with sprintf
 -- ('%.14g'), which costs more than the rest of a record's rewrite
@@ -48,6 +49,7 @@ local near = near_key(queue)
 local members = redis.call('ZRANGEBYSCORE', near, '-inf', horizon, 'LIMIT', 0,
   #seqs / SEQ_DIGITS)
 if #members == 0 then
+  set_head(queue)
   return {}
 end
 redis.call('ZREMRANGEBYRANK', near, 0, #members - 1)
@@ -88,4 +90,5 @@ if taken > 0 then
   finish()
 end
 unlist_queue(queue)
+set_head(queue)
 return out

@@ -104,6 +104,32 @@ local function lease_key(queue)
   return queue_key(queue, 'l')
 end
 
+-- The shard's queue heads (queue → ms, for due_queues): per queue with scheduled or leased
+-- timers here, a time by which it may hold something to claim, never later than its earliest
+-- due time or lease deadline. Whatever schedules a timer lowers it (flush(), add_one.lua); a
+-- claim sets it from the queue's first near member, slot starts and lease deadlines (a slot's
+-- start is a lower bound of its timers), or drops a queue that holds nothing here.
+local HEADS = TAG .. ':h'
+
+local function lower_head(queue, d)
+  redis.call('ZADD', HEADS, 'LT', int(d), queue)
+end
+
+local function set_head(queue)
+  local at = tonumber(redis.call('ZRANGE', near_key(queue), 0, 0, 'WITHSCORES')[2])
+  for _, key in ipairs({ index_key(queue, 1), index_key(queue, 2), lease_key(queue) }) do
+    local start = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+    if start ~= nil and (at == nil or start < at) then
+      at = start
+    end
+  end
+  if at == nil then
+    redis.call('ZREM', HEADS, queue)
+  else
+    redis.call('ZADD', HEADS, int(at), queue)
+  end
+end
+
 -- A lease batch: the timers of one queue leased until one deadline, as a list of their ids
 -- (one claim's, or more at the same deadline). Acks leave their entries; the batch's count in
 -- KEYS[4] says how many still hold a lease, and the batch goes at 0.
@@ -258,6 +284,7 @@ end
 local function flush(p)
   for queue, d in pairs(p.soonest) do
     wake(queue, d)
+    lower_head(queue, d)
     redis.call('SADD', QUEUES, queue)
   end
   for queue, entries in pairs(p.near) do
@@ -363,10 +390,14 @@ local function earliest(queue, now)
   end
 end
 
--- the queues set lists the queues with scheduled timers here (stats.lua walks it)
+-- the queues set lists the queues with scheduled timers here (stats.lua walks it); a queue
+-- with neither those nor leases here has no head either
 local function unlist_queue(queue)
   if redis.call('EXISTS', near_key(queue), index_key(queue, 1), index_key(queue, 2)) == 0 then
     redis.call('SREM', QUEUES, queue)
+    if redis.call('EXISTS', lease_key(queue)) == 0 then
+      redis.call('ZREM', HEADS, queue)
+    end
   end
 end
 

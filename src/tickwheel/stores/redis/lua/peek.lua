@@ -8,7 +8,7 @@
 --            ARGV[3], in (due, seq) order,
 --            1 when slots the horizon reaches are only partly moved (call again), else 0 }
 -- moves the slots the horizon reaches into the near set, as claim.lua does, at most
--- CASCADE_BUDGET entries a call
+-- CASCADE_BUDGET entries a call; sets the queue's head here (lib.lua set_head())
 local queue, horizon, limit, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local expired, held = {}, 0
 local names = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 64)
@@ -39,4 +39,5 @@ for i = 1, #names, 2 do
 end
 local by = ready(queue, horizon, now)
 local due = redis.call('ZRANGEBYSCORE', near_key(queue), '-inf', by, 'LIMIT', 0, limit)
+set_head(queue) -- a shard the claim passes over holds its head right too
 return { expired, due, by == horizon and 0 or 1 }
