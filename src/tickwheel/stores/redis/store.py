@@ -271,7 +271,8 @@ class RedisStore:
         self._open()
         check_due_queues(horizon_ms, limit)
         self._listener.wakeups.mark(ANY_QUEUE)
-        calls = [self._shards.call("heads", s, (limit + 1,)) for s in range(self.shards)]
+        args = (horizon_ms, limit)
+        calls = [self._shards.call("heads", s, args) for s in range(self.shards)]
         heads: dict[str, int] = {}
         for reply in await self._shards.run_many(calls):
             for name, at in zip(reply[::2], reply[1::2], strict=True):

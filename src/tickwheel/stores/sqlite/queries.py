@@ -114,7 +114,9 @@ NEXT_DUE = f"""SELECT min(t) FROM (
 SET_HEAD = """INSERT INTO queue_heads (queue, at_ms) VALUES (:queue, :at)
               ON CONFLICT (queue) DO UPDATE SET at_ms = excluded.at_ms"""
 DROP_HEAD = "DELETE FROM queue_heads WHERE queue = :queue"
-HEADS = "SELECT queue, at_ms FROM queue_heads ORDER BY at_ms LIMIT :limit"
+DUE_HEADS = """SELECT queue FROM queue_heads WHERE at_ms <= :horizon
+               ORDER BY at_ms LIMIT :limit"""
+NEXT_HEAD = "SELECT min(at_ms) FROM queue_heads WHERE at_ms > :horizon"
 
 
 def _each_queue(state: int) -> str:

@@ -289,10 +289,9 @@ class SqliteStore:
         self._wakeups.mark(ANY_QUEUE)
 
         def work(conn: sqlite3.Connection, now: int) -> DueQueues:
-            heads = conn.execute(sql.HEADS, {"limit": limit + 1}).fetchall()
-            due = [queue for queue, at_ms in heads[:limit] if at_ms <= horizon_ms]
-            later = heads[len(due)][1] if len(heads) > len(due) else None
-            return DueQueues(due, later)
+            params = {"horizon": horizon_ms, "limit": limit}
+            due = [queue for (queue,) in conn.execute(sql.DUE_HEADS, params)]
+            return DueQueues(due, conn.execute(sql.NEXT_HEAD, params).fetchone()[0])
 
         return await self._run(None, work)
 

@@ -1,0 +1,168 @@
+"""One run of the noisy-neighbour benchmark: workers in their own processes, tenant B's timers
+to a prompt receiver, tenant A's (or none) at one instant to ports that never answer."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.report import pct, progress
+
+from scenarios.engine.receivers import ReceiverProcess
+from tickwheel.model import Callback, RetryPolicy, State, Timer
+from tickwheel.stores import open_store
+
+ADD_CHUNK = 1000
+START_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Load:
+    """What each tenant schedules."""
+
+    a_timers: int
+    a_queues: int
+    a_timeout_s: float
+    b_timers: int
+    b_span_s: float
+    lead_s: float  # from the end of the adds to tenant A's instant and B's first due time
+
+
+@dataclass
+class Result:
+    """Tenant B's callbacks as its receiver saw them, and what the store says of them."""
+
+    late_ms: list[float]
+    arrived: int
+    duplicates: int
+    dead: int
+    sent: int
+
+    @property
+    def lost(self) -> int:
+        return self.sent - self.arrived
+
+    @property
+    def early(self) -> int:
+        return sum(1 for late in self.late_ms if late < 0)
+
+    def p(self, q: float) -> float:
+        return pct(self.late_ms, q) if self.late_ms else float("nan")
+
+
+class Workers:
+    """`tickwheel serve` (API and worker) and `count - 1` more `tickwheel worker` processes."""
+
+    def __init__(self, store_url: str, count: int, directory: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+        common = ["--store", store_url, "--allow-private-targets"]
+        self.processes: list[subprocess.Popen[bytes]] = []
+        commands = [["serve", "--port", "0", *common]]
+        commands += [["worker", *common] for _ in range(count - 1)]
+        for n, command in enumerate(commands):
+            with (directory / f"worker-{n}.log").open("wb") as log:
+                self.processes.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "tickwheel", *command],
+                        stdout=subprocess.PIPE,
+                        stderr=log,
+                        stdin=subprocess.DEVNULL,
+                        env=env,
+                    )
+                )
+        first = self.processes[0].stdout
+        assert first is not None
+        line = first.readline().decode()
+        if not re.search(r"serving http://", line):
+            self.stop()
+            raise RuntimeError(f"serve did not start: {line!r}")
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+async def run_once(
+    store_url: str,
+    workers: int,
+    load: Load,
+    receiver: ReceiverProcess,
+    hanging: list[str] | None,
+    directory: Path,
+) -> Result:
+    """Start the workers, schedule both tenants' timers, wait for B's last due time plus a
+    settling time, stop the workers; return what B's receiver saw."""
+    await receiver.report()  # forget anything left from an earlier run
+    running = Workers(store_url, workers, directory)
+    store = open_store(store_url)
+    try:
+        await asyncio.sleep(1.0)  # the workers have looked at the store once
+        now = store.now_ms()
+        start_ms = now + int(load.lead_s * 1000)
+        b_gap_ms = load.b_span_s * 1000 / load.b_timers
+        b = [
+            Timer(
+                id=f"b-{n}",
+                due_ms=start_ms + int(n * b_gap_ms),
+                queue="tenant-b",
+                callback=Callback(url=receiver.url + "/b"),
+            )
+            for n in range(load.b_timers)
+        ]
+        a = []
+        if hanging:
+            retry = RetryPolicy(timeout_s=load.a_timeout_s)
+            a = [
+                Timer(
+                    id=f"a-{n}",
+                    due_ms=start_ms,
+                    queue=f"tenant-a-{n % load.a_queues:04d}",
+                    callback=Callback(url=hanging[n % len(hanging)]),
+                    retry=retry,
+                )
+                for n in range(load.a_timers)
+            ]
+        began = time.monotonic()
+        for chunk in range(0, len(a), ADD_CHUNK):
+            await store.add_many(a[chunk : chunk + ADD_CHUNK])
+        await store.add_many(b)
+        took_s = time.monotonic() - began
+        if took_s > load.lead_s / 2:
+            progress(f"   adding took {took_s:.1f} s of a {load.lead_s:g} s lead")
+        settle_s = load.lead_s + load.b_span_s + 10.0
+        await asyncio.sleep(settle_s)
+        report = await receiver.report()
+        dead = 0
+        cursor = None
+        while True:
+            page = await store.list(state=State.DEAD, queue="tenant-b", cursor=cursor)
+            dead += len(page.timers)
+            cursor = page.cursor
+            if cursor is None:
+                break
+    finally:
+        running.stop()
+        await store.close()
+    return Result(
+        late_ms=report["late"],
+        arrived=report["unique"],
+        duplicates=report["dups"],
+        dead=dead,
+        sent=load.b_timers,
+    )
