@@ -93,6 +93,14 @@ class MetricsCollector:
         for queue, count in sorted(m.limit_deferred.items()):
             deferred.add_metric([queue], count)
         yield deferred
+        target_deferred = CounterMetricFamily(
+            "tickwheel_target_deferred",
+            "Callbacks sent back to the store for a while because their target had hung",
+            labels=["queue"],
+        )
+        for queue, count in sorted(m.target_deferred.items()):
+            target_deferred.add_metric([queue], count)
+        yield target_deferred
         callbacks = CounterMetricFamily(
             "tickwheel_callbacks",
             "Callback attempts by outcome and target host (the busiest hosts, the rest 'other')",

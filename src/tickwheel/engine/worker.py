@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from tickwheel.engine.dispatch import Dispatcher
+from tickwheel.engine.fairness import Fairness
 from tickwheel.engine.limits import GO, host_key, store_limiter
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.outcome import GuardedTarget, NotFired, Outcome, Target, Verdict
@@ -24,6 +25,16 @@ SEND_MARGIN_MS = 100
 """A request goes out only while the lease lasts this much longer: what the store's clock may
 be ahead of this process's view of it, and the time to write the request."""
 NO_CALLBACK = Outcome(Verdict.KILL, "timer has no callback: consume its queue from Python instead")
+SUSPECT_PATIENCE_S = 0.5
+"""Longest a callback to a target that has hung lately waits for a slot in the worker before it
+goes back to the store for a while (`Fairness.defer_s`)."""
+
+
+def _origin(timer: Timer) -> str:
+    """The key `Fairness` shares slots by: the callback's ``host[:port]``."""
+    if timer.callback is None:
+        return ""
+    return host_key(timer.callback.url) or ""
 
 
 class Worker:
@@ -53,7 +64,7 @@ class Worker:
         self._throttled = Throttled()
         self._settler = Settler(store, self.metrics, self._throttled, ack_every_s=ACK_EVERY_S)
         self._firing: set[asyncio.Task[None]] = set()
-        self._slots: asyncio.Semaphore | None = None
+        self._slots = Fairness(self.settings.concurrency)
         self._dispatcher = Dispatcher(
             store,
             self.settings,
@@ -72,7 +83,6 @@ class Worker:
 
     async def run(self) -> None:
         """Fire timers until `stop` or cancellation."""
-        self._slots = asyncio.Semaphore(self.settings.concurrency)
         try:
             await self._dispatcher.run()
         finally:
@@ -89,7 +99,6 @@ class Worker:
             task.cancel()
 
     async def _fire(self, timer_id: str) -> None:
-        assert self._slots is not None
         settled = True
         admission = GO
         try:
@@ -104,7 +113,17 @@ class Worker:
                         lease, admission.defer_ms, "waiting for its turn under a limit"
                     )
                     return
-            async with self._slots:
+            origin = _origin(lease.timer)
+            if not await self._slots.take(origin, SUSPECT_PATIENCE_S):
+                # its target has hung lately: wait in the store, not in a slot or in memory
+                defer_ms = round(self._slots.defer_s(origin) * 1000)
+                self.metrics.target_deferred[lease.timer.queue] += 1
+                await self._settler.retry_at(
+                    lease, self._store.now_ms() + defer_ms, "waiting: its target has not answered"
+                )
+                return
+            started, answered = self._slots.started(), False
+            try:
                 lease = await self._lease_for_attempt(timer_id)
                 if lease is None:
                     return
@@ -113,6 +132,7 @@ class Worker:
                 self.metrics.observe_fired(timer.queue, late_s)
                 try:
                     outcome = NO_CALLBACK if timer.callback is None else await self._attempt(lease)
+                    answered = True
                 except NotFired:
                     # its lease ran out while it waited to be sent: whoever claims the timer
                     # now fires it, and this worker settles nothing
@@ -121,6 +141,8 @@ class Worker:
                         "not-fired", "timer=%s not fired: its lease ran out first", timer_id
                     )
                     return
+            finally:
+                self._slots.give(origin, started, answered_promptly=answered)
             self._limiter.release(admission)
             admission = GO
             if timer.callback is not None:
