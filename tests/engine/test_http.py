@@ -401,10 +401,8 @@ async def test_name_resolving_to_loopback_is_refused(receiver: Receiver) -> None
     finally:
         await target.close()
     assert outcome.verdict is Verdict.KILL
-    assert outcome.error in {
-        "refused: localhost resolves to private address 127.0.0.1",
-        "refused: localhost resolves to private address ::1",
-    }
+    # not the address: last_error would tell whoever reads it what a name maps to inside
+    assert outcome.error == "refused: localhost resolves only to private addresses"
     assert receiver.count == 0
 
 
@@ -415,7 +413,7 @@ async def test_legacy_ipv4_spellings_are_judged_by_the_address_they_resolve_to(h
         outcome = await target.fire(timer_for(f"http://{host}/x"), 1)
     finally:
         await target.close()
-    refused = f"refused: {host} resolves to private address 127.0.0.1"
+    refused = f"refused: {host} resolves only to private addresses"
     assert outcome == Outcome(Verdict.KILL, refused)
 
 
@@ -472,7 +470,8 @@ def test_resolution_keeps_only_public_addresses() -> None:
 
 
 def test_resolution_refuses_a_name_with_only_private_addresses() -> None:
-    with pytest.raises(PrivateAddressRefused, match=r"metadata\.example resolves to private"):
+    refused = r"^refused: metadata\.example resolves only to private addresses$"
+    with pytest.raises(PrivateAddressRefused, match=refused):
         keep_public("metadata.example", infos("169.254.169.254", "10.0.0.5"))
 
 

@@ -81,15 +81,17 @@ def is_legacy_ipv4(host: str) -> bool:
 class PrivateAddressRefused(OSError):
     """A callback host resolved only to addresses tickwheel may not call."""
 
-    def __init__(self, host: str, address: str) -> None:
-        super().__init__(f"refused: {host} resolves to private address {address}")
+    def __init__(self, host: str) -> None:
+        # not the address: a timer's last_error is read back through the API, and naming the
+        # private address a name resolves to would map the network behind the firewall
+        super().__init__(f"refused: {host} resolves only to private addresses")
 
 
 def keep_public(host: str, found: Sequence[AddressInfo]) -> list[AddressInfo]:
     """Return the public addresses in `found`; raise `PrivateAddressRefused` if none are."""
     public = [info for info in found if is_public_address(str(info[4][0]))]
     if not public and found:
-        raise PrivateAddressRefused(host, str(found[0][4][0]))
+        raise PrivateAddressRefused(host)
     return public
 
 
