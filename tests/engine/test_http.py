@@ -55,15 +55,27 @@ async def test_receiver_records_requests_with_tickwheel_headers(receiver: Receiv
 
 
 async def test_receiver_verifies_signatures(make_receiver: MakeReceiver) -> None:
-    receiver = await make_receiver(signing_secret="s3cret")
+    strict = await make_receiver(signing_secret="s3cret")
+    migrating = await make_receiver(signing_secret="s3cret", accept_v1=True)
+    request = {"method": "POST", "target": "/hook", "timer_id": "t-1", "attempt": 1}
+    now = int(time.time())
+    signatures = [
+        sign("s3cret", b"body", now, **request),
+        sign("wrong", b"body", now, **request),
+        sign("s3cret", b"body", now),  # v1 alone
+    ]
     async with aiohttp.ClientSession() as session:
-        for secret in ("s3cret", "wrong"):
-            signature = sign(secret, b"body", int(time.time()))
-            headers = {"Tickwheel-Signature": signature}
-            async with session.post(receiver.url, data=b"body", headers=headers):
-                pass
-    assert [r.signature_ok for r in receiver.received] == [True, False]
-    assert receiver.received[0].timer_id is None
+        for receiver in (strict, migrating):
+            for signature in signatures:
+                headers = {
+                    "Tickwheel-Signature": signature,
+                    "Tickwheel-Timer-Id": "t-1",
+                    "Tickwheel-Attempt": "1",
+                }
+                async with session.post(f"{receiver.url}/hook", data=b"body", headers=headers):
+                    pass
+    assert [r.signature_ok for r in strict.received] == [True, False, False]
+    assert [r.signature_ok for r in migrating.received] == [True, False, True]
 
 
 async def test_receiver_replies_as_told_sync_or_async(make_receiver: MakeReceiver) -> None:
@@ -157,7 +169,7 @@ async def test_callback_carries_its_request_and_tickwheel_headers(
     assert got.headers["content-type"] == "application/json"
     assert got.headers["user-agent"].startswith("tickwheel/")
     assert got.headers["accept-encoding"] == "identity"
-    assert verify_signature(SECRET, got.headers, got.body)
+    assert verify_signature(SECRET, got.headers, got.body, method="POST", target="/hooks/a?b=1")
 
 
 async def test_signature_verifies_at_a_receiver_with_the_secret(
