@@ -49,7 +49,7 @@ from tickwheel.stores.codec import decode_limit, encode_limit
 from tickwheel.stores.redis import adding, listing
 from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
-from tickwheel.stores.redis.durability import Replicated, split_url
+from tickwheel.stores.redis.durability import Replicated, count_replicas, naming, split_url
 from tickwheel.stores.redis.keys import (
     DEFAULT_PREFIX,
     DEFAULT_SHARDS,
@@ -208,7 +208,8 @@ class RedisStore:
         """Add one timer; concurrent adds share a round trip (group commit)."""
         self._open()
         check_due(timer.due_ms, self._clock(), self.settings)
-        return await (self._replacing if replace else self._adding).submit(timer)
+        with naming((timer.id,)):  # its own id: others' timers may share the round trip
+            return await (self._replacing if replace else self._adding).submit(timer)
 
     async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
         """Add many timers in few round trips; return them as stored, in order.
@@ -218,11 +219,19 @@ class RedisStore:
         `TimerExists` once the rest are stored.
         """
         stored = []
-        for result in await self._add(timers, replace):
+        with naming(tuple(timer.id for timer in timers)):
+            added = await self._add(timers, replace)
+        for result in added:
             if isinstance(result, TimerExists):
                 raise result
             stored.append(result)
         return stored
+
+    async def replicas(self) -> int:
+        """Return how many replicas the master has (on a Cluster, the fewest of any master)."""
+        self._open()
+        with unavailable("INFO"):
+            return await count_replicas(self._client)
 
     async def get(self, timer_id: str) -> Timer | None:
         self._open()
@@ -348,7 +357,8 @@ class RedisStore:
 
     async def add_schedule(self, schedule: Schedule) -> ScheduleState:
         self._open()
-        return await self._schedules.add(schedule)
+        with naming((schedule.id,)):
+            return await self._schedules.add(schedule)
 
     async def get_schedule(self, schedule_id: str) -> ScheduleState | None:
         self._open()
@@ -362,11 +372,13 @@ class RedisStore:
 
     async def update_schedule(self, schedule: Schedule) -> ScheduleState | None:
         self._open()
-        return await self._schedules.update(schedule)
+        with naming((schedule.id,)):
+            return await self._schedules.update(schedule)
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         self._open()
-        return await self._schedules.delete(schedule_id)
+        with naming((schedule_id,)):
+            return await self._schedules.delete(schedule_id)
 
     async def advance(self, leases: Sequence[Lease]) -> list[bool]:
         """Move claimed occurrences' schedules on (`schedules.py`): two round trips for any
