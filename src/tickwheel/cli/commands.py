@@ -22,6 +22,7 @@ from tickwheel.cli.show import (
     describe_target,
     print_json,
     print_line,
+    shown,
     timer_table,
     timers_table,
 )
@@ -461,6 +462,6 @@ def stats(
     table.add_column("STATE")
     table.add_column("TIMERS", justify="right")
     for state, count in found["counts"].items():
-        table.add_row(state, str(count))
+        table.add_row(shown(state), str(count))
     out.print(table)
     out.print(f"earliest due: {found.get('earliest_due') or '-'}", markup=False)
