@@ -78,3 +78,8 @@ class NotReplicated(StoreUnavailable):
         super().__init__(f"stored{named} but not replicated: {reason}")
         self.ids = ids
         self.reason = reason
+
+    def of(self, ids: tuple[str, ...]) -> NotReplicated:
+        """The same error naming `ids`: a caller's own writes, not those of others that shared
+        its round trip."""
+        return NotReplicated(ids, self.reason)

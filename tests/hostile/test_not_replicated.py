@@ -8,6 +8,7 @@ the master has no replica. Real redis-servers: a master alone, and a master with
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -83,6 +84,12 @@ async def test_the_store_names_only_the_callers_own_writes(alone: RedisServer) -
             await store.add(Timer(id="one", due_ms=due_ms))
         assert raised.value.ids == ("one",)
         assert isinstance(raised.value, StoreUnavailable)  # code that retries by id still does
+        # concurrent adds share a round trip; each caller hears of its own timer only
+        results = await asyncio.gather(
+            *(store.add(Timer(id=f"c{n}", due_ms=due_ms)) for n in range(8)),
+            return_exceptions=True,
+        )
+        assert [getattr(r, "ids", None) for r in results] == [(f"c{n}",) for n in range(8)]
         with pytest.raises(NotReplicated) as raised:
             await store.add_many([Timer(id="a", due_ms=due_ms), Timer(id="b", due_ms=due_ms)])
         assert raised.value.ids == ("a", "b")

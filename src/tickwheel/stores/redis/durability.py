@@ -12,8 +12,6 @@ idempotent, a create without an id would be a second timer.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -53,16 +51,6 @@ class Replicated:
                 "(durability=replicated); it is stored on the master and may be lost "
                 "if the master fails: check it by id rather than create it again",
             )
-
-
-@contextmanager
-def naming(ids: tuple[str, ...]) -> Iterator[None]:
-    """Name `ids` in a `NotReplicated` raised inside: the caller's own writes, not those of
-    others that shared its round trip."""
-    try:
-        yield
-    except NotReplicated as error:
-        raise NotReplicated(ids, error.reason) from None
 
 
 async def count_replicas(client: Redis | RedisCluster) -> int:
