@@ -12,7 +12,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from service.cli_support import Service
@@ -22,6 +22,8 @@ from stores.test_durability import pair, replicated
 from tickwheel.errors import NotReplicated, StoreUnavailable
 from tickwheel.model import Timer
 from tickwheel.schedule import Schedule
+from tickwheel.stores import open_store
+from tickwheel.stores.redis import RedisStore
 
 if TYPE_CHECKING:
     from conftest import RedisServer
@@ -139,3 +141,16 @@ def test_serve_says_nothing_alarming_with_a_replica(
         assert "durability=replicated: 1 replica(s) connected" in service.stderr()
     finally:
         service.stop()
+
+
+@pytest.mark.parametrize("replicas", [0, 1])
+async def test_a_cluster_counts_the_fewest_replicas_of_any_master(
+    start_redis_cluster: Callable[..., Any], replicas: int
+) -> None:
+    cluster = start_redis_cluster(replicas=replicas)
+    store = open_store(f"{cluster.url}?prefix=r{uuid.uuid4().hex[:8]}&durability=replicated")
+    assert isinstance(store, RedisStore)
+    try:
+        assert await store.replicas() == replicas
+    finally:
+        await store.close()
