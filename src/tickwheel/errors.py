@@ -10,6 +10,7 @@
      ├── ScheduleExists                    the id is taken by a schedule with another spec
      ├── LeaseLost                         the lease expired or moved on; nothing was changed
      └── StoreUnavailable                  the store could not be reached; `__cause__` says why
+          └── NotReplicated                the write is stored, but no replica confirmed it
 """
 
 from __future__ import annotations
@@ -62,3 +63,23 @@ class LeaseLost(TickwheelError):
 
 class StoreUnavailable(TickwheelError):
     """The store could not be reached or failed; the cause is chained."""
+
+
+class NotReplicated(StoreUnavailable):
+    """A write is stored on the Redis master, but no replica confirmed it in time
+    (``durability=replicated``): it stands unless the master fails before replicating it.
+
+    `ids` names the timers (or schedules) written, where the caller is known; creating them
+    again without their ids would duplicate them, so a caller checks them rather than retry.
+    """
+
+    def __init__(self, ids: tuple[str, ...], reason: str) -> None:
+        named = f" ({', '.join(ids)})" if ids else ""
+        super().__init__(f"stored{named} but not replicated: {reason}")
+        self.ids = ids
+        self.reason = reason
+
+    def of(self, ids: tuple[str, ...]) -> NotReplicated:
+        """The same error naming `ids`: a caller's own writes, not those of others that shared
+        its round trip."""
+        return NotReplicated(ids, self.reason)

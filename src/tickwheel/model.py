@@ -375,3 +375,30 @@ def new_id(now_ms: int | None = None) -> str:
 def truncate_error(error: str) -> str:
     """Bound a recorded error message."""
     return error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 1] + "…"
+
+
+REPLACEMENT_CHAR = "\ufffd"
+# C0, DEL and C1 (a terminal acts on them: ESC starts a sequence, BEL ends an OSC, 0x9b is a
+# one-byte CSI), and the Unicode line separators and bidi controls, which move or reorder what
+# an operator reads
+_CONTROLS = (
+    *range(0x00, 0x20),
+    *range(0x7F, 0xA0),
+    0x2028,
+    0x2029,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+)
+_REPLACE_ALL = dict.fromkeys(_CONTROLS, REPLACEMENT_CHAR)
+_REPLACE_KEEPING_LINES = {code: mark for code, mark in _REPLACE_ALL.items() if code not in (9, 10)}
+
+
+def replace_controls(text: str, *, keep_lines: bool = False) -> str:
+    """Return `text` with every control character replaced by U+FFFD, so that text a receiver
+    or a user chose cannot drive the terminal it is shown on (its title, the screen, a link).
+
+    `keep_lines` keeps tab and line feed, for text shown on several lines (a body).
+    """
+    if text.isprintable():  # the common case: nothing to replace
+        return text
+    return text.translate(_REPLACE_KEEPING_LINES if keep_lines else _REPLACE_ALL)

@@ -15,6 +15,8 @@ PUBLIC = [
     "2a00:1450:4001:82b::200e",
     "::ffff:8.8.8.8",
     "64:ff9b::808:808",  # NAT64 of 8.8.8.8
+    "::ffff:0:8.8.8.8",  # IPv4-translated (SIIT) 8.8.8.8
+    "2002:808:808::1",  # 6to4 around 8.8.8.8
 ]
 
 PRIVATE = [
@@ -54,6 +56,14 @@ PRIVATE = [
     "64:ff9b::7f00:1",  # NAT64 of 127.0.0.1
     "64:ff9b::a00:1",
     "64:ff9b:1::1",  # local-use NAT64
+    "64:ff9b:1::808:808",
+    "::ffff:0:127.0.0.1",  # IPv4-translated (SIIT, ::ffff:0:0:0/96)
+    "::ffff:0:7f00:1",
+    "::ffff:0:169.254.169.254",
+    "::ffff:0:10.0.0.1",
+    "::ffff:0:0.0.0.0",
+    "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo, whatever it embeds
+    "2001::808:808",
 ]
 
 
@@ -110,6 +120,8 @@ def test_public_urls_pass(url: str) -> None:
         "http://169.254.169.254/latest/meta-data/",
         "http://[::1]/x",
         "http://[::ffff:127.0.0.1]/x",
+        "http://[::ffff:0:127.0.0.1]/x",
+        "http://[::ffff:0:a9fe:a9fe]/latest/meta-data/",
         "http://[fd00:ec2::254]/x",
         "http://0.0.0.0/x",
         "http://100.64.1.1/x",

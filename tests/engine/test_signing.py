@@ -3,6 +3,7 @@ malformed and replayed-elsewhere requests fail."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import time
@@ -14,6 +15,10 @@ from tickwheel.engine.signing import sign, verify_signature
 NOW = 1_700_000_000
 BODY = b'{"order": 42}'
 REQUEST = {"method": "POST", "target": "/hooks/a?b=1", "timer_id": "timer-1", "attempt": 3}
+
+
+# v1 is refused unless asked for (a migration from senders signing v1 alone)
+verify_v1 = functools.partial(verify_signature, accept_v1=True)
 
 
 def _headers(value: str, name: str = "Tickwheel-Signature") -> dict[str, str]:
@@ -28,63 +33,63 @@ def test_header_format_is_timestamp_and_hex_hmac_of_t_dot_body() -> None:
 
 def test_a_signed_body_verifies() -> None:
     headers = _headers(sign("secret", BODY, NOW))
-    assert verify_signature("secret", headers, BODY, now_s=NOW)
-    assert verify_signature(b"secret", headers, BODY, now_s=NOW + 1.5)
+    assert verify_v1("secret", headers, BODY, now_s=NOW)
+    assert verify_v1(b"secret", headers, BODY, now_s=NOW + 1.5)
 
 
 @pytest.mark.parametrize("name", ["tickwheel-signature", "TICKWHEEL-SIGNATURE"])
 def test_header_name_is_case_insensitive(name: str) -> None:
-    assert verify_signature("secret", _headers(sign("secret", BODY, NOW), name), BODY, now_s=NOW)
+    assert verify_v1("secret", _headers(sign("secret", BODY, NOW), name), BODY, now_s=NOW)
 
 
 def test_empty_body_signs_and_verifies() -> None:
-    assert verify_signature("s", _headers(sign("s", b"", NOW)), b"", now_s=NOW)
+    assert verify_v1("s", _headers(sign("s", b"", NOW)), b"", now_s=NOW)
 
 
 def test_tampered_body_fails() -> None:
     headers = _headers(sign("secret", BODY, NOW))
-    assert not verify_signature("secret", headers, BODY + b" ", now_s=NOW)
+    assert not verify_v1("secret", headers, BODY + b" ", now_s=NOW)
 
 
 def test_wrong_secret_fails() -> None:
-    assert not verify_signature("other", _headers(sign("secret", BODY, NOW)), BODY, now_s=NOW)
+    assert not verify_v1("other", _headers(sign("secret", BODY, NOW)), BODY, now_s=NOW)
 
 
 def test_changed_timestamp_fails() -> None:
     mac = sign("secret", BODY, NOW).split(",v1=")[1]
-    assert not verify_signature("secret", _headers(f"t={NOW + 1},v1={mac}"), BODY, now_s=NOW)
+    assert not verify_v1("secret", _headers(f"t={NOW + 1},v1={mac}"), BODY, now_s=NOW)
 
 
 @pytest.mark.parametrize("offset_s", [-301, 301, -10_000])
 def test_stale_or_future_timestamp_fails(offset_s: int) -> None:
     headers = _headers(sign("secret", BODY, NOW + offset_s))
-    assert not verify_signature("secret", headers, BODY, now_s=NOW)
+    assert not verify_v1("secret", headers, BODY, now_s=NOW)
 
 
 def test_tolerance_is_inclusive_and_configurable() -> None:
     headers = _headers(sign("secret", BODY, NOW - 300))
-    assert verify_signature("secret", headers, BODY, now_s=NOW)
-    assert not verify_signature("secret", headers, BODY, tolerance_s=60, now_s=NOW)
+    assert verify_v1("secret", headers, BODY, now_s=NOW)
+    assert not verify_v1("secret", headers, BODY, tolerance_s=60, now_s=NOW)
 
 
 def test_default_clock_is_the_wall_clock() -> None:
     now = int(time.time())
-    assert verify_signature("secret", _headers(sign("secret", BODY, now)), BODY)
-    assert not verify_signature("secret", _headers(sign("secret", BODY, now - 3600)), BODY)
+    assert verify_v1("secret", _headers(sign("secret", BODY, now)), BODY)
+    assert not verify_v1("secret", _headers(sign("secret", BODY, now - 3600)), BODY)
 
 
 def test_any_of_several_v1_values_matches_for_rotation() -> None:
     old = sign("old", BODY, NOW).split(",v1=")[1]
     new = sign("new", BODY, NOW).split(",v1=")[1]
     headers = _headers(f"t={NOW},v1={old},v1={new}")
-    assert verify_signature("old", headers, BODY, now_s=NOW)
-    assert verify_signature("new", headers, BODY, now_s=NOW)
-    assert not verify_signature("third", headers, BODY, now_s=NOW)
+    assert verify_v1("old", headers, BODY, now_s=NOW)
+    assert verify_v1("new", headers, BODY, now_s=NOW)
+    assert not verify_v1("third", headers, BODY, now_s=NOW)
 
 
 def test_unknown_schemes_are_ignored() -> None:
     value = sign("secret", BODY, NOW) + ",v0=abc"
-    assert verify_signature("secret", _headers(value), BODY, now_s=NOW)
+    assert verify_v1("secret", _headers(value), BODY, now_s=NOW)
 
 
 @pytest.mark.parametrize(
@@ -105,11 +110,11 @@ def test_unknown_schemes_are_ignored() -> None:
     ],
 )
 def test_malformed_header_fails(value: str) -> None:
-    assert not verify_signature("secret", _headers(value), BODY, now_s=NOW)
+    assert not verify_v1("secret", _headers(value), BODY, now_s=NOW)
 
 
 def test_missing_header_fails() -> None:
-    assert not verify_signature("secret", {}, BODY, now_s=NOW)
+    assert not verify_v1("secret", {}, BODY, now_s=NOW)
 
 
 # --- v2: the request and the body -------------------------------------------------------------
@@ -204,10 +209,8 @@ def test_any_of_several_v2_values_matches_for_rotation() -> None:
 def test_a_header_with_v2_is_judged_by_v2_alone_even_while_v1_is_accepted() -> None:
     headers = _v2_headers(sign("secret", BODY, NOW, **REQUEST))
     # the v1 value beside it is still valid for this body, on any path
-    assert verify_signature("secret", headers, BODY, now_s=NOW)
-    assert not verify_signature(
-        "secret", headers, BODY, method="POST", target="/elsewhere", now_s=NOW
-    )
+    assert verify_v1("secret", headers, BODY, now_s=NOW)
+    assert not verify_v1("secret", headers, BODY, method="POST", target="/elsewhere", now_s=NOW)
 
 
 def test_a_v1_only_header_verifies_only_while_v1_is_accepted() -> None:
@@ -228,7 +231,7 @@ def test_a_v1_only_header_verifies_only_while_v1_is_accepted() -> None:
 def test_without_method_and_target_only_v1_can_verify() -> None:
     value = sign("secret", BODY, NOW, **REQUEST)
     v2_only = _v2_headers(f"t={NOW},v2={value.split(',v2=')[1]}")
-    assert not verify_signature("secret", v2_only, BODY, now_s=NOW)
+    assert not verify_v1("secret", v2_only, BODY, now_s=NOW)
 
 
 @pytest.mark.parametrize(
@@ -271,5 +274,18 @@ def test_verify_wants_method_and_target_together() -> None:
 
 
 def test_refusing_v1_without_a_request_to_check_v2_is_a_mistake() -> None:
-    with pytest.raises(ValueError, match="accept_v1=False needs"):
+    with pytest.raises(ValueError, match="method and target to check v2"):
+        verify_signature("secret", {}, BODY)
+    with pytest.raises(ValueError, match="method and target to check v2"):
         verify_signature("secret", {}, BODY, accept_v1=False)
+
+
+def test_a_header_stripped_of_v2_is_refused_by_default() -> None:
+    signed = sign("secret", BODY, NOW, **REQUEST)
+    stripped = _v2_headers(signed.split(",v2=")[0])
+    # the v1 left binds the body alone: it would pass on another path, as another timer
+    assert not verify_signature("secret", stripped, BODY, method="POST", target="/x", now_s=NOW)
+    assert not _verify_v2(stripped)
+    assert verify_signature(
+        "secret", _v2_headers(signed), BODY, method="POST", target="/hooks/a?b=1", now_s=NOW
+    )

@@ -253,19 +253,24 @@ def _replayed(got: Captured, *, keep_v2: bool) -> dict[str, str]:
     return {**got.headers, "tickwheel-signature": value, "tickwheel-timer-id": "someone-else"}
 
 
-async def test_v1_lets_an_empty_body_replay_anywhere_and_v2_refuses_it(
+async def test_a_request_stripped_of_v2_is_refused_by_default_for_any_request(
     target: HttpTarget, capture: CaptureServer
 ) -> None:
     got = await fire(target, capture, "/status", method="GET", body=None, timer_id="ping")
     assert got.body == b""
     elsewhere = {"method": "DELETE", "target": "/admin/accounts/7"}
     stripped = _replayed(got, keep_v2=False)
-    # what any v1 receiver checks: the timestamp and the empty body, nothing of the request
-    assert verify_signature(SECRET, stripped, b"")
-    assert verify_signature(SECRET, stripped, b"", **elsewhere)  # while v1 is accepted
-    assert not verify_signature(SECRET, stripped, b"", accept_v1=False, **elsewhere)
+    # v1 binds the timestamp and the empty body, nothing of the request: refused by default,
+    # on its own path as on another, and a verifier that cannot check v2 must opt in to v1
+    assert not verify_signature(SECRET, stripped, b"", **elsewhere)
+    assert not verify_signature(SECRET, stripped, b"", method="GET", target="/status")
+    with pytest.raises(ValueError, match="method and target"):
+        verify_signature(SECRET, stripped, b"")
+    # what a receiver still migrating from v1-only senders accepts, knowingly
+    assert verify_signature(SECRET, stripped, b"", accept_v1=True, **elsewhere)
     # sent as captured, v2 is there and decides, even while v1 is accepted
-    assert not verify_signature(SECRET, _replayed(got, keep_v2=True), b"", **elsewhere)
+    unstripped = _replayed(got, keep_v2=True)
+    assert not verify_signature(SECRET, unstripped, b"", accept_v1=True, **elsewhere)
     assert not check_with_doc(got, **elsewhere)
 
 

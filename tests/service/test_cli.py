@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from importlib.metadata import version
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import typer
 from typer.testing import CliRunner
 
 from tickwheel.cli import app, parse_duration, parse_time
+from tickwheel.engine.signing import sign
 from tickwheel.stores.urls import redact
 
 from .cli_support import Process, Run, Service, sqlite_service, wait_until
@@ -359,6 +361,28 @@ def test_receiver_prints_signed_callbacks_from_serve(tmp_path: Path) -> None:
     finally:
         if signer is not None:
             assert signer.stop() == 0, signer.stderr()
+        receiver.stop()
+
+
+@pytest.mark.parametrize(("flags", "verdict"), [((), "BAD"), (("--accept-v1",), "ok")])
+def test_receiver_refuses_v1_alone_unless_told_to_accept_it(
+    tmp_path: Path, flags: tuple[str, ...], verdict: str
+) -> None:
+    receiver = Process(tmp_path, "receiver", "--port", "0", "--secret", "s3cret", *flags)
+    try:
+        found = re.fullmatch(r"receiving on (http://\S+)", receiver.first_line)
+        assert found, receiver.first_line
+        v1_only = sign("s3cret", b"{}", int(time.time()))  # no method, target: no v2
+        request = urllib.request.Request(
+            f"{found[1]}/hook",
+            data=b"{}",
+            headers={"Tickwheel-Signature": v1_only, "Tickwheel-Timer-Id": "t-1"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.status == 200
+        line = receiver.read_line(15)
+        assert line.endswith(f"signature={verdict}"), line
+    finally:
         receiver.stop()
 
 

@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from tickwheel.model import replace_controls
+
 app = typer.Typer(
     name="tickwheel",
     no_args_is_help=True,
@@ -58,5 +60,6 @@ err = Console(stderr=True, highlight=False)
 
 
 def fail(message: str, status: int = 1) -> NoReturn:
-    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    # the message may quote the service, which may quote a receiver or another user
+    err.print(f"[bold red]error:[/] {escape(replace_controls(message))}", soft_wrap=True)
     raise typer.Exit(status)

@@ -22,9 +22,11 @@ from tickwheel.cli.show import (
     describe_target,
     print_json,
     print_line,
+    shown,
     timer_table,
     timers_table,
 )
+from tickwheel.model import replace_controls
 
 STATES = ("scheduled", "leased", "paused", "done", "dead")
 MIN_INTERVAL_S = 0.1
@@ -370,7 +372,8 @@ def _watched(page: dict[str, Any] | str, what: str, period_s: float, api: str) -
     now = datetime.now(UTC).strftime("%H:%M:%S")
     header = Text(f"{api} · {now} UTC · every {period_s:g}s · Ctrl-C ends", style="dim")
     if isinstance(page, str):  # what went wrong
-        return Group(header, Text(f"error: {page} (trying again every {period_s:g}s)", style="red"))
+        failed = f"error: {replace_controls(page)} (trying again every {period_s:g}s)"
+        return Group(header, Text(failed, style="red"))
     return Group(header, _page_view(page, what), Text(""))
 
 
@@ -459,6 +462,6 @@ def stats(
     table.add_column("STATE")
     table.add_column("TIMERS", justify="right")
     for state, count in found["counts"].items():
-        table.add_row(state, str(count))
+        table.add_row(shown(state), str(count))
     out.print(table)
     out.print(f"earliest due: {found.get('earliest_due') or '-'}", markup=False)

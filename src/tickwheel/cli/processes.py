@@ -246,6 +246,14 @@ def receiver(
             show_default=False,
         ),
     ] = None,
+    accept_v1: Annotated[
+        bool,
+        typer.Option(
+            "--accept-v1",
+            help="Accept a signature without v2 (v1 binds the body alone), while migrating "
+            "from senders that sign v1 only.",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option(help="Do not print each request.")] = False,
 ) -> None:
     """Run a tiny callback receiver that prints every request and checks its signature."""
@@ -256,7 +264,7 @@ def receiver(
 
     secret = secret_from(ctx, "secret", secret, secret_file)
     try:
-        run_receiver(host, port, secret, quiet)
+        run_receiver(host, port, secret, quiet, accept_v1=accept_v1)
     except OSError as error:
         fail(f"cannot listen on {host}:{port}: {error.strerror or error}")
 

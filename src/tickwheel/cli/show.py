@@ -10,8 +10,15 @@ from rich.table import Table
 from rich.text import Text
 
 from tickwheel.cli.parse import describe_rate
+from tickwheel.model import replace_controls
 
 QUEUE_STATES = ("scheduled", "leased", "paused", "done", "dead")
+
+
+def shown(value: str, *, keep_lines: bool = False) -> Text:
+    """`value` as rich text: never read as markup, and without control characters, as the
+    service's text may come from a receiver or another user (`replace_controls`)."""
+    return Text(replace_controls(value, keep_lines=keep_lines))
 
 
 def print_json(body: Any) -> None:
@@ -51,7 +58,7 @@ def timers_table(timers: list[dict[str, Any]], title: str) -> Table:
         row.append(describe_target(timer))
         if errors:
             row.append(timer.get("last_error") or "")
-        table.add_row(*map(Text, row))  # Text: user data is never read as rich markup
+        table.add_row(*map(shown, row))
     return table
 
 
@@ -82,7 +89,7 @@ def timer_table(timer: dict[str, Any]) -> Table:
     ]
     for name, value in rows:
         if value:
-            table.add_row(name, Text(value))
+            table.add_row(name, shown(value, keep_lines=True))
     return table
 
 
@@ -109,7 +116,7 @@ def schedules_table(schedules: list[dict[str, Any]], title: str) -> Table:
             schedule_state(schedule),
             describe_target(schedule),
         ]
-        table.add_row(*map(Text, row))
+        table.add_row(*map(shown, row))
     return table
 
 
@@ -155,7 +162,7 @@ def schedule_table(schedule: dict[str, Any]) -> Table:
     ]
     for name, value in rows:
         if value:
-            table.add_row(name, Text(value))
+            table.add_row(name, shown(value, keep_lines=True))
     return table
 
 
@@ -178,7 +185,7 @@ def runs_table(runs: list[dict[str, Any]], title: str) -> Table:
         ]
         if errors:
             row.append(run.get("last_error") or "")
-        table.add_row(*map(Text, row))
+        table.add_row(*map(shown, row))
     return table
 
 
@@ -209,7 +216,7 @@ def limits_table(limits: list[dict[str, Any]], title: str, key: str) -> Table:
             str(limit.get("burst") or "-"),
             str(limit.get("concurrency") or "-"),
         ]
-        table.add_row(*map(Text, row))
+        table.add_row(*map(shown, row))
     return table
 
 
@@ -231,5 +238,5 @@ def queues_table(queues: list[dict[str, Any]]) -> Table:
             "-" if overdue is None else f"{overdue:.1f}s",
             describe_limit(queue.get("limit")),
         ]
-        table.add_row(*map(Text, row))
+        table.add_row(*map(shown, row))
     return table

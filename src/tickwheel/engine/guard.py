@@ -22,18 +22,25 @@ if TYPE_CHECKING:
 
 ALLOW_PRIVATE_ENV = "TICKWHEEL_ALLOW_PRIVATE_TARGETS"
 _LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".localdomain")
-# IPv6 ranges that embed an IPv4 address in their low 32 bits, and local-use ranges that
-# Python's `is_global` (3.11) still calls global
+# IPv6 ranges that embed an IPv4 address in their low 32 bits: a translator (NAT64, SIIT) or a
+# dual stack host reaches that IPv4 address through them. (IPv4-mapped ::ffff:0:0/96 and 6to4
+# are Python's `ipv4_mapped` and `sixtofour`.)
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")  # SIIT, RFC 2765 / RFC 6145
 _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
-_LOCAL_IPV6 = (ipaddress.IPv6Network("64:ff9b:1::/48"),)
+_EMBEDDING = (_NAT64, _IPV4_TRANSLATED, _IPV4_COMPATIBLE)
+# refused whatever they embed: local-use NAT64 (RFC 8215) translates to whatever the local
+# network chooses, and Teredo relays through a server to an obfuscated client address; ranges
+# that some Python versions' `is_global` calls global
+_LOCAL_IPV6 = (ipaddress.IPv6Network("64:ff9b:1::/48"), ipaddress.IPv6Network("2001::/32"))
 
 
 def is_public_address(address: str) -> bool:
     """Return whether `address` (an IP literal) is globally routable, so safe to call.
 
-    IPv6 forms that carry an IPv4 address (mapped, compatible, 6to4, NAT64) are judged by that
-    address too: ``::ffff:127.0.0.1`` is loopback however it is spelled.
+    IPv6 forms that carry an IPv4 address (mapped, translated, compatible, 6to4, NAT64) are
+    judged by that address too: ``::ffff:127.0.0.1`` and ``::ffff:0:127.0.0.1`` are loopback
+    however they are spelled. Teredo and local-use NAT64 addresses are refused.
 
     Raises:
         ValueError: `address` is not an IP literal.
@@ -57,7 +64,7 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
         return ip.ipv4_mapped
     if ip.sixtofour is not None:
         return ip.sixtofour
-    if ip in _NAT64 or ip in _IPV4_COMPATIBLE:
+    if any(ip in net for net in _EMBEDDING):
         return ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF)
     return None
 
@@ -81,15 +88,17 @@ def is_legacy_ipv4(host: str) -> bool:
 class PrivateAddressRefused(OSError):
     """A callback host resolved only to addresses tickwheel may not call."""
 
-    def __init__(self, host: str, address: str) -> None:
-        super().__init__(f"refused: {host} resolves to private address {address}")
+    def __init__(self, host: str) -> None:
+        # not the address: a timer's last_error is read back through the API, and naming the
+        # private address a name resolves to would map the network behind the firewall
+        super().__init__(f"refused: {host} resolves only to private addresses")
 
 
 def keep_public(host: str, found: Sequence[AddressInfo]) -> list[AddressInfo]:
     """Return the public addresses in `found`; raise `PrivateAddressRefused` if none are."""
     public = [info for info in found if is_public_address(str(info[4][0]))]
     if not public and found:
-        raise PrivateAddressRefused(host, str(found[0][4][0]))
+        raise PrivateAddressRefused(host)
     return public
 
 

@@ -10,6 +10,7 @@ that never answer.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import ssl
 import time
@@ -26,7 +27,7 @@ from tickwheel.engine.resolver import ConnectFailed, InvalidHost
 from tickwheel.engine.settings import HttpSettings
 from tickwheel.engine.signing import SIGNATURE_HEADER, sign
 from tickwheel.errors import Closed
-from tickwheel.model import Callback, Timer, occurrence_of, truncate_error
+from tickwheel.model import Callback, Timer, occurrence_of, replace_controls, truncate_error
 from tickwheel.urls import CallbackUrl, InvalidUrl, parse_url
 
 __all__ = ["ERROR_BODY_CHARS", "MAX_RETRY_AFTER_S", "HttpTarget", "retry_after_s"]
@@ -185,6 +186,15 @@ class HttpTarget:
         return await self._fire(timer, attempt, go)
 
     async def _fire(self, timer: Timer, attempt: int, go: Callable[[], bool] | None) -> Outcome:
+        outcome = await self._attempt(timer, attempt, go)
+        error = outcome.error
+        if error is None or error.isprintable():
+            return outcome
+        # a receiver chose the body, the reason and the Location: an operator's terminal shows
+        # them through `tickwheel get`, so they are stored without control characters
+        return dataclasses.replace(outcome, error=replace_controls(error))
+
+    async def _attempt(self, timer: Timer, attempt: int, go: Callable[[], bool] | None) -> Outcome:
         callback = timer.callback
         if callback is None:
             raise ValueError(f"timer {timer.id} has no HTTP callback")

@@ -4,7 +4,8 @@ Each value is a hex HMAC-SHA256 under the shared secret. v2 covers the timestamp
 request target, the timer id, the attempt and the body, so a captured request cannot pass on
 another path, as another timer or attempt, or with another body. v1 covers only ``f"{t}."`` +
 body; it is still sent so that receivers written before v2 keep verifying, and goes in a later
-release. Checking ``t`` against the receiver's clock refuses a replay of an old request.
+release; `verify_signature` refuses it unless told to accept it during a migration. Checking
+``t`` against the receiver's clock refuses a replay of an old request.
 docs/signatures.md describes the scheme for receiver authors.
 """
 
@@ -142,7 +143,7 @@ def verify_signature(
     *,
     method: str | None = None,
     target: str | None = None,
-    accept_v1: bool = True,
+    accept_v1: bool = False,
     tolerance_s: float = DEFAULT_TOLERANCE_S,
     now_s: float | None = None,
 ) -> bool:
@@ -153,23 +154,26 @@ def verify_signature(
     ``Tickwheel-Attempt`` headers. A header that carries v2 is then judged by v2 alone, so the
     v1 beside it cannot pass the same request on another path.
 
-    v1 is checked only while `accept_v1` is true and v2 cannot be. It binds the body alone: while
-    it is accepted, whoever strips v2 from a captured request can replay it to any path, as any
-    timer, within `tolerance_s`. Pass ``accept_v1=False`` once every sender signs v2; the
-    default becomes False in a later release.
+    v1 is refused unless `accept_v1`: it binds the body alone, so whoever strips v2 from a
+    captured request could replay it to any path, as any timer, within `tolerance_s`. Every
+    tickwheel sender with a secret signs v2; pass ``accept_v1=True`` only while migrating from
+    senders that sign v1 alone. A header that carries v2 is never judged by its v1.
 
     The header name is matched case-insensitively. A timestamp more than `tolerance_s` away from
     `now_s` (default: the wall clock) either way is refused, as is a malformed header, one over
     `MAX_HEADER_CHARS` or one with over `MAX_SIGNATURES` values.
 
     Raises:
-        ValueError: only one of `method` and `target` was given, or neither with
-            ``accept_v1=False`` (nothing could verify).
+        ValueError: only one of `method` and `target` was given, or neither without
+            ``accept_v1=True`` (nothing could verify).
     """
     if (method is None) != (target is None):
         raise ValueError("method and target go together: give both or neither")
     if method is None and not accept_v1:
-        raise ValueError("accept_v1=False needs the method and target to check v2 against")
+        raise ValueError(
+            "give the request's method and target to check v2 against "
+            "(or accept_v1=True to accept v1, which binds the body alone, while migrating)"
+        )
     value = _header(headers, SIGNATURE_HEADER)
     parsed = None if value is None else _parse(value)
     if parsed is None:

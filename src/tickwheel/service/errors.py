@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from tickwheel.errors import (
     Closed,
     InvalidArgument,
+    NotReplicated,
     ScheduleExists,
     StoreUnavailable,
     TimerExists,
@@ -43,7 +44,12 @@ _CODES = {
     422: "invalid",
     431: "headers_too_large",
     503: "store_unavailable",
+    507: "not_replicated",
 }
+NOT_REPLICATED = 507
+"""A write stored on the Redis master that no replica confirmed (`NotReplicated`). Not 503: the
+timer exists, and a client that retried a create without an id would make a second one; 507
+("could not store what the request needs") is retried by no common client or proxy policy."""
 # pydantic error types that mean the body is not JSON at all, rather than JSON of the wrong shape
 _NOT_JSON = frozenset({"json_invalid"})
 
@@ -70,9 +76,15 @@ def error_response(
     status: int,
     detail: ErrorDetail,
     headers: Mapping[str, str] | None = None,
+    ids: Sequence[str] = (),
 ) -> JSONResponse:
-    """Answer with `detail` as the error body."""
-    body = {"error": {key: _printable(value) for key, value in detail.model_dump().items()}}
+    """Answer with `detail` as the error body, and `ids` beside it when the error names the
+    timers or schedules that were written all the same."""
+    body: dict[str, Any] = {
+        "error": {key: _printable(value) for key, value in detail.model_dump().items()}
+    }
+    if ids:
+        body["ids"] = list(ids)
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
 
@@ -121,6 +133,13 @@ def describe(error: Exception) -> tuple[int, ErrorDetail, dict[str, str]]:
         return 422, error_detail(422, message, error.argument), {}
     if isinstance(error, TimerExists | ScheduleExists):
         return 409, error_detail(409, str(error), "id"), {}
+    if isinstance(error, NotReplicated):
+        named = f" {', '.join(error.ids)}" if error.ids else ""
+        message = (
+            f"stored{named}, but no replica confirmed it in time: it stands unless the "
+            "store's master fails first; check it by id rather than send it again"
+        )
+        return NOT_REPLICATED, error_detail(NOT_REPLICATED, message), {}
     if isinstance(error, StoreUnavailable | Closed):
         # the cause (a host, a path) is the operator's business: it goes to the log
         detail = error_detail(503, "the timer store is unavailable; try again shortly")
@@ -135,7 +154,10 @@ def install_error_handlers(app: FastAPI) -> None:
         status, detail, headers = describe(error)
         if status == 503:
             logger.warning("%s %s: store unavailable: %s", request.method, request.url.path, error)
-        return error_response(status, detail, headers)
+        elif status == NOT_REPLICATED:
+            logger.warning("%s %s: %s", request.method, request.url.path, error)
+        ids = error.ids if isinstance(error, NotReplicated) else ()
+        return error_response(status, detail, headers, ids)
 
     for kind in (
         ApiError,

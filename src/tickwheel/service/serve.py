@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tickwheel.engine.settings import WorkerSettings
+from tickwheel.errors import StoreUnavailable
 from tickwheel.service.gate import MAX_REQUEST_HEADER_BYTES
 from tickwheel.service.process import Process
 from tickwheel.service.settings import ServiceSettings
+from tickwheel.stores.base import Store
 from tickwheel.stores.urls import redact
 
 if TYPE_CHECKING:
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     import uvicorn
     from prometheus_client import CollectorRegistry
 
+
+logger = logging.getLogger("tickwheel.service")
 
 API_HURRIED_S = 1.0  # after a second signal, how long the API may still take to shut down
 
@@ -73,6 +78,7 @@ async def serve(
                 signing_secret=settings.signing_secret,
                 allow_private_targets=settings.allow_private_targets,
             )
+        await _check_replicas(process.store)
         serving = process.start(server.serve(sockets=[sock]), "api")
         process.watch_queues()
         process.start_worker()
@@ -131,6 +137,33 @@ async def work(
             f"concurrency {worker_settings.concurrency}{shown}"
         )
         await process.run(line, out)
+
+
+async def _check_replicas(store: Store) -> None:
+    """Say in the log when a store that waits for a replica (``durability=replicated``) has none.
+
+    Only a warning: a replica restarting or resyncing as the service starts would otherwise
+    stop it, and each write it cannot confirm answers 507 ``not_replicated`` anyway.
+    """
+    try:
+        from tickwheel.stores.redis import RedisStore
+    except ImportError:  # without the redis extra no store is a Redis one
+        return
+    if not isinstance(store, RedisStore) or store.durability is None:
+        return
+    try:
+        replicas = await store.replicas()
+    except StoreUnavailable as error:
+        logger.warning("durability=replicated: could not count the store's replicas: %s", error)
+        return
+    if replicas == 0:
+        logger.warning(
+            "durability=replicated, but the Redis master has no replica: every create and "
+            "change waits %d ms and answers 507 not_replicated until one connects",
+            store.durability.wait_ms,
+        )
+    else:
+        logger.info("durability=replicated: %d replica(s) connected", replicas)
 
 
 def _queues(settings: WorkerSettings) -> str:

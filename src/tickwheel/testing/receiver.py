@@ -61,8 +61,9 @@ class Receiver:
 
     Args:
         signing_secret: verify ``Tickwheel-Signature`` with it (`Received.signature_ok`): v2
-            against the method and the path and query as they came on the request line; v1
-            only when the header carries no v2, while `verify_signature` accepts v1 by default.
+            against the method and the path and query as they came on the request line.
+        accept_v1: also accept a header without v2 by its v1, which binds the body alone
+            (`verify_signature`); for a migration from senders that sign v1 only.
         respond: called with each request, returns (or awaits to) the `Reply`; default 200.
         keep: append each request to `received`; a long-running receiver turns it off and
             counts only (`count`).
@@ -74,6 +75,7 @@ class Receiver:
         host: str = "127.0.0.1",
         port: int = 0,
         signing_secret: str | None = None,
+        accept_v1: bool = False,
         respond: Respond | None = None,
         keep: bool = True,
     ) -> None:
@@ -83,6 +85,7 @@ class Receiver:
         self.received: list[Received] = []
         self.count = 0
         self._secret = signing_secret
+        self._accept_v1 = accept_v1
         self._respond = respond
         self._keep = keep
         self._arrived = asyncio.Event()
@@ -159,7 +162,12 @@ class Receiver:
             signature_ok=None
             if self._secret is None
             else verify_signature(
-                self._secret, headers, body, method=request.method, target=request.raw_path
+                self._secret,
+                headers,
+                body,
+                method=request.method,
+                target=request.raw_path,
+                accept_v1=self._accept_v1,
             ),
         )
         if self._keep:
@@ -185,7 +193,9 @@ def describe(received: Received) -> str:
     return " ".join(parts)
 
 
-async def serve(host: str, port: int, signing_secret: str | None, quiet: bool) -> None:
+async def serve(
+    host: str, port: int, signing_secret: str | None, quiet: bool, *, accept_v1: bool = False
+) -> None:
     """Run a receiver until cancelled, printing its URL and, unless `quiet`, every request."""
 
     def respond(received: Received) -> Reply:
@@ -196,6 +206,7 @@ async def serve(host: str, port: int, signing_secret: str | None, quiet: bool) -
         host=host,
         port=port,
         signing_secret=signing_secret,
+        accept_v1=accept_v1,
         respond=None if quiet else respond,
         keep=False,
     )
@@ -212,6 +223,8 @@ def run_receiver(
     port: int = 9000,
     signing_secret: str | None = None,
     quiet: bool = False,
+    *,
+    accept_v1: bool = False,
 ) -> None:
     """Run a receiver in the foreground until interrupted (``tickwheel receiver``).
 
@@ -225,4 +238,4 @@ def run_receiver(
     except ImportError:
         runner = asyncio.run
     with contextlib.suppress(KeyboardInterrupt):
-        runner(serve(host, port, signing_secret, quiet))
+        runner(serve(host, port, signing_secret, quiet, accept_v1=accept_v1))

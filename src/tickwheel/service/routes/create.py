@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tickwheel.engine.guard import check_target_url
-from tickwheel.errors import InvalidArgument, TimerExists
+from tickwheel.errors import InvalidArgument, NotReplicated, TimerExists
 from tickwheel.model import Timer
 from tickwheel.service.errors import describe
 from tickwheel.service.routes.deps import Context
@@ -115,6 +115,9 @@ async def _add_new(store: Store, new: list[tuple[int, Timer, TimerIn]]) -> dict[
         return {}
     try:
         stored = await store.add_many([timer for _, timer, _ in new])
+    except NotReplicated as error:
+        # each was stored: its item carries the timer beside the error, so the client knows
+        return {index: _not_replicated(timer, error) for index, timer, _ in new}
     except (TimerExists, InvalidArgument):
         # an id taken meanwhile, or a due time past the store's horizon: one by one, each
         # item gets its own answer (those add_many stored already are repeats of themselves)
@@ -125,9 +128,16 @@ async def _add_new(store: Store, new: list[tuple[int, Timer, TimerIn]]) -> dict[
     }
 
 
+def _not_replicated(timer: Timer, error: NotReplicated) -> BatchItemOut:
+    status, detail, _ = describe(NotReplicated((timer.id,), error.reason))
+    return BatchItemOut(status=status, timer=TimerOut.of(timer), error=detail)
+
+
 async def _add_one(store: Store, timer: Timer, item: TimerIn) -> BatchItemOut:
     try:
         return BatchItemOut(status=201, timer=TimerOut.of(await store.add(timer)))
+    except NotReplicated as error:
+        return _not_replicated(timer, error)
     except TimerExists as error:
         return _item_error(error)
     except InvalidArgument as error:

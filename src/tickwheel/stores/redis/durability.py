@@ -5,16 +5,20 @@ creates or changes a timer or a schedule at a caller's request follow its script
 ``WAIT 1 <wait_ms>`` on the connection that ran them (on a Cluster, on each node that took
 one). WAIT covers that connection's own writes only, hence the same connection; on a standalone
 server a PUBLISH before it extends it to every earlier write (`scripts.BUMP`). When no replica
-acknowledges within `wait_ms` the call raises `StoreUnavailable`: the write happened on the
-master and may survive or not, and a retry by the same id is idempotent.
+acknowledges within `wait_ms` the call raises `NotReplicated`, naming the ids written: the write
+happened on the master and stands unless the master fails first; a retry by the same id is
+idempotent, a create without an id would be a second timer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from tickwheel.errors import InvalidArgument, StoreUnavailable
+from redis.asyncio import Redis, RedisCluster
+
+from tickwheel.errors import InvalidArgument, NotReplicated
 
 PARAMS = ("durability", "wait_ms")
 DEFAULT_WAIT_MS = 1_000
@@ -39,13 +43,26 @@ class Replicated:
             )
 
     def check(self, acknowledged: object) -> None:
-        """Raise `StoreUnavailable` unless WAIT's reply counts at least one replica."""
+        """Raise `NotReplicated` unless WAIT's reply counts at least one replica."""
         if not isinstance(acknowledged, int) or acknowledged < 1:
-            raise StoreUnavailable(
+            raise NotReplicated(
+                (),
                 f"no replica acknowledged the write within {self.wait_ms} ms "
                 "(durability=replicated); it is stored on the master and may be lost "
-                "if the master fails: retry by the same id"
+                "if the master fails: check it by id rather than create it again",
             )
+
+
+async def count_replicas(client: Redis | RedisCluster) -> int:
+    """Return how many replicas the master has (on a Cluster: the fewest any master has),
+    as ``INFO replication`` counts them (``connected_slaves``)."""
+    if isinstance(client, RedisCluster):
+        info: dict[str, Any] = await client.info("replication", target_nodes=client.PRIMARIES)
+    else:
+        info = await client.info("replication")
+    # a Cluster client answers per node, {node name: its section}, unless it has one master
+    sections = info.values() if all(isinstance(v, dict) for v in info.values()) else [info]
+    return min((int(section.get("connected_slaves", 0)) for section in sections), default=0)
 
 
 def parse(pairs: list[tuple[str, str]]) -> Replicated | None:

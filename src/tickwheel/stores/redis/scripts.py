@@ -25,7 +25,7 @@ from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 
-from tickwheel.errors import StoreUnavailable
+from tickwheel.errors import NotReplicated, StoreUnavailable
 from tickwheel.stores.redis.durability import WAITED, Replicated
 
 Client: TypeAlias = "Redis | RedisCluster"
@@ -332,7 +332,7 @@ class Scripts:
         calls: Sequence[ScriptCall],
         planned: Sequence[str],
     ) -> None:
-        """Raise `StoreUnavailable` unless every WAIT counts a replica and, on a Cluster,
+        """Raise `NotReplicated` unless every WAIT counts a replica and, on a Cluster,
         every call ran on the node whose WAIT was meant for it (a call redirected by a
         failover or a slot migration ran on a connection no WAIT covered)."""
         for answer in answers:
@@ -344,9 +344,10 @@ class Scripts:
             for (_, keys, _), name in zip(calls, planned, strict=True):
                 node = self._client.get_node_from_key(keys[0])
                 if node is None or node.name != name:
-                    raise StoreUnavailable(
+                    raise NotReplicated(
+                        (),
                         "a write moved to another node while it ran (durability=replicated): "
-                        "whether a replica has it is unknown; retry by the same id"
+                        "whether a replica has it is unknown; check it by id",
                     )
 
     @staticmethod

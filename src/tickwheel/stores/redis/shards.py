@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tickwheel.errors import NotReplicated
 from tickwheel.stores.redis.keys import ShardKeys, shard_of
 from tickwheel.stores.redis.scripts import Arg, ScriptCall, Scripts
 
@@ -44,5 +45,8 @@ class Shards:
 
     async def step(self, name: str, timer_id: str, *args: Arg) -> bool:
         """Run a one-timer transition script; return whether it applied."""
-        reply: int = await self.run(name, timer_id, (timer_id, *args))
+        try:
+            reply: int = await self.run(name, timer_id, (timer_id, *args))
+        except NotReplicated as error:
+            raise error.of((timer_id,)) from None
         return reply == 1

@@ -18,7 +18,14 @@ from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from tickwheel.errors import Closed, InvalidArgument, LeaseLost, StoreUnavailable, TimerExists
+from tickwheel.errors import (
+    Closed,
+    InvalidArgument,
+    LeaseLost,
+    NotReplicated,
+    StoreUnavailable,
+    TimerExists,
+)
 from tickwheel.model import State, Timer, occurrence_of, truncate_error
 from tickwheel.schedule import Schedule, ScheduleState
 from tickwheel.stores.base import (
@@ -51,7 +58,7 @@ from tickwheel.stores.codec import decode_limit, encode_limit
 from tickwheel.stores.redis import adding, listing
 from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
-from tickwheel.stores.redis.durability import Replicated, split_url
+from tickwheel.stores.redis.durability import Replicated, count_replicas, split_url
 from tickwheel.stores.redis.keys import (
     DEFAULT_PREFIX,
     DEFAULT_SHARDS,
@@ -210,7 +217,10 @@ class RedisStore:
         """Add one timer; concurrent adds share a round trip (group commit)."""
         self._open()
         check_due(timer.due_ms, self._clock(), self.settings)
-        return await (self._replacing if replace else self._adding).submit(timer)
+        try:
+            return await (self._replacing if replace else self._adding).submit(timer)
+        except NotReplicated as error:  # its own id: others' timers may share the round trip
+            raise error.of((timer.id,)) from None
 
     async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
         """Add many timers in few round trips; return them as stored, in order.
@@ -220,11 +230,21 @@ class RedisStore:
         `TimerExists` once the rest are stored.
         """
         stored = []
-        for result in await self._add(timers, replace):
+        try:
+            added = await self._add(timers, replace)
+        except NotReplicated as error:
+            raise error.of(tuple(timer.id for timer in timers)) from None
+        for result in added:
             if isinstance(result, TimerExists):
                 raise result
             stored.append(result)
         return stored
+
+    async def replicas(self) -> int:
+        """Return how many replicas the master has (on a Cluster, the fewest of any master)."""
+        self._open()
+        with unavailable("INFO"):
+            return await count_replicas(self._client)
 
     async def get(self, timer_id: str) -> Timer | None:
         self._open()
@@ -367,7 +387,10 @@ class RedisStore:
 
     async def add_schedule(self, schedule: Schedule) -> ScheduleState:
         self._open()
-        return await self._schedules.add(schedule)
+        try:
+            return await self._schedules.add(schedule)
+        except NotReplicated as error:
+            raise error.of((schedule.id,)) from None
 
     async def get_schedule(self, schedule_id: str) -> ScheduleState | None:
         self._open()
@@ -381,11 +404,17 @@ class RedisStore:
 
     async def update_schedule(self, schedule: Schedule) -> ScheduleState | None:
         self._open()
-        return await self._schedules.update(schedule)
+        try:
+            return await self._schedules.update(schedule)
+        except NotReplicated as error:
+            raise error.of((schedule.id,)) from None
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         self._open()
-        return await self._schedules.delete(schedule_id)
+        try:
+            return await self._schedules.delete(schedule_id)
+        except NotReplicated as error:
+            raise error.of((schedule_id,)) from None
 
     async def advance(self, leases: Sequence[Lease]) -> list[bool]:
         """Move claimed occurrences' schedules on (`schedules.py`): two round trips for any
