@@ -69,7 +69,7 @@ Cursor = Annotated[
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """Declare the error responses of a route: the ones every route may give, and `statuses`."""
-    common = {400, 401, 413, 415, 422, 431, 503}
+    common = {400, 401, 403, 413, 415, 421, 422, 431, 503}
     return {status: {"model": ErrorOut} for status in sorted(common | set(statuses))}
 
 
