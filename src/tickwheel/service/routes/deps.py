@@ -58,6 +58,9 @@ async def _context(request: Request) -> Context:
 StoreDep = Annotated[Store, Depends(_store)]
 ContextDep = Annotated[Context, Depends(_context)]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIST, description="timers per page")]
+PageSize = Annotated[int, Query(ge=1, le=MAX_LIST, description="items per page")]
+DEFAULT_PAGE = 100
+"""Items a page holds when the request does not say: what the dashboard shows at once."""
 Cursor = Annotated[
     str | None,
     Query(
