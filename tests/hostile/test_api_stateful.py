@@ -25,7 +25,14 @@ from tickwheel.stores.open import open_store
 TOKEN = "stateful-token"
 _FOLDER = tempfile.TemporaryDirectory(prefix="tickwheel-stateful-")
 # built at collection, as schemathesis needs; each example gets a store of its own (`setup`)
-app = create_app(ServiceSettings(store_url="memory://", token=TOKEN, allow_private_targets=True))
+app = create_app(
+    ServiceSettings(
+        store_url="memory://",
+        token=TOKEN,
+        allow_private_targets=True,
+        allowed_hosts=("testserver",),  # the Host schemathesis sends
+    )
+)
 schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 
 

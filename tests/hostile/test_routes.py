@@ -34,7 +34,7 @@ async def served(
 ) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(ServiceSettings(store_url="memory://", **settings), store, registry=registry)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://tickwheel.test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         yield client
 
 

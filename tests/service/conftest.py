@@ -40,7 +40,7 @@ async def serve(store: Store, **settings: Any) -> AsyncIterator[httpx.AsyncClien
     """Yield a client of a fresh app over `store` with `settings` (in process, no sockets)."""
     app = create_app(ServiceSettings(store_url="memory://", **settings), store)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://tickwheel.test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         yield client
 
 

@@ -697,7 +697,7 @@ async def test_metrics_render_the_given_registry(store: Store) -> None:
     Counter("tickwheel_fired", "Timers fired.", registry=registry).inc(3)
     app = create_app(ServiceSettings(), store, registry=registry)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         await client.get("/v1/timers/missing")
         response = await client.get("/metrics")
     assert response.status_code == 200
@@ -762,7 +762,7 @@ async def test_app_opens_and_closes_its_own_store(tmp_path: Any) -> None:
     settings = ServiceSettings(store_url=f"sqlite:///{tmp_path}/own.db")
     app = create_app(settings)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         error_of(await client.get("/v1/stats"), 503)  # not started yet
         async with app.router.lifespan_context(app):
             assert (await client.post("/v1/timers", json=timer(id="own"))).status_code == 201

@@ -24,7 +24,7 @@ from tickwheel.engine.metrics import Metrics
 from tickwheel.model import Timer
 from tickwheel.service.api import create_app
 from tickwheel.service.settings import ServiceSettings
-from tickwheel.stores.base import Store
+from tickwheel.stores.base import Limit, Store
 from tickwheel.stores.open import open_store
 
 # one browser for the module (starting it is most of a test's time), so the tests, and the
@@ -445,3 +445,31 @@ async def test_the_id_prefix_is_sought_past_the_first_page(tabs: Tabs, service: 
     await expect(page.locator("#timers tr")).to_have_count(1)
     await expect(_row(page, "timers", "zz-last")).to_be_visible()
     await expect(page.locator("#shown")).to_have_text("1 shown")
+
+
+async def test_host_limits_are_shown_a_page_at_a_time(tabs: Tabs, service: Service) -> None:
+    """With many limits the page fetches 50 a poll (not the whole table) and pages through."""
+    hosts = [f"h{n:03}.example.com" for n in range(120)]
+    for host in hosts:
+        await service.store.set_limit(host, Limit(rate=1.0))
+    page = await tabs.open()
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    rows = page.locator("#limits tr")
+    await expect(rows).to_have_count(50)
+    await expect(page.locator("#limits-pages")).to_contain_text("1\N{EN DASH}50, more after")
+    await page.locator("#limits-pages").get_by_role("button", name="Next page").click()
+    await expect(_row(page, "limits", hosts[50])).to_be_visible()
+    await expect(rows).to_have_count(50)
+    await page.locator("#limits-pages").get_by_role("button", name="Next page").click()
+    await expect(page.locator("#limits-pages")).to_have_text(
+        "101\N{EN DASH}120First pagePrevious page", use_inner_text=False
+    )
+    await expect(rows).to_have_count(20)
+    await page.locator("#limits-pages").get_by_role("button", name="Previous page").click()
+    await expect(_row(page, "limits", hosts[99])).to_be_visible()
+    await page.locator("#limits-pages").get_by_role("button", name="First page").click()
+    await expect(_row(page, "limits", hosts[0])).to_be_visible()
+    reads = [url for url in asked if "/v1/limits" in url]
+    assert reads, "the page polls the limits"
+    assert all("limit=50" in url for url in reads), reads

@@ -226,7 +226,7 @@ async def test_list_refuses_unknown_parameters_still(client: httpx.AsyncClient) 
 async def test_queues_list_counts_overdue_age_and_settings(
     client: httpx.AsyncClient, store: Store
 ) -> None:
-    assert (await client.get("/v1/queues")).json() == {"queues": []}
+    assert (await client.get("/v1/queues")).json() == {"queues": [], "cursor": None}
     now = store.now_ms()
     await store.add(Timer(id="late", due_ms=now - 90_000, queue="mail", payload=1))
     await store.add(Timer(id="later", due_ms=now + 90_000, queue="mail", payload=1))
@@ -446,7 +446,7 @@ async def test_a_queue_name_with_a_slash_names_no_route(client: httpx.AsyncClien
 
 
 async def test_limits_put_list_and_delete(client: httpx.AsyncClient, store: Store) -> None:
-    assert (await client.get("/v1/limits")).json() == {"limits": []}
+    assert (await client.get("/v1/limits")).json() == {"limits": [], "cursor": None}
     response = await client.put("/v1/limits/api.example.com", json={"rate": 50, "burst": 5})
     assert response.status_code == 200
     assert response.json() == {"host": "api.example.com", "rate": 50.0, "burst": 5,
@@ -457,7 +457,8 @@ async def test_limits_put_list_and_delete(client: httpx.AsyncClient, store: Stor
         "limits": [
             {"host": "[::1]:8080", "rate": None, "burst": None, "concurrency": 4},
             {"host": "api.example.com", "rate": None, "burst": None, "concurrency": 10},
-        ]
+        ],
+        "cursor": None,
     }
     assert await store.limits() == {
         "api.example.com": Limit(concurrency=10),

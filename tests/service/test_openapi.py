@@ -21,7 +21,14 @@ TOKEN = "schemathesis-token"
 # built at collection: schemathesis makes one test per operation from the loaded schema
 schema = schemathesis.openapi.from_asgi(
     "/openapi.json",
-    create_app(ServiceSettings(store_url="memory://", token=TOKEN), MemoryStore()),
+    create_app(
+        ServiceSettings(
+            store_url="memory://",
+            token=TOKEN,
+            allowed_hosts=("testserver",),  # schemathesis's Host
+        ),
+        MemoryStore(),
+    ),
 )
 
 

@@ -12,7 +12,7 @@ from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule
 from tickwheel.stores import MemoryStore, Store, StoreSettings
-from tickwheel.stores.base import MIN_RATE, Limit, QueueSettings
+from tickwheel.stores.base import MIN_RATE, Limit, LimitPage, QueueSettings
 
 from .conftest import BACKENDS, ManualClock, StoreFactory
 
@@ -445,6 +445,55 @@ async def test_host_limits_set_replace_and_delete(store: Store) -> None:
     assert await store.limits() == {"[::1]:8080": Limit(rate=0.5, burst=2, concurrency=4)}
 
 
+async def every_limit_page(store: Store, limit: int) -> list[tuple[str, Limit]]:
+    """Follow `list_limits` pages to the end; no page is over `limit`."""
+    found: list[tuple[str, Limit]] = []
+    cursor: str | None = None
+    while True:
+        page = await store.list_limits(limit, cursor)
+        assert len(page.limits) <= limit
+        found += page.limits
+        if page.cursor is None:
+            return found
+        assert page.limits, "a page with a cursor holds something"
+        cursor = page.cursor
+
+
+async def test_host_limits_page_by_host(store: Store) -> None:
+    assert await store.list_limits() == LimitPage([], None)
+    hosts = [f"h{n:03}.example.com" for n in range(25)] + ["[::1]:8080", "a.example.com:1"]
+    for n, host in enumerate(reversed(hosts)):
+        await store.set_limit(host, Limit(concurrency=n + 1))
+    expected = sorted((await store.limits()).items())
+    assert [host for host, _ in expected] == sorted(hosts)
+    for size in (1, 7, 27, 100):
+        assert await every_limit_page(store, size) == expected
+    first = await store.list_limits(10)
+    assert first.cursor is not None
+    # a change between pages: a host removed before the cursor, one added after it
+    await store.delete_limit(expected[0][0])
+    await store.set_limit("zz.example.com", Limit(rate=1.0))
+    rest = await every_limit_page_from(store, first.cursor)
+    assert [host for host, _ in rest] == [host for host, _ in expected[10:]] + ["zz.example.com"]
+
+
+async def every_limit_page_from(store: Store, cursor: str) -> list[tuple[str, Limit]]:
+    found: list[tuple[str, Limit]] = []
+    next_cursor: str | None = cursor
+    while next_cursor is not None:
+        page = await store.list_limits(10, next_cursor)
+        found += page.limits
+        next_cursor = page.cursor
+    return found
+
+
+async def test_list_limits_refuses_a_page_size_out_of_range(store: Store) -> None:
+    for bad in (0, -1, 1001):
+        with pytest.raises(InvalidArgument) as caught:
+            await store.list_limits(bad)
+        assert caught.value.argument == "limit"
+
+
 async def test_set_limit_refuses_a_host_no_callback_has(store: Store) -> None:
     for bad in ("", "Example.com", "a b", "user@example.com", "example.com/x", "[::0001]", "é.fr"):
         with pytest.raises(InvalidArgument) as caught:
@@ -530,6 +579,8 @@ async def test_settings_limits_and_pauses_survive_reopening(
             "emails": QueueSettings(paused=True, limit=Limit(rate=1.5, burst=3))
         }
         assert await again.limits() == {"api.example.com:8443": Limit(concurrency=2)}
+        page = LimitPage([("api.example.com:8443", Limit(concurrency=2))], None)
+        assert await again.list_limits() == page
         assert (await again.get("a")).state is State.PAUSED  # type: ignore[union-attr]
         assert await again.resume("a")
         assert await claim_ids(again, clock, "emails") == ["a"]

@@ -26,7 +26,8 @@ from hypothesis.stateful import invariant, run_state_machine_as_test
 from tickwheel.errors import InvalidArgument, LeaseLost, StoreUnavailable, TimerExists
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import Lease, Store, StoreSettings
-from tickwheel.stores.codec import encode_spec
+from tickwheel.stores.base import Limit
+from tickwheel.stores.codec import encode_limit, encode_spec
 from tickwheel.stores.redis import RedisStore, listing, resends, shard_of
 from tickwheel.stores.redis import clock as server_clock
 from tickwheel.stores.redis.scripts import with_lib
@@ -998,3 +999,34 @@ def test_leases_in_doubt_are_bounded_and_forgotten_once_taken(
     assert not doubts.take(Lease(timer, 1, 1000)), "another token is another lease"
     assert doubts.take(Lease(timer, 2, 1000))
     assert not doubts.take(Lease(timer, 2, 1000)), "taken once"
+
+
+async def test_limit_pages_build_the_host_index_a_store_written_before_it_lacks(
+    server: Server, clock: ManualClock
+) -> None:
+    """Limits HSET by an older version (no index) are paged all the same, in host order, and a
+    page reads through the index it builds once (`host_limits.py`)."""
+    store = open_store(server, clock)
+    record = encode_limit(Limit(concurrency=1))
+    hosts = [f"h{n:02}.example.com" for n in range(30)]
+    try:
+        with inspector(server) as client:
+            client.hset(f"{store.prefix}:limits", mapping=dict.fromkeys(reversed(hosts), record))
+        first = await store.list_limits(10)
+        assert [host for host, _ in first.limits] == hosts[:10]
+        with inspector(server) as client:
+            assert client.zcard(f"{{{store.prefix}:limits}}:hosts") == 30
+            client.hset(f"{store.prefix}:limits", "a.example.com", record)  # an older writer
+        found: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = await store.list_limits(7, cursor)
+            found += [host for host, _ in page.limits]
+            if (cursor := page.cursor) is None:
+                break
+        assert found == ["a.example.com", *hosts]
+        assert await store.delete_limit("a.example.com")
+        with inspector(server) as client:
+            assert client.zcard(f"{{{store.prefix}:limits}}:hosts") == 30
+    finally:
+        await store.close()

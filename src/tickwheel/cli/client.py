@@ -190,9 +190,8 @@ class ApiClient:
         return body
 
     def queues(self) -> Rows:
-        """Return every queue with its counts and settings, by name."""
-        found: Rows = self.request("GET", "/v1/queues").body["queues"]
-        return found
+        """Return every queue with its counts and settings, by name, following cursors."""
+        return self.every("/v1/queues", "queues")
 
     def queue(self, queue: str) -> dict[str, Any]:
         """Return one queue (zero counts and default settings for one never used)."""
@@ -224,9 +223,19 @@ class ApiClient:
         self.request("DELETE", _queue_path(queue, "limit"))
 
     def limits(self) -> Rows:
-        """Return the limits set on callback hosts, by host."""
-        found: Rows = self.request("GET", "/v1/limits").body["limits"]
-        return found
+        """Return the limits set on callback hosts, by host, following cursors."""
+        return self.every("/v1/limits", "limits")
+
+    def every(self, path: str, key: str) -> Rows:
+        """Return the `key` rows of every page of `path`, following its cursors to the end."""
+        rows: Rows = []
+        cursor: str | None = None
+        while True:
+            page = self.request("GET", path, query={"limit": MAX_PAGE, "cursor": cursor}).body
+            rows.extend(page[key])
+            cursor = page.get("cursor")
+            if cursor is None:
+                return rows
 
     def set_limit(self, host: str, limit: dict[str, Any]) -> dict[str, Any]:
         """Set the limit on callbacks to `host`; return it."""

@@ -145,6 +145,15 @@ def serve(
             help="Serve on a non-loopback address without a token (anyone reaching it may use it).",
         ),
     ] = False,
+    allowed_hosts: Annotated[
+        str | None,
+        typer.Option(
+            metavar="HOST,...",
+            help="Host header names served besides loopback ones and --host, comma-separated "
+            "(* for any, behind a proxy that checks the Host); others get 421.",
+            show_default=False,
+        ),
+    ] = None,
     no_worker: Annotated[bool, typer.Option("--no-worker", help="Serve the API only.")] = False,
     queue: QueueOption = None,
     grace: GraceOption = None,
@@ -152,6 +161,7 @@ def serve(
 ) -> None:
     """Run the HTTP API and a worker in one process (TICKWHEEL_* variables set the defaults)."""
     from tickwheel.service.serve import serve as run_service
+    from tickwheel.service.settings import split_hosts
 
     settings = _settings_or_exit(
         host=host,
@@ -162,6 +172,7 @@ def serve(
         signing_secret=secret_from(ctx, "signing_secret", signing_secret, signing_secret_file),
         worker=False if no_worker else None,
         insecure=True if insecure else None,
+        allowed_hosts=None if allowed_hosts is None else split_hosts(allowed_hosts),
     )
     worker_settings = _worker_settings(
         queues=tuple(queue) if queue else None, grace=grace, lease=lease

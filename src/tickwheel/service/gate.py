@@ -1,7 +1,9 @@
 """`Gate`: the ASGI middleware that refuses a request before any route parses it.
 
-It checks, in this order, the size of the request headers (431), the bearer token (401), the
-body's size by ``Content-Length`` and as it streams in (413), and that a body is JSON (415).
+It checks, in this order, the size of the request headers (431), the Host and, for a
+state-changing request, the Origin (421, 403: `origin.Origins`), the bearer token (401), the
+body's size by ``Content-Length`` and as it streams in (413), and that a body, or the declared
+type of a state-changing request's body, is JSON (415).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tickwheel.service.errors import ApiError, error_response
+from tickwheel.service.origin import SAFE_METHODS, Origins
 from tickwheel.service.schemas import ErrorDetail
 from tickwheel.service.settings import ServiceSettings
 
@@ -20,8 +23,9 @@ MAX_REQUEST_HEADER_BYTES = 32 * 1024
 
 
 class Gate:
-    """Refuse a request before it is parsed: headers too large (431), bad token (401), body too
-    large (413), not JSON (415).
+    """Refuse a request before it is parsed: headers too large (431), a Host not served (421),
+    another site's page changing state (403), bad token (401), body too large (413), not JSON
+    (415).
 
     The body is read here, counted against `max_body_bytes` as it streams in, and handed on
     whole, so no route ever parses more than the limit. ``/healthz``, ``/docs`` and
@@ -42,6 +46,7 @@ class Gate:
     def __init__(self, app: ASGIApp, *, settings: ServiceSettings) -> None:
         self.app = app
         self.max_body_bytes = settings.max_body_bytes
+        self.origins = Origins(settings.host, settings.allowed_hosts)
         self.token = None if settings.token is None else settings.token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -51,13 +56,14 @@ class Gate:
         headers = Headers(scope=scope)
         refusal = (
             _headers_too_large(scope)
+            or self.origins.refuse(scope["method"], scope["path"], headers)
             or self._authorize(scope["path"], headers)
             or self._declared_size(headers)
         )
         body = b""
         if refusal is None:
             body, refusal = await self._read(receive)
-        if refusal is None and body and not _is_json(headers.get("content-type", "")):
+        if refusal is None and _not_json(scope["method"], body, headers):
             refusal = ApiError(415, "send the body as JSON with Content-Type: application/json")
         if refusal is not None:
             extra = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else {}
@@ -110,6 +116,15 @@ def _headers_too_large(scope: Scope) -> ApiError | None:
         limit = MAX_REQUEST_HEADER_BYTES
         return ApiError(431, f"the request headers are over the limit of {limit} bytes")
     return None
+
+
+def _not_json(method: str, body: bytes, headers: Headers) -> bool:
+    """Whether the body is not JSON; a state-changing request declaring another type counts
+    even when empty, as a cross-site form POST does."""
+    content_type = headers.get("content-type")
+    if body:
+        return not _is_json(content_type or "")
+    return method not in SAFE_METHODS and content_type is not None and not _is_json(content_type)
 
 
 def _is_json(content_type: str) -> bool:

@@ -441,9 +441,11 @@ class HostLimitOut(BaseModel):
 
 
 class LimitsOut(BaseModel):
-    """Every host's limit, sorted by host."""
+    """One page of host limits, sorted by host; pass `cursor` back for the next page, null at
+    the end."""
 
     limits: list[HostLimitOut]
+    cursor: str | None = None
 
 
 class QueueIn(_Input):
@@ -494,9 +496,11 @@ class QueueOut(BaseModel):
 
 
 class QueuesOut(BaseModel):
-    """Every queue that holds timers or has settings, sorted by name."""
+    """One page of the queues that hold timers or have settings, sorted by name; pass `cursor`
+    back for the next page, null at the end."""
 
     queues: list[QueueOut]
+    cursor: str | None = None
 
 
 class ReplayedOut(BaseModel):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -34,12 +35,14 @@ _ENV = {
     "TICKWHEEL_WORKER": "worker",
     "TICKWHEEL_MAX_BODY_BYTES": "max_body_bytes",
     "TICKWHEEL_INSECURE": "insecure",
+    "TICKWHEEL_ALLOWED_HOSTS": "allowed_hosts",
 }
 # a secret may come from a file instead, so that it is not in the environment of every child
 _SECRET_FILES = {
     "TICKWHEEL_TOKEN_FILE": ("token", "TICKWHEEL_TOKEN"),
     "TICKWHEEL_SIGNING_SECRET_FILE": ("signing_secret", "TICKWHEEL_SIGNING_SECRET"),
 }
+_HOST = re.compile(r"\*|(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]{1,253})(:[0-9]{1,5})?")
 _INTS = frozenset({"port", "max_body_bytes"})
 _BOOLS = frozenset({"allow_private_targets", "worker", "insecure"})
 
@@ -58,6 +61,8 @@ class ServiceSettings:
         worker: run a worker that fires due timers in the same process as the API.
         max_body_bytes: the largest request body accepted; larger ones get 413.
         insecure: let `serve` listen on a non-loopback address without a token.
+        allowed_hosts: ``Host`` names served besides loopback ones and `host` (``*``: any, for
+            a service behind a proxy that checks the Host); others get 421.
     """
 
     store_url: str = "sqlite:///./tickwheel.db"
@@ -69,6 +74,7 @@ class ServiceSettings:
     worker: bool = True
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     insecure: bool = False
+    allowed_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("store_url", "host"):
@@ -96,6 +102,7 @@ class ServiceSettings:
                 f"must be an integer from 65536 to {MAX_MAX_BODY_BYTES}, "
                 f"got {self.max_body_bytes!r}",
             )
+        check_allowed_hosts(self.allowed_hosts)
 
     def __repr__(self) -> str:
         shown = []
@@ -199,6 +206,24 @@ def is_loopback(host: str) -> bool:
     return address.is_loopback
 
 
+def check_allowed_hosts(hosts: object) -> None:
+    """Refuse an ``--allowed-hosts`` entry that is not a host name (with an optional port).
+
+    Raises:
+        InvalidArgument: `hosts` is not a tuple of names such as ``tw.example.com``,
+            ``10.0.0.5:8080``, ``[fd00::1]`` or ``*``.
+    """
+    if not isinstance(hosts, tuple):
+        raise InvalidArgument("allowed_hosts", f"must be a tuple of host names, got {hosts!r}")
+    for host in hosts:
+        if not isinstance(host, str) or not _HOST.fullmatch(host):
+            raise InvalidArgument(
+                "allowed_hosts",
+                f"must be host names such as tw.example.com or [fd00::1] (a port allowed) or *, "
+                f"without a scheme or a path, got {host!r}",
+            )
+
+
 def _not_int(value: object) -> bool:
     return isinstance(value, bool) or not isinstance(value, int)
 
@@ -218,4 +243,11 @@ def _parse(name: str, variable: str, raw: str) -> Any:
             raise InvalidArgument(name, f"{variable} must be an integer, got {raw!r}") from None
     if name in _SECRETS:
         return text or None
+    if name == "allowed_hosts":
+        return split_hosts(text)
     return text
+
+
+def split_hosts(text: str) -> tuple[str, ...]:
+    """Split a comma-separated ``--allowed-hosts`` value; empty entries are dropped."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())

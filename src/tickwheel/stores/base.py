@@ -67,6 +67,15 @@ class SchedulePage:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitPage:
+    """One page of `Store.list_limits`: (host, limit) pairs by host; pass `cursor` back for the
+    next, None at the end."""
+
+    limits: list[tuple[str, Limit]]
+    cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Stats:
     """Counts per state and the earliest due time among scheduled timers."""
 
@@ -359,6 +368,11 @@ class Store(Protocol):
 
     async def limits(self) -> dict[str, Limit]:
         """Return the limit of every callback host that has one (``host`` or ``host:port``)."""
+        ...
+
+    async def list_limits(self, limit: int = 100, cursor: str | None = None) -> LimitPage:
+        """Return a page of host limits by host, reading no more than the page; following
+        `cursor` to the end returns each host once."""
         ...
 
     async def set_limit(self, host: str, limit: Limit) -> None:

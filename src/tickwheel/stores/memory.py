@@ -21,6 +21,7 @@ from tickwheel.stores.base import (
     DueQueues,
     Lease,
     Limit,
+    LimitPage,
     Page,
     QueueInfo,
     QueueSettings,
@@ -373,6 +374,13 @@ class MemoryStore:
     async def limits(self) -> dict[str, Limit]:
         self._open()
         return dict(self._limits)
+
+    async def list_limits(self, limit: int = 100, cursor: str | None = None) -> LimitPage:
+        self._open()
+        check_list(limit)
+        hosts = sorted(h for h in self._limits if cursor is None or h > cursor)
+        page = [(host, self._limits[host]) for host in hosts[:limit]]
+        return LimitPage(page, hosts[limit - 1] if len(hosts) > limit else None)
 
     async def set_limit(self, host: str, limit: Limit) -> None:
         self._open()

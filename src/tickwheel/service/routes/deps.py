@@ -58,6 +58,9 @@ async def _context(request: Request) -> Context:
 StoreDep = Annotated[Store, Depends(_store)]
 ContextDep = Annotated[Context, Depends(_context)]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIST, description="timers per page")]
+PageSize = Annotated[int, Query(ge=1, le=MAX_LIST, description="items per page")]
+DEFAULT_PAGE = 100
+"""Items a page holds when the request does not say: what the dashboard shows at once."""
 Cursor = Annotated[
     str | None,
     Query(
@@ -69,7 +72,7 @@ Cursor = Annotated[
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """Declare the error responses of a route: the ones every route may give, and `statuses`."""
-    common = {400, 401, 413, 415, 422, 431, 503}
+    common = {400, 401, 403, 413, 415, 421, 422, 431, 503}
     return {status: {"model": ErrorOut} for status in sorted(common | set(statuses))}
 
 

@@ -9,7 +9,14 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from tickwheel.service.errors import ApiError
-from tickwheel.service.routes.deps import StoreDep, errors, strict_router
+from tickwheel.service.routes.deps import (
+    DEFAULT_PAGE,
+    Cursor,
+    PageSize,
+    StoreDep,
+    errors,
+    strict_router,
+)
 from tickwheel.service.schemas import HostLimitOut, LimitIn, LimitsOut
 from tickwheel.stores.checks import check_host
 
@@ -19,10 +26,13 @@ def router() -> APIRouter:
     routes = strict_router()
 
     @routes.get("/v1/limits", responses=errors())
-    async def list_limits(store: StoreDep) -> LimitsOut:
-        """Every host's limit, by host."""
-        limits = await store.limits()
-        return LimitsOut(limits=[HostLimitOut.of_host(h, limits[h]) for h in sorted(limits)])
+    async def list_limits(
+        store: StoreDep, limit: PageSize = DEFAULT_PAGE, cursor: Cursor = None
+    ) -> LimitsOut:
+        """Host limits by host, a page at a time; follow `cursor` to the end (each host once)."""
+        page = await store.list_limits(limit, cursor)
+        limits = [HostLimitOut.of_host(host, found) for host, found in page.limits]
+        return LimitsOut(limits=limits, cursor=page.cursor)
 
     @routes.put("/v1/limits/{host:path}", responses=errors())
     async def put_limit(host: str, body: LimitIn, store: StoreDep) -> HostLimitOut:

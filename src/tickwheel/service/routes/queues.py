@@ -14,7 +14,14 @@ from fastapi import APIRouter, Response
 
 from tickwheel.model import State
 from tickwheel.service.errors import ApiError
-from tickwheel.service.routes.deps import StoreDep, errors, strict_router
+from tickwheel.service.routes.deps import (
+    DEFAULT_PAGE,
+    Cursor,
+    PageSize,
+    StoreDep,
+    errors,
+    strict_router,
+)
 from tickwheel.service.schemas import LimitIn, QueueIn, QueueOut, QueuesOut
 from tickwheel.stores.base import QueueInfo, QueueSettings, Store
 from tickwheel.stores.checks import check_queue
@@ -42,10 +49,16 @@ def router() -> APIRouter:
     routes = strict_router()
 
     @routes.get("/v1/queues", responses=errors())
-    async def list_queues(store: StoreDep) -> QueuesOut:
-        """Every queue that holds timers or has settings, by name."""
+    async def list_queues(
+        store: StoreDep, limit: PageSize = DEFAULT_PAGE, cursor: Cursor = None
+    ) -> QueuesOut:
+        """The queues that hold timers or have settings, by name, a page at a time; follow
+        `cursor` to the end (each queue once)."""
+        # the store counts every queue; the page bounds what is sent
+        after = [info for info in await store.queue_infos() if cursor is None or info.name > cursor]
         now = store.now_ms()
-        return QueuesOut(queues=[QueueOut.of(info, now) for info in await store.queue_infos()])
+        queues = [QueueOut.of(info, now) for info in after[:limit]]
+        return QueuesOut(queues=queues, cursor=queues[-1].name if len(after) > limit else None)
 
     @routes.get("/v1/queues/{queue}", responses=errors())
     async def get_queue(queue: str, store: StoreDep) -> QueueOut:

@@ -9,6 +9,11 @@ const CHART_WINDOW_MS = 5 * 60 * 1000;
 const PAGE_SIZE = 200; // timers asked for per request
 const MAX_PAGES = 5; // requests per refresh when an id prefix filters the list
 const SHOWN = 100; // rows the timer and dead-letter tables show
+const TABLE_PAGE = 50; // queues and host limits shown at once: a page, not the whole table
+
+// Where the queue and host-limit tables are: the cursor their page starts at (null: the first),
+// the cursors of the pages before it, and the cursor of the page after it (null: none).
+const pagers = { queues: { start: null, back: [], next: null }, limits: { start: null, back: [], next: null } };
 
 let token = sessionStorage.getItem(TOKEN_KEY) || "";
 let selected = null; // the id whose details are open
@@ -121,6 +126,26 @@ function fill(bodyId, items, render) {
   if (drawn.get(bodyId) === key) return;
   drawn.set(bodyId, key);
   $(bodyId).replaceChildren(...items.map(render));
+}
+
+// One page of a paged table: asks for the page the pager is on.
+function loadPage(name, path) {
+  return api("GET", path + "?" + query({ limit: TABLE_PAGE, cursor: pagers[name].start }));
+}
+
+// Under a paged table: which page it shows, and buttons to move, redrawn on change only.
+function showPager(name, shown, cursor) {
+  const pager = pagers[name];
+  pager.next = cursor;
+  const first = pager.back.length * TABLE_PAGE;
+  const key = JSON.stringify([first, shown, cursor]);
+  const element = $(name + "-pages");
+  if (element.dataset.key === key) return;
+  element.dataset.key = key;
+  const parts = [text("span", shown ? `${first + 1}–${first + shown}${cursor ? ", more after" : ""}` : "")];
+  if (pager.back.length) parts.push(button("First page", "page-first", [name]), button("Previous page", "page-back", [name]));
+  if (cursor) parts.push(button("Next page", "page-next", [name]));
+  element.replaceChildren(...parts);
 }
 
 function clear(bodyId) {
@@ -373,16 +398,20 @@ async function showDetails() {
 const SECTIONS = [
   {
     name: "queues",
-    load: () => api("GET", "/v1/queues"),
+    load: () => loadPage("queues", "/v1/queues"),
     show: (body) => {
       fillQueueFilter(body.queues);
       fill("queues", body.queues, renderQueue);
+      showPager("queues", body.queues.length, body.cursor);
     },
   },
   {
     name: "limits",
-    load: () => api("GET", "/v1/limits"),
-    show: (body) => fill("limits", body.limits, renderLimit),
+    load: () => loadPage("limits", "/v1/limits"),
+    show: (body) => {
+      fill("limits", body.limits, renderLimit);
+      showPager("limits", body.limits.length, body.cursor);
+    },
   },
   { name: "timers", load: filteredTimers, show: (timers) => fill("timers", timers, renderTimer) },
   {
@@ -449,6 +478,23 @@ const ACTIONS = {
     && api("DELETE", `/v1/limits/${segment(host)}`).then(() => `removed the limit on host ${host}`),
   "remove-queue-limit": (name) => confirm(`Remove the limit of queue ${name}?`)
     && api("DELETE", `/v1/queues/${segment(name)}/limit`).then(() => `removed the limit of queue ${name}`),
+  "page-next": (name) => {
+    const pager = pagers[name];
+    if (pager.next) {
+      pager.back.push(pager.start);
+      pager.start = pager.next;
+    }
+    return null;
+  },
+  "page-back": (name) => {
+    const pager = pagers[name];
+    if (pager.back.length) pager.start = pager.back.pop();
+    return null;
+  },
+  "page-first": (name) => {
+    Object.assign(pagers[name], { start: null, back: [] });
+    return null;
+  },
   details: (id) => {
     selected = id;
     $("details").className = "panel";

@@ -33,6 +33,7 @@ from tickwheel.stores.base import (
     DueQueues,
     Lease,
     Limit,
+    LimitPage,
     Page,
     QueueInfo,
     QueueSettings,
@@ -54,17 +55,16 @@ from tickwheel.stores.checks import (
     check_timeout,
 )
 from tickwheel.stores.coalesce import Coalescer
-from tickwheel.stores.codec import decode_limit, encode_limit
 from tickwheel.stores.redis import adding, listing
 from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
 from tickwheel.stores.redis.durability import Replicated, count_replicas, split_url
+from tickwheel.stores.redis.host_limits import HostLimits
 from tickwheel.stores.redis.keys import (
     DEFAULT_PREFIX,
     DEFAULT_SHARDS,
     ShardKeys,
     check_layout,
-    limits_key,
 )
 from tickwheel.stores.redis.limits import RedisGrants
 from tickwheel.stores.redis.listen import Listener
@@ -133,6 +133,7 @@ class RedisStore:
         )
         self._listener = Listener(client, f"{prefix}:wake")
         self._queue_settings = QueueSettingsHash(client, prefix)
+        self._host_limits = HostLimits(client, prefix)
         self._adding = Coalescer(self._add_checked, adding.ADD_CHUNK)
         self._replacing = Coalescer(self._replace_checked, adding.ADD_CHUNK)
         self._closed = False
@@ -486,21 +487,25 @@ class RedisStore:
 
     async def limits(self) -> dict[str, Limit]:
         self._open()
-        with unavailable("HGETALL"):
-            stored: Any = await self._client.hgetall(limits_key(self.prefix))
-        return {host.decode(): decode_limit(text) for host, text in stored.items()}
+        return await self._host_limits.read()
+
+    async def list_limits(self, limit: int = 100, cursor: str | None = None) -> LimitPage:
+        """One page read through the index of hosts (`host_limits.py`), not the whole hash."""
+        self._open()
+        check_list(limit)
+        found = await self._host_limits.page(limit + 1, cursor)
+        if len(found) > limit:
+            return LimitPage(found[:limit], found[limit - 1][0])
+        return LimitPage(found, None)
 
     async def set_limit(self, host: str, limit: Limit) -> None:
         self._open()
         check_host(host)
-        with unavailable("HSET"):
-            await self._client.hset(limits_key(self.prefix), host, encode_limit(limit))
+        await self._host_limits.put(host, limit)
 
     async def delete_limit(self, host: str) -> bool:
         self._open()
-        with unavailable("HDEL"):
-            deleted: Any = await self._client.hdel(limits_key(self.prefix), host)
-        return bool(deleted)
+        return await self._host_limits.put(host, None)
 
     def limit_grants(self) -> RedisGrants:
         """Return the limit grants every worker of this store shares (`limits.RedisGrants`)."""

@@ -159,6 +159,8 @@ QUEUE_SETTINGS_OF = "SELECT record FROM queue_settings WHERE queue = ?"
 PUT_QUEUE_SETTINGS = "INSERT OR REPLACE INTO queue_settings (queue, record) VALUES (?, ?)"
 DELETE_QUEUE_SETTINGS = "DELETE FROM queue_settings WHERE queue = ?"
 LIMITS = "SELECT host, record FROM limits"
+# by the primary key's index: a page reads its rows only; "" sorts before every host
+LIMIT_PAGE = "SELECT host, record FROM limits WHERE host > :cursor ORDER BY host LIMIT :limit"
 PUT_LIMIT = "INSERT OR REPLACE INTO limits (host, record) VALUES (?, ?)"
 DELETE_LIMIT = "DELETE FROM limits WHERE host = ?"
 

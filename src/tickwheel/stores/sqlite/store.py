@@ -46,6 +46,7 @@ from tickwheel.stores.base import (
     DueQueues,
     Lease,
     Limit,
+    LimitPage,
     Page,
     QueueInfo,
     QueueSettings,
@@ -544,6 +545,20 @@ class SqliteStore:
             return {host: decode_limit(record) for host, record in conn.execute(sql.LIMITS)}
 
         return await self._run(None, work)
+
+    async def list_limits(self, limit: int = 100, cursor: str | None = None) -> LimitPage:
+        self._check_open()
+        check_list(limit)
+        params = {"cursor": "" if cursor is None else cursor, "limit": limit + 1}
+
+        def work(conn: sqlite3.Connection, now: int) -> list[tuple[str, Limit]]:
+            rows = conn.execute(sql.LIMIT_PAGE, params)
+            return [(host, decode_limit(record)) for host, record in rows]
+
+        found = await self._run(None, work)
+        if len(found) > limit:
+            return LimitPage(found[:limit], found[limit - 1][0])
+        return LimitPage(found, None)
 
     async def set_limit(self, host: str, limit: Limit) -> None:
         check_host(host)

@@ -1,0 +1,59 @@
+"""Host limits in Redis: a hash of every host's limit, and an index of hosts to page through.
+
+::
+
+    <p>:limits              hash   callback host → `codec.encode_limit` JSON
+    {<p>:limits}:hosts      zset   callback host, score 0: the hosts in byte order
+
+The hash is what workers read whole (`RedisStore.limits`); the index lets ``GET /v1/limits``
+read one page by ``ZRANGEBYLEX`` instead of 20,000 rows. Its hash tag is the hash's whole
+name, so both keys sit in one Cluster slot and one script (``lua/host_limit_set.lua``) writes
+both. A store written before the index existed gets it built by the first page read
+(``lua/host_limit_page.lua``).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from tickwheel.stores.base import Limit
+from tickwheel.stores.codec import decode_limit, encode_limit
+from tickwheel.stores.redis.keys import limits_key
+from tickwheel.stores.redis.scripts import Client, unavailable
+
+
+def _source(name: str) -> str:
+    return (resources.files("tickwheel.stores.redis") / "lua" / name).read_text()
+
+
+class HostLimits:
+    """The host limits of the store on `prefix`: set, remove, read whole or a page at a time."""
+
+    def __init__(self, client: Client, prefix: str) -> None:
+        self._client = client
+        self._keys = (limits_key(prefix), "{%s}:hosts" % limits_key(prefix))  # noqa: UP031
+        self._set = _source("host_limit_set.lua")
+        self._page = _source("host_limit_page.lua")
+
+    async def read(self) -> dict[str, Limit]:
+        """Every host's limit (what a worker reads)."""
+        with unavailable("HGETALL"):
+            stored: Any = await self._client.hgetall(self._keys[0])
+        return {host.decode(): decode_limit(text) for host, text in stored.items()}
+
+    async def put(self, host: str, limit: Limit | None) -> bool:
+        """Set (None: remove) `host`'s limit; return whether it had one."""
+        record = "" if limit is None else encode_limit(limit)
+        # EVAL, not EVALSHA: a rare call (see queue_settings.py)
+        with unavailable("host_limit_set"):
+            had: Any = await self._client.eval(self._set, 2, *self._keys, host, record)
+        return bool(had)
+
+    async def page(self, limit: int, cursor: str | None) -> list[tuple[str, Limit]]:
+        """Up to `limit` hosts after `cursor` (from the first when None), by host."""
+        with unavailable("host_limit_page"):
+            reply: Any = await self._client.eval(
+                self._page, 2, *self._keys, "" if cursor is None else cursor, limit
+            )
+        return [(reply[n].decode(), decode_limit(reply[n + 1])) for n in range(0, len(reply), 2)]
