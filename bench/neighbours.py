@@ -42,6 +42,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--a-ports", type=int, default=64)
     parser.add_argument("--b-timers", type=int, default=1_000)
     parser.add_argument("--b-span", type=float, default=10.0, help="seconds B's timers span")
+    parser.add_argument("--logs", metavar="DIR", help="keep the workers' logs in DIR")
     parser.add_argument(
         "--markdown", nargs="?", const="-", metavar="PATH",
         help="also print the tables as Markdown (to PATH when given)",
@@ -86,7 +87,8 @@ async def run(args: argparse.Namespace, server: OwnRedis | None, tables: list[Ta
     receiver = ReceiverProcess(LEAN_RECEIVER_SOURCE)
     try:
         with hanging_ports(args.a_ports) as hanging, tempfile.TemporaryDirectory() as tmp:
-            directory = Path(tmp)
+            directory = Path(args.logs or tmp)
+            directory.mkdir(parents=True, exist_ok=True)
             for store in args.stores.split(","):
                 workers = 2 if store == "redis" else 1
                 results: list[Result] = []

@@ -109,6 +109,8 @@ async def run_once(
     """Start the workers, schedule both tenants' timers, wait for B's last due time plus a
     settling time, stop the workers; return what B's receiver saw."""
     await receiver.report()  # forget anything left from an earlier run
+    directory = directory / f"run-{time.time_ns()}"
+    directory.mkdir()
     running = Workers(store_url, workers, directory)
     store = open_store(store_url)
     try:

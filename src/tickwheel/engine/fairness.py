@@ -5,13 +5,14 @@ that accepts connections and never answers holds each slot it gets for the whole
 callbacks are admitted by what their target (`host[:port]`, its origin) has shown lately:
 
 - *prompt*: it has answered (or failed) within `STUCK_S` a call; only the slots left limit it;
-- *new*: it has not answered yet; all new origins together hold at most a quarter of the slots;
+- *new*: it has not answered yet; all new origins together hold at most an eighth of the slots;
 - *suspect*: it has calls in flight and has answered none of them for `STUCK_S`; suspect
-  origins together start calls only while they hold less than half of the slots, each at most
+  origins together start calls only while they hold less than a quarter of the slots, each at most
   `SUSPECT_PER_ORIGIN` at once, and their waiting callbacks go back to the store for a while.
 
-A flood at targets that never answer holds at most three quarters of the slots (half, plus the
-new quarter that turns suspect), so a prompt target always finds a quarter; a target new to the
+A flood at targets that never answer holds at most three eighths of the slots (a quarter, plus
+the new eighth that turns suspect), under the HTTP client's connections at the defaults (512
+slots, 256 connections), so a prompt target finds both; a target new to the
 worker competes with other new ones turn by turn, and is prompt after its first quick answer.
 Waiting callbacks get slots in turns across origins, in order within one.
 """
@@ -26,9 +27,9 @@ from dataclasses import dataclass, field
 
 STUCK_S = 1.0
 """An origin with calls in flight that has answered none for this long is suspect."""
-NEW_SHARE = 4
+NEW_SHARE = 8
 """Origins that never answered hold at most 1/NEW_SHARE of the slots together."""
-SUSPECT_SHARE = 2
+SUSPECT_SHARE = 4
 """Suspect origins start calls only while they hold less than 1/SUSPECT_SHARE of the slots."""
 SUSPECT_PER_ORIGIN = 4
 """Calls one suspect origin has in flight at most before it waits."""
@@ -58,6 +59,7 @@ class Fairness:
         self._new = 0  # calls in flight of new origins, as last counted
         self._suspect = 0  # and of suspect ones
         self._counted_at = -RECOUNT_S
+        self._ticking: asyncio.TimerHandle | None = None
 
     def suspect(self, key: str) -> bool:
         """Whether the origin has calls in flight and has answered none for `STUCK_S`."""
@@ -84,10 +86,15 @@ class Fairness:
         if not origin.waiting and self._admits(origin, now):
             self._start(origin, now)
             return True
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
         if not origin.waiting:
             self._turns.append(key)
         origin.waiting.append(waiter)
+        if self._ticking is None:
+            # classes change with time alone (a call that hangs makes its origin suspect and
+            # frees the new origins' share): look at the waiters again while there are any
+            self._ticking = loop.call_later(RECOUNT_S, self._tick)
         try:
             while True:
                 await asyncio.wait({waiter}, timeout=patience_s)
@@ -115,6 +122,12 @@ class Fairness:
         if origin.in_flight == 0 and not origin.waiting and origin.last_answer < 0:
             del self._origins[key]  # a target that never answered keeps no entry when idle
         self._wake(now)
+
+    def _tick(self) -> None:
+        self._ticking = None
+        self._wake(self._clock())
+        if self._turns:
+            self._ticking = asyncio.get_running_loop().call_later(RECOUNT_S, self._tick)
 
     def started(self) -> float:
         """The clock reading to pass to `give` for a call started now."""
