@@ -7,10 +7,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.stores.urls import redact
+
+if TYPE_CHECKING:
+    from tickwheel.service.tenants import Tenants
 
 MIB = 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 4 * MIB
@@ -58,6 +61,8 @@ class ServiceSettings:
         worker: run a worker that fires due timers in the same process as the API.
         max_body_bytes: the largest request body accepted; larger ones get 413.
         insecure: let `serve` listen on a non-loopback address without a token.
+        tenants: the tokens of a tokens file (``--tokens``), each with its role, queues and
+            quotas; `token`, when set too, is one more admin.
     """
 
     store_url: str = "sqlite:///./tickwheel.db"
@@ -69,8 +74,15 @@ class ServiceSettings:
     worker: bool = True
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     insecure: bool = False
+    tenants: Tenants | None = None
 
     def __post_init__(self) -> None:
+        from tickwheel.service.tenants import Tenants
+
+        if self.tenants is not None:
+            if not isinstance(self.tenants, Tenants):
+                raise InvalidArgument("tenants", f"must be Tenants or None, got {self.tenants!r}")
+            self.tenants.with_admin(self.token)  # refuses a --token that is one of the file's
         for name in ("store_url", "host"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
@@ -117,7 +129,8 @@ class ServiceSettings:
         Raises:
             InvalidArgument: `host` is not loopback, `token` is None and `insecure` is False.
         """
-        if self.token is None and not self.insecure and not is_loopback(self.host):
+        tokenless = self.token is None and self.tenants is None
+        if tokenless and not self.insecure and not is_loopback(self.host):
             raise InvalidArgument(
                 "host",
                 f"refusing to serve on {self.host}, which other machines can reach, without a "
@@ -151,6 +164,11 @@ class ServiceSettings:
             if values.get(name) is not None:
                 raise InvalidArgument(variable, f"give {direct} or {variable}, not both")
             values[name] = read_secret_file(path, variable)
+        tokens_file = environ.get("TICKWHEEL_TOKENS_FILE", "").strip()
+        if tokens_file and "tenants" not in given:
+            from tickwheel.service.tenants import load_tenants
+
+            values["tenants"] = load_tenants(tokens_file, "TICKWHEEL_TOKENS_FILE")
         values.update(given)
         return cls(**values)
 

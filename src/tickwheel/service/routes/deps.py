@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from tickwheel.model import MAX_ID_CHARS, Timer, occurrence_of
 from tickwheel.service.errors import ApiError
+from tickwheel.service.quotas import Quotas
 from tickwheel.service.schemas import ID_PATTERN, ErrorOut
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.stores.base import Store
@@ -28,11 +29,13 @@ VALID_ID = re.compile(ID_PATTERN)
 
 @dataclass(slots=True)
 class Context:
-    """What the routes of one app share: its settings and, once started, its store."""
+    """What the routes of one app share: its settings, once started its store, and with a
+    tokens file its tenants' quotas."""
 
     settings: ServiceSettings
     store: Store | None
     registry: CollectorRegistry
+    quotas: Quotas | None = None
 
 
 def served(request: Request) -> tuple[Context, Store]:
