@@ -14,6 +14,7 @@ import pytest
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer
+from tickwheel.service.quotas import QuotaExceeded, Quotas
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.service.tenants import Tenants, load_tenants, parse_tenants
 from tickwheel.stores.base import Store
@@ -389,3 +390,24 @@ def test_settings_read_the_tokens_file_from_the_environment(tmp_path: Path) -> N
     settings = ServiceSettings.from_env({"TICKWHEEL_TOKENS_FILE": str(path)})
     assert isinstance(settings.tenants, Tenants)
     assert len(settings.tenants) == 1
+
+
+async def test_pending_is_read_again_after_a_second_so_cancels_free_the_quota(
+    store: Store,
+) -> None:
+    text = f'[[token]]\nname = "b"\ntoken = "{BILLING}"\nqueues = ["q"]\nrole = "write"\n'
+    tenants = parse_tenants(text + "max_pending = 2\n")
+    now_s = [0.0]
+    quotas = Quotas(tenants, clock=lambda: now_s[0])
+    [tenant] = list(tenants)
+    for n in range(2):  # as the routes do: admitted, then stored
+        await quotas.admit(store, tenant, {"q"}, 1)
+        await store.add(Timer(id=f"p{n}", due_ms=store.now_ms() + 60_000, queue="q", payload=1))
+    with pytest.raises(QuotaExceeded):
+        await quotas.admit(store, tenant, {"q"}, 1)
+    await store.cancel("p0")
+    now_s[0] += 0.5  # the counts are not read again yet
+    with pytest.raises(QuotaExceeded):
+        await quotas.admit(store, tenant, {"q"}, 1)
+    now_s[0] += 0.6
+    await quotas.admit(store, tenant, {"q"}, 1)

@@ -2,11 +2,12 @@
 ``creates_per_second``, checked before anything is written.
 
 Counting a tenant's pending timers exactly would cost a store scan per create. Instead the counts
-of every queue (`Store.queue_infos`) are read at most once per `REFRESH_MS`, by the create that
-finds them stale, and each create admitted by this process is added to them until the next read.
-So a quota holds exactly for the creates of one process and to within a second's worth of other
-processes' creates (or of timers that fired meanwhile) across several: approximate, never
-unbounded. Schedules are counted at each creation of one, which is rare.
+of every queue (`Store.queue_infos`) are read at most once per `REFRESH_MS` (less often when a
+read is slow: see `READ_SHARE`), by the create that finds them stale, and each create admitted
+by this process is added to them until the next read. So a quota holds exactly for the creates
+of one process, and to within a refresh's worth of other processes' creates (or of timers that
+fired meanwhile) across several: approximate, never unbounded. Schedules are counted at each
+creation of one, which is rare.
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ from tickwheel.stores.checks import MAX_LIST
 
 REFRESH_MS = 1000
 """How old the counts behind ``max_pending`` and ``max_queues`` may grow before a create
-reads them again."""
+reads them again, at least."""
+READ_SHARE = 20
+"""A read of the counts waits at least this many times as long as the last one took, so that
+counting costs at most 1/20 of the time however large the store (about 20 ms per 100,000
+timers on SQLite)."""
 PENDING = (State.SCHEDULED, State.LEASED, State.PAUSED)
 
 
@@ -93,6 +98,7 @@ class Quotas:
         }
         self._usage: dict[str, _Usage] | None = None
         self._read_at_s = -math.inf
+        self._every_s = REFRESH_MS / 1000
         self._reading: asyncio.Future[None] | None = None
         # creates admitted while a read is under way, which it may not have counted yet
         self._during: dict[str, int] = {}
@@ -173,11 +179,14 @@ class Quotas:
     async def _of(self, store: Store, tenant: Tenant) -> _Usage:
         """The tenant's counts, read again when older than `REFRESH_MS` by one request at a
         time; the others meanwhile go on with the counts they have, or wait for the first."""
-        if self._clock() - self._read_at_s >= REFRESH_MS / 1000 and self._reading is None:
+        started_s = self._clock()
+        if started_s - self._read_at_s >= self._every_s and self._reading is None:
             self._reading = asyncio.get_running_loop().create_future()
             self._during = {}
             try:
                 self._read(await store.queue_infos())
+                read_s = self._clock() - started_s
+                self._every_s = max(REFRESH_MS / 1000, READ_SHARE * read_s)
             finally:
                 self._reading.set_result(None)
                 self._reading = None
