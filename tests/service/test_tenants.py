@@ -5,6 +5,7 @@ write nothing; the tokens file is checked field by field and its secrets never s
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -411,3 +412,14 @@ async def test_pending_is_read_again_after_a_second_so_cancels_free_the_quota(
         await quotas.admit(store, tenant, {"q"}, 1)
     now_s[0] += 0.6
     await quotas.admit(store, tenant, {"q"}, 1)
+
+
+def test_the_readme_example_is_a_valid_tokens_file() -> None:
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    [example] = re.findall(r"```toml\n(.*?)```", readme.read_text(), flags=re.DOTALL)
+    tenants = parse_tenants(example)
+    found = tenants.resolve(b"billing-2f7c9e1a4b6d8f03")
+    assert found is not None
+    assert found.max_pending == 100000
+    assert found.sees("billing-eu")
+    assert not found.sees("ops")
