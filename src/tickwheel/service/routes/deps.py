@@ -71,8 +71,9 @@ Cursor = Annotated[
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """Declare the error responses of a route: the ones every route may give, and `statuses`."""
-    common = {400, 401, 413, 415, 422, 431, 503}
+    """Declare the error responses of a route: the ones every route may give (403 too: a
+    tenant's role may not call it), and `statuses`."""
+    common = {400, 401, 403, 413, 415, 422, 431, 503}
     return {status: {"model": ErrorOut} for status in sorted(common | set(statuses))}
 
 

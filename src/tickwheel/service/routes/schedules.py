@@ -124,7 +124,10 @@ def router() -> APIRouter:
     @routes.post(
         "/v1/schedules",
         status_code=201,
-        responses={200: {"model": ScheduleDetailOut, "description": "a repeat"}, **errors(409)},
+        responses={
+            200: {"model": ScheduleDetailOut, "description": "a repeat"},
+            **errors(403, 409, 429),
+        },
     )
     async def create_schedule(
         item: ScheduleIn,

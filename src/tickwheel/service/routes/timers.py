@@ -115,7 +115,7 @@ def router() -> APIRouter:
     @routes.post(
         "/v1/timers",
         status_code=201,
-        responses={200: {"model": TimerOut, "description": "a repeat"}, **errors(409)},
+        responses={200: {"model": TimerOut, "description": "a repeat"}, **errors(403, 409, 429)},
     )
     async def create_timer(item: TimerIn, response: Response, request: Request) -> TimerOut:
         """Create a timer; the same id and spec again returns it (200), another spec is 409."""
@@ -133,7 +133,7 @@ def router() -> APIRouter:
         )
         return TimerOut.of(stored)
 
-    @routes.post("/v1/timers/batch", responses=errors())
+    @routes.post("/v1/timers/batch", responses=errors(429))
     async def create_timers(
         batch: BatchIn, context: ContextDep, store: StoreDep, tenant: TenantDep
     ) -> BatchOut:
@@ -176,7 +176,10 @@ def router() -> APIRouter:
     @routes.put(
         "/v1/timers/{timer_id}",
         status_code=200,
-        responses={201: {"model": TimerOut, "description": "created"}, **errors(409)},
+        responses={
+            201: {"model": TimerOut, "description": "created"},
+            **errors(403, 404, 409, 429),
+        },
     )
     async def put_timer(
         timer_id: str,
