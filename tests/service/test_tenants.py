@@ -343,6 +343,8 @@ def _toml(value: Any) -> str:
         (table(name="-x"), "token[0].name: must be 1-64"),
         (table(token="short"), "token[0].token: must be at least 16 characters"),
         (table(token=None), "token[0].token: give token or token_file"),
+        (table(token=BILLING + " x"), "token[0].token: must be printable ASCII"),
+        (table(token=BILLING + "é"), "token[0].token: must be printable ASCII"),
         (table(max_pending=0), "token[0].max_pending: must be a positive integer"),
         (table(max_queues=True), "token[0].max_queues: must be a positive integer"),
         (table(creates_per_second=-1), "token[0].creates_per_second: must be a number above 0"),
