@@ -127,7 +127,8 @@ class ServiceSettings:
         takes `insecure` (``--insecure``) to say this is meant.
 
         Raises:
-            InvalidArgument: `host` is not loopback, `token` is None and `insecure` is False.
+            InvalidArgument: `host` is not loopback, there is neither `token` nor `tenants`,
+                and `insecure` is False.
         """
         tokenless = self.token is None and self.tenants is None
         if tokenless and not self.insecure and not is_loopback(self.host):
