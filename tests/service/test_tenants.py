@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from tickwheel.service.quotas import QuotaExceeded, Quotas
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.service.tenants import Tenants, load_tenants, parse_tenants
 from tickwheel.stores.base import Store
+from tickwheel.stores.redis import RedisStore
 
 from .conftest import serve
 from .test_api import timer
@@ -425,3 +427,50 @@ def test_the_readme_example_is_a_valid_tokens_file() -> None:
     assert found.max_pending == 100000
     assert found.sees("billing-eu")
     assert not found.sees("ops")
+
+
+@pytest.fixture(params=["redis_server", "redis_cluster"])
+async def redis_store(request: pytest.FixtureRequest) -> AsyncIterator[RedisStore]:
+    url = request.getfixturevalue(request.param).url
+    opened = RedisStore.from_url(url, prefix=f"t{uuid.uuid4().hex[:12]}")
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def test_tenants_over_redis(redis_store: RedisStore) -> None:
+    """Scoped listing walks every shard; quotas count from Redis's queue counts."""
+    store = redis_store
+    async with serve(store, tenants=parse_tenants(FILE + "max_pending = 40\n")) as client:
+        for n in range(30):
+            queue = "billing-a" if n % 3 else "shipping"
+            token = BILLING if n % 3 else SHIPPING
+            made = await client.post(
+                "/v1/timers", json=timer(id=f"r{n:02}", queue=queue), headers=bearer(token)
+            )
+            assert made.status_code == 201
+        ids: list[str] = []
+        params = {"limit": "4"}
+        while True:
+            page = (await client.get("/v1/timers", params=params, headers=bearer(BILLING))).json()
+            ids += [t["id"] for t in page["timers"]]
+            if page["cursor"] is None:
+                break
+            params["cursor"] = page["cursor"]
+        assert sorted(ids) == [f"r{n:02}" for n in range(30) if n % 3]
+        # the ops token (max_pending 40, every queue) has 30 pending: a batch of 11 is over
+        batch = [timer(queue="billing-b") for _ in range(11)]
+        over = await client.post("/v1/timers/batch", json={"timers": batch}, headers=bearer(ADMIN))
+        assert over.status_code == 429
+        assert len([t async for t in _all(store)]) == 30
+
+
+async def _all(store: Store) -> AsyncIterator[Timer]:
+    cursor = None
+    while True:
+        page = await store.list(None, 1000, cursor)
+        for found in page.timers:
+            yield found
+        if (cursor := page.cursor) is None:
+            return
