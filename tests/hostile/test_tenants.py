@@ -100,6 +100,12 @@ def timer(queue: str, **fields: Any) -> dict[str, Any]:
     return {"delay": 3_600_000, "queue": queue, "payload": {"n": 1}, **fields}
 
 
+def test_the_startup_line_names_the_tenants_never_a_token(service: Service) -> None:
+    assert service.first_line.endswith("· tokens alice, bob, watcher")
+    for secret in (ALICE, BOB, WATCHER, ROOT):
+        assert secret not in service.first_line + service.stderr()
+
+
 def test_another_tenants_timer_is_a_404_and_stays_as_it_was(service: Service) -> None:
     status, _, _ = call(service, "POST", "/v1/timers", BOB, timer("bob", id="bob-secret"))
     assert status == 201
