@@ -38,7 +38,10 @@ across restarts and for every worker of the store.
 
 Every error is `{"error": {"code", "message", "field"}}`. When the service has a token, every
 path but `/healthz`, `/openapi.json` and the static pages (`/docs`, `/dashboard`) needs
-`Authorization: Bearer <token>`. A query parameter a route does not declare is refused (400).
+`Authorization: Bearer <token>`. With a tokens file (`serve --tokens`), each token reaches only
+the queues its patterns match: another tenant's timer or schedule is 404, a queue outside them
+403, a call its role may not make 403, and a create over its quotas 429 `quota_exceeded` with
+nothing written. A query parameter a route does not declare is refused (400).
 Callback header values are stored as sent but shown as `***`: they often hold credentials."""
 
 
