@@ -88,7 +88,6 @@ async def run(args: argparse.Namespace, server: OwnRedis | None, tables: list[Ta
     try:
         with hanging_ports(args.a_ports) as hanging, tempfile.TemporaryDirectory() as tmp:
             directory = Path(args.logs or tmp)
-            directory.mkdir(parents=True, exist_ok=True)
             for store in args.stores.split(","):
                 workers = 2 if store == "redis" else 1
                 results: list[Result] = []
@@ -120,6 +119,8 @@ async def run(args: argparse.Namespace, server: OwnRedis | None, tables: list[Ta
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.logs:
+        Path(args.logs).mkdir(parents=True, exist_ok=True)
     tables: list[Table] = []
     start_s = time.monotonic()
     with private_redis("tickwheel-bench-neighbours-") as server:

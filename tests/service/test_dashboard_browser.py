@@ -24,6 +24,7 @@ from tickwheel.engine.metrics import Metrics
 from tickwheel.model import Timer
 from tickwheel.service.api import create_app
 from tickwheel.service.settings import ServiceSettings
+from tickwheel.service.tenants import parse_tenants
 from tickwheel.stores.base import Limit, Store
 from tickwheel.stores.open import open_store
 
@@ -43,6 +44,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 TOKEN = "dashboard-test-token"
+TENANT = "dashboard-tenant-token-1"
 WAIT_MS = 5000  # for anything the page shows: it reads the API every 2 s
 _UPDATED = re.compile(r"^updated ")
 NEEDS_TOKEN = "this service needs a token: enter it above"
@@ -75,14 +77,14 @@ class Service:
         await self.store.kill(lease, error)
 
 
-async def _serve(tmp_path: Path, token: str | None) -> AsyncIterator[Service]:
+async def _serve(tmp_path: Path, token: str | None, **more: Any) -> AsyncIterator[Service]:
     """The API over a SQLite file, served by uvicorn on a free loopback port.
 
     The socket listens before uvicorn starts, so a request made meanwhile waits for it."""
     store = open_store(f"sqlite:///{tmp_path}/t.db")
     registry = CollectorRegistry()
     metrics = Metrics(registry)
-    settings = ServiceSettings(store_url="memory://", token=token)
+    settings = ServiceSettings(store_url="memory://", token=token, **more)
     app = create_app(settings, store, registry=registry)
     config = uvicorn.Config(app, log_level="warning", access_log=False, http="h11")
     server = uvicorn.Server(config)
@@ -110,6 +112,16 @@ async def service(tmp_path: Path) -> AsyncIterator[Service]:
 async def open_service(tmp_path: Path) -> AsyncIterator[Service]:
     """A service on loopback without a token."""
     async for started in _serve(tmp_path, None):
+        yield started
+
+
+@fixture
+async def tenant_service(tmp_path: Path) -> AsyncIterator[Service]:
+    """A service with a tokens file: `TENANT` writes to ``billing-*`` only; `TOKEN` is admin."""
+    tenants = parse_tenants(
+        f'[[token]]\nname = "billing"\ntoken = "{TENANT}"\nqueues = ["billing-*"]\nrole = "write"\n'
+    )
+    async for started in _serve(tmp_path, TOKEN, tenants=tenants):
         yield started
 
 
@@ -180,8 +192,8 @@ async def open_tabs(browser: Browser, open_service: Service) -> AsyncIterator[Ta
     assert opened.errors == []
 
 
-async def login(page: Page) -> None:
-    await page.fill("#token", TOKEN)
+async def login(page: Page, token: str = TOKEN) -> None:
+    await page.fill("#token", token)
     await page.click("#login button[type=submit]")
 
 
@@ -473,3 +485,28 @@ async def test_host_limits_are_shown_a_page_at_a_time(tabs: Tabs, service: Servi
     reads = [url for url in asked if "/v1/limits" in url]
     assert reads, "the page polls the limits"
     assert all("limit=50" in url for url in reads), reads
+
+
+async def test_a_tenant_s_token_shows_its_queues_and_notes_what_it_may_not_read(
+    browser: Browser, tenant_service: Service
+) -> None:
+    await tenant_service.create("mine", queue="billing-eu")
+    await tenant_service.create("theirs", queue="shipping")
+    await tenant_service.api.put("/v1/limits/api.example.com", json={"rate": 5})
+    tabs = Tabs(browser, tenant_service)
+    try:
+        page = await tabs.new()
+        await login(page, TENANT)
+        await expect(page.locator("#status")).to_have_text(_UPDATED)
+        await expect(_row(page, "timers", "mine")).to_be_visible()
+        await expect(_row(page, "timers", "theirs")).to_have_count(0)
+        await expect(_row(page, "queues", "shipping")).to_have_count(0)
+        await expect(page.locator("#limits td")).to_have_text(
+            ["not shown to this token: token 'billing' has role write: /v1/limits needs admin"]
+        )
+        await expect(page.locator("#chart-now")).to_contain_text("not shown to this token")
+        await _click(page, "timers", "mine", "Pause")
+        await expect(_row(page, "timers", "mine")).to_contain_text("paused")
+    finally:
+        await tabs.close()
+    assert tabs.errors == []

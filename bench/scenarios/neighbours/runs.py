@@ -61,6 +61,7 @@ class Workers:
     """`tickwheel serve` (API and worker) and `count - 1` more `tickwheel worker` processes."""
 
     def __init__(self, store_url: str, count: int, directory: Path) -> None:
+        directory.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
         common = ["--store", store_url, "--allow-private-targets"]
         self.processes: list[subprocess.Popen[bytes]] = []
@@ -109,9 +110,7 @@ async def run_once(
     """Start the workers, schedule both tenants' timers, wait for B's last due time plus a
     settling time, stop the workers; return what B's receiver saw."""
     await receiver.report()  # forget anything left from an earlier run
-    directory = directory / f"run-{time.time_ns()}"
-    directory.mkdir()
-    running = Workers(store_url, workers, directory)
+    running = Workers(store_url, workers, directory / f"run-{time.time_ns()}")
     store = open_store(store_url)
     try:
         await asyncio.sleep(1.0)  # the workers have looked at the store once

@@ -63,6 +63,18 @@ def _settings_or_exit(**overrides: Any) -> Any:
         fail(str(error), 2)
 
 
+def _tenants_or_exit(path: str | None) -> Any:
+    """The tenants of the tokens file at `path` (None without one); a bad file exits 2."""
+    if path is None:
+        return None
+    from tickwheel.service.tenants import load_tenants
+
+    try:
+        return load_tenants(path)
+    except InvalidArgument as error:
+        fail(str(error), 2)
+
+
 def _worker_settings(
     *,
     queues: tuple[str, ...] | None = None,
@@ -136,6 +148,16 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    tokens: Annotated[
+        str | None,
+        typer.Option(
+            "--tokens",
+            metavar="FILE",
+            help="Tenants: a TOML file of [[token]] tables (name, token or token_file, queues, "
+            "role, quotas); --token is then one more admin (env TICKWHEEL_TOKENS_FILE).",
+            show_default=False,
+        ),
+    ] = None,
     signing_secret: SigningSecretOption = None,
     signing_secret_file: SigningSecretFileOption = None,
     insecure: Annotated[
@@ -173,6 +195,7 @@ def serve(
         worker=False if no_worker else None,
         insecure=True if insecure else None,
         allowed_hosts=None if allowed_hosts is None else split_hosts(allowed_hosts),
+        tenants=_tenants_or_exit(tokens),
     )
     worker_settings = _worker_settings(
         queues=tuple(queue) if queue else None, grace=grace, lease=lease

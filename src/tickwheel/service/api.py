@@ -16,10 +16,12 @@ from prometheus_client import CollectorRegistry
 from tickwheel.service.dashboard import static_routes
 from tickwheel.service.errors import install_error_handlers
 from tickwheel.service.gate import Gate
+from tickwheel.service.quotas import Quotas
 from tickwheel.service.request_metrics import RequestMetrics
 from tickwheel.service.routes import dead, limits, ops, queues, schedules, timers
 from tickwheel.service.routes.deps import Context
 from tickwheel.service.settings import ServiceSettings
+from tickwheel.service.tenants import tenants_of
 from tickwheel.stores.base import Store
 from tickwheel.stores.open import open_store
 
@@ -36,7 +38,10 @@ across restarts and for every worker of the store.
 
 Every error is `{"error": {"code", "message", "field"}}`. When the service has a token, every
 path but `/healthz`, `/openapi.json` and the static pages (`/docs`, `/dashboard`) needs
-`Authorization: Bearer <token>`. A query parameter a route does not declare is refused (400).
+`Authorization: Bearer <token>`. With a tokens file (`serve --tokens`), each token reaches only
+the queues its patterns match: another tenant's timer or schedule is 404, a queue outside them
+403, a call its role may not make 403, and a create over its quotas 429 `quota_exceeded` with
+nothing written. A query parameter a route does not declare is refused (400).
 Callback header values are stored as sent but shown as `***`: they often hold credentials."""
 
 
@@ -77,7 +82,8 @@ def create_app(
             request metrics; a fresh registry of the app's own when None. One app per registry.
     """
     registry = CollectorRegistry() if registry is None else registry
-    context = Context(settings, store, registry)
+    tenants = tenants_of(settings.tenants, settings.token)
+    context = Context(settings, store, registry, None if tenants is None else Quotas(tenants))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -96,7 +102,7 @@ def create_app(
         version="1",
         description=DESCRIPTION,
         lifespan=lifespan,
-        bearer=settings.token is not None,
+        bearer=settings.token is not None or tenants is not None,
         docs_url=None,  # served with the static pages, Swagger UI pinned by its hashes
         redoc_url=None,
     )
@@ -106,5 +112,7 @@ def create_app(
     app.router.routes.extend(static_routes())
     install_error_handlers(app)
     app.add_middleware(Gate, settings=settings)
-    app.add_middleware(RequestMetrics, **RequestMetrics.series(registry))
+    app.add_middleware(
+        RequestMetrics, **RequestMetrics.series(registry, by_tenant=tenants is not None)
+    )
     return app

@@ -36,6 +36,7 @@ MAX_FIELD_CHARS = 200
 _CODES = {
     400: "bad_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
@@ -58,13 +59,20 @@ class ApiError(Exception):
     """An error the routes raise on purpose, answered as it says."""
 
     def __init__(
-        self, status: int, message: str, *, code: str | None = None, field: str | None = None
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        field: str | None = None,
+        retry_after_s: int | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code or _CODES.get(status, "error")
         self.message = message
         self.field = field
+        self.retry_after_s = retry_after_s
 
 
 def error_detail(status: int, message: str, field: str | None = None) -> ErrorDetail:
@@ -115,10 +123,11 @@ def validation_detail(errors: Sequence[Any]) -> tuple[int, ErrorDetail]:
 def describe(error: Exception) -> tuple[int, ErrorDetail, dict[str, str]]:
     """Return the status, detail and headers that answer `error`."""
     if isinstance(error, ApiError):
+        wait_s = error.retry_after_s
         return (
             error.status,
             ErrorDetail(code=error.code, message=error.message, field=error.field),
-            {},
+            {} if wait_s is None else {"Retry-After": str(wait_s)},
         )
     if isinstance(error, RequestValidationError | ValidationError):
         return (*validation_detail(error.errors()), {})

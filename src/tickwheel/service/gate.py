@@ -17,6 +17,7 @@ from tickwheel.service.errors import ApiError, error_response
 from tickwheel.service.origin import SAFE_METHODS, Origins
 from tickwheel.service.schemas import ErrorDetail
 from tickwheel.service.settings import ServiceSettings
+from tickwheel.service.tenants import SCOPE_KEY, tenants_of
 
 MAX_REQUEST_HEADER_BYTES = 32 * 1024
 """Request headers in all; `tickwheel serve` makes its HTTP parser (h11) refuse larger ones too."""
@@ -48,6 +49,7 @@ class Gate:
         self.max_body_bytes = settings.max_body_bytes
         self.origins = Origins(settings.host, settings.allowed_hosts)
         self.token = None if settings.token is None else settings.token.encode()
+        self.tenants = tenants_of(settings.tenants, settings.token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -57,7 +59,7 @@ class Gate:
         refusal = (
             _headers_too_large(scope)
             or self.origins.refuse(scope["method"], scope["path"], headers)
-            or self._authorize(scope["path"], headers)
+            or self._authorize(scope, headers)
             or self._declared_size(headers)
         )
         body = b""
@@ -72,12 +74,22 @@ class Gate:
             return
         await self.app(scope, _replay(body, receive), send)
 
-    def _authorize(self, path: str, headers: Headers) -> ApiError | None:
-        if self.token is None or path in self.OPEN_PATHS:
+    def _authorize(self, scope: Scope, headers: Headers) -> ApiError | None:
+        """Check the token; with tenants, put the token's `Tenant` in the scope for the routes
+        and refuse (403) what its role may not call."""
+        path = scope["path"]
+        if (self.token is None and self.tenants is None) or path in self.OPEN_PATHS:
             return None
         scheme, _, credentials = headers.get("authorization", "").partition(" ")
         given = credentials.strip().encode()
-        if scheme.lower() == "bearer" and hmac.compare_digest(given, self.token):
+        bearer = scheme.lower() == "bearer"
+        if self.tenants is not None:
+            tenant = self.tenants.resolve(given) if bearer else None
+            if tenant is not None:
+                scope[SCOPE_KEY] = tenant
+                refusal = tenant.refusal(scope["method"], path)
+                return None if refusal is None else ApiError(403, refusal)
+        elif bearer and self.token is not None and hmac.compare_digest(given, self.token):
             return None
         return ApiError(401, "a valid bearer token is required (Authorization: Bearer <token>)")
 

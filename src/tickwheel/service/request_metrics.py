@@ -10,9 +10,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tickwheel.service.dashboard import PAGES
+from tickwheel.service.tenants import SCOPE_KEY
 
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 UNMATCHED = "unmatched"
+NO_TENANT = "none"
+"""The tenant label of a request that carried no token (an open path such as ``/healthz``)."""
 _PLAIN_PATHS = frozenset({*PAGES, "/openapi.json"})
 
 
@@ -22,33 +25,40 @@ class RequestMetrics:
     Every label comes from a fixed set, so no request can grow the series: a method we do not
     know counts as ``OTHER``, a path no route matches as ``unmatched``. Requests refused for a
     missing or wrong token are not counted at all: before the token, a caller earns nothing.
+    With a tokens file, a ``tenant`` label names the token's tenant: a set the file bounds.
     """
 
-    def __init__(self, app: ASGIApp, *, requests: Counter, seconds: Histogram) -> None:
+    def __init__(
+        self, app: ASGIApp, *, requests: Counter, seconds: Histogram, by_tenant: bool
+    ) -> None:
         self.app = app
         self.requests = requests
         self.seconds = seconds
+        self.by_tenant = by_tenant
 
     @staticmethod
-    def series(registry: CollectorRegistry) -> dict[str, Any]:
+    def series(registry: CollectorRegistry, *, by_tenant: bool = False) -> dict[str, Any]:
         """Register the request counter and timer in `registry`; pass them to the middleware.
 
         Made with the app rather than with the middleware stack, which Starlette builds only
-        on the first request: ``/metrics`` lists them from the start.
+        on the first request: ``/metrics`` lists them from the start. `by_tenant` adds the
+        ``tenant`` label, for a service with a tokens file only.
         """
+        tenant = ["tenant"] if by_tenant else []
         return {
             "requests": Counter(
                 "tickwheel_http_requests",
-                "HTTP requests answered, by method, route and status.",
-                ["method", "route", "status"],
+                "HTTP requests answered, by method, route and status (and tenant).",
+                ["method", "route", "status", *tenant],
                 registry=registry,
             ),
             "seconds": Histogram(
                 "tickwheel_http_request_duration_seconds",
-                "Time to answer an HTTP request, by method and route.",
-                ["method", "route"],
+                "Time to answer an HTTP request, by method and route (and tenant).",
+                ["method", "route", *tenant],
                 registry=registry,
             ),
+            "by_tenant": by_tenant,
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -79,5 +89,11 @@ class RequestMetrics:
             template = scope["path"]
         else:
             template = UNMATCHED
+        if self.by_tenant:
+            tenant = scope.get(SCOPE_KEY)
+            name = NO_TENANT if tenant is None else tenant.name
+            self.requests.labels(method, template, str(status), name).inc()
+            self.seconds.labels(method, template, name).observe(seconds)
+            return
         self.requests.labels(method, template, str(status)).inc()
         self.seconds.labels(method, template).observe(seconds)

@@ -45,7 +45,7 @@ async def serve(
     """Run the API (and, if `settings.worker`, a worker) until `stop` is set or a stop signal.
 
     Prints one startup line with the URL actually bound (``--port 0`` picks a free one), the
-    store without its password and whether the worker runs.
+    store without its password, whether the worker runs and the names of a tokens file's tenants.
 
     Raises:
         OSError: the address cannot be listened on.
@@ -91,6 +91,8 @@ async def serve(
         )
         if process.worker is not None:
             line += f" · {_queues(process.worker.settings)}"
+        if settings.tenants is not None:  # the names only: they are what the metrics label
+            line += f" · tokens {', '.join(sorted(t.name for t in settings.tenants))}"
         # held timers are handed back before the API goes away
         await process.run(line if server.started else None, out)
         server.should_exit = True

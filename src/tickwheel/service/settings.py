@@ -8,10 +8,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.stores.urls import redact
+
+if TYPE_CHECKING:
+    from tickwheel.service.tenants import Tenants
 
 MIB = 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 4 * MIB
@@ -63,6 +66,8 @@ class ServiceSettings:
         insecure: let `serve` listen on a non-loopback address without a token.
         allowed_hosts: ``Host`` names served besides loopback ones and `host` (``*``: any, for
             a service behind a proxy that checks the Host); others get 421.
+        tenants: the tokens of a tokens file (``--tokens``), each with its role, queues and
+            quotas; `token`, when set too, is one more admin.
     """
 
     store_url: str = "sqlite:///./tickwheel.db"
@@ -75,8 +80,15 @@ class ServiceSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     insecure: bool = False
     allowed_hosts: tuple[str, ...] = ()
+    tenants: Tenants | None = None
 
     def __post_init__(self) -> None:
+        from tickwheel.service.tenants import Tenants
+
+        if self.tenants is not None:
+            if not isinstance(self.tenants, Tenants):
+                raise InvalidArgument("tenants", f"must be Tenants or None, got {self.tenants!r}")
+            self.tenants.with_admin(self.token)  # refuses a --token that is one of the file's
         for name in ("store_url", "host"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
@@ -122,9 +134,11 @@ class ServiceSettings:
         takes `insecure` (``--insecure``) to say this is meant.
 
         Raises:
-            InvalidArgument: `host` is not loopback, `token` is None and `insecure` is False.
+            InvalidArgument: `host` is not loopback, there is neither `token` nor `tenants`,
+                and `insecure` is False.
         """
-        if self.token is None and not self.insecure and not is_loopback(self.host):
+        tokenless = self.token is None and self.tenants is None
+        if tokenless and not self.insecure and not is_loopback(self.host):
             raise InvalidArgument(
                 "host",
                 f"refusing to serve on {self.host}, which other machines can reach, without a "
@@ -158,6 +172,11 @@ class ServiceSettings:
             if values.get(name) is not None:
                 raise InvalidArgument(variable, f"give {direct} or {variable}, not both")
             values[name] = read_secret_file(path, variable)
+        tokens_file = environ.get("TICKWHEEL_TOKENS_FILE", "").strip()
+        if tokens_file and "tenants" not in given:
+            from tickwheel.service.tenants import load_tenants
+
+            values["tenants"] = load_tenants(tokens_file, "TICKWHEEL_TOKENS_FILE")
         values.update(given)
         return cls(**values)
 

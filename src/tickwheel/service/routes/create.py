@@ -7,6 +7,7 @@ back, not a second timer nor an error; the same id with another spec is a confli
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -14,9 +15,11 @@ from pydantic import ValidationError
 from tickwheel.engine.guard import check_target_url
 from tickwheel.errors import InvalidArgument, NotReplicated, TimerExists
 from tickwheel.model import Timer
-from tickwheel.service.errors import describe
+from tickwheel.service.errors import ApiError, describe
+from tickwheel.service.routes import access
 from tickwheel.service.routes.deps import Context
 from tickwheel.service.schemas import BatchItemOut, TimerIn, TimerOut
+from tickwheel.service.tenants import Tenant
 from tickwheel.stores.base import Store
 
 DELAY_MATCH_MS = 1000
@@ -25,8 +28,16 @@ LOOKUPS_AT_ONCE = 32
 """Concurrent `get`s of one batch; each may hold a store connection."""
 
 
-def build(context: Context, item: TimerIn, now_ms: int, timer_id: str | None = None) -> Timer:
-    """Make the timer `item` describes, refusing a callback URL the service may not call."""
+def build(
+    context: Context,
+    item: TimerIn,
+    now_ms: int,
+    timer_id: str | None = None,
+    tenant: Tenant | None = None,
+) -> Timer:
+    """Make the timer `item` describes, refusing a callback URL the service may not call and
+    a queue the tenant may not use (403)."""
+    access.check_queue(tenant, item.queue)
     timer = item.to_timer(now_ms, timer_id)
     if timer.callback is not None:
         check_target_url(timer.callback.url, allow_private=context.settings.allow_private_targets)
@@ -43,13 +54,24 @@ def _same(existing: Timer, timer: Timer, item: TimerIn) -> bool:
     return existing.evolve(due_ms=timer.due_ms).spec() == timer.spec()
 
 
-async def put(store: Store, timer: Timer, item: TimerIn, *, replace: bool) -> tuple[int, Timer]:
-    """Store `timer`: 201 when new, 200 when repeated or (with `replace`) replaced; else 409."""
+async def put(
+    store: Store,
+    timer: Timer,
+    item: TimerIn,
+    *,
+    replace: bool,
+    admit: Callable[[Timer], Awaitable[None]] | None = None,
+) -> tuple[int, Timer]:
+    """Store `timer`: 201 when new, 200 when repeated or (with `replace`) replaced; else 409.
+
+    `admit` checks a new timer against the tenant's quotas first; a repeat costs none."""
     existing = await store.get(timer.id) if item.id is not None or replace else None
     if existing is not None and _same(existing, timer, item):
         return 200, existing
     if existing is not None and not replace:
         raise TimerExists(timer.id)
+    if existing is None and admit is not None:
+        await admit(timer)
     try:
         stored = await store.add(timer, replace=replace)
     except InvalidArgument as error:  # beyond the store's horizon
@@ -62,8 +84,11 @@ def _item_error(error: Exception) -> BatchItemOut:
     return BatchItemOut(status=status, error=detail)
 
 
-async def batch(context: Context, store: Store, raw: list[Any]) -> list[BatchItemOut]:
-    """Answer each item as ``POST /v1/timers`` would, storing the new ones with one `add_many`."""
+async def batch(
+    context: Context, store: Store, raw: list[Any], tenant: Tenant | None = None
+) -> list[BatchItemOut]:
+    """Answer each item as ``POST /v1/timers`` would, storing the new ones with one `add_many`;
+    the new ones all or none within the tenant's quotas (else 429, nothing stored)."""
     results: dict[int, BatchItemOut] = {}
     first: dict[str, tuple[int, Timer, TimerIn]] = {}  # id -> its first valid item
     repeats: list[tuple[int, Timer]] = []
@@ -71,8 +96,8 @@ async def batch(context: Context, store: Store, raw: list[Any]) -> list[BatchIte
     for index, fields in enumerate(raw):
         try:
             item = TimerIn.model_validate(fields)
-            timer = build(context, item, now_ms)
-        except (ValidationError, InvalidArgument) as error:
+            timer = build(context, item, now_ms, tenant=tenant)
+        except (ValidationError, InvalidArgument, ApiError) as error:
             results[index] = _item_error(error)
         else:
             if timer.id in first:
@@ -89,6 +114,7 @@ async def batch(context: Context, store: Store, raw: list[Any]) -> list[BatchIte
             results[index] = BatchItemOut(status=200, timer=TimerOut.of(existing))
         else:
             results[index] = _item_error(TimerExists(timer.id))
+    await access.admit(context, store, tenant, [timer for _, timer, _ in new])
     # stored in request order, so equal due times fire in the order the client listed them
     results.update(await _add_new(store, sorted(new, key=lambda entry: entry[0])))
     for index, timer in repeats:

@@ -9,6 +9,8 @@ from fastapi import APIRouter, Query
 
 from tickwheel.model import State
 from tickwheel.service.errors import ApiError
+from tickwheel.service.routes import access
+from tickwheel.service.routes.access import TenantDep
 from tickwheel.service.routes.deps import (
     Cursor,
     Limit,
@@ -30,17 +32,22 @@ def router() -> APIRouter:
     routes = strict_router()
 
     @routes.get("/v1/dead", responses=errors())
-    async def list_dead(store: StoreDep, limit: Limit = 100, cursor: Cursor = None) -> TimerPage:
-        """List dead-lettered timers (in id order)."""
-        page = await store.list(State.DEAD, limit, cursor)
+    async def list_dead(
+        store: StoreDep, tenant: TenantDep, limit: Limit = 100, cursor: Cursor = None
+    ) -> TimerPage:
+        """List dead-lettered timers (in id order); with a token that sees some queues only, a
+        page may be short, with a cursor to follow."""
+        page = await access.timers_page(store, tenant, State.DEAD, limit, cursor)
         return TimerPage(timers=[TimerOut.of(t) for t in page.timers], cursor=page.cursor)
 
     @routes.post("/v1/dead/replay", responses=errors())
     async def replay_queue(
         store: StoreDep,
+        tenant: TenantDep,
         queue: Annotated[str, Query(pattern=QUEUE_PATTERN, description="the queue to replay")],
     ) -> ReplayedOut:
         """Schedule every dead timer of `queue` again, due now; say how many."""
+        access.check_queue(tenant, queue)
         replayed = 0
         cursor = None
         while True:
@@ -54,8 +61,9 @@ def router() -> APIRouter:
             cursor = page.cursor
 
     @routes.post("/v1/dead/{timer_id}/replay", responses=errors(404))
-    async def replay_dead(timer_id: str, store: StoreDep) -> TimerOut:
+    async def replay_dead(timer_id: str, store: StoreDep, tenant: TenantDep) -> TimerOut:
         """Schedule a dead timer again, due now."""
+        await access.guard_timer(store, tenant, timer_id)
         if not (is_timer_id(timer_id) and await store.replay(timer_id)):
             raise ApiError(404, f"no dead timer {timer_id!r}", field="id")
         return TimerOut.of(await found(store, timer_id))

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from tickwheel.model import MAX_ID_CHARS, Timer, occurrence_of
 from tickwheel.service.errors import ApiError
+from tickwheel.service.quotas import Quotas
 from tickwheel.service.schemas import ID_PATTERN, ErrorOut
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.stores.base import Store
@@ -28,11 +29,13 @@ VALID_ID = re.compile(ID_PATTERN)
 
 @dataclass(slots=True)
 class Context:
-    """What the routes of one app share: its settings and, once started, its store."""
+    """What the routes of one app share: its settings, once started its store, and with a
+    tokens file its tenants' quotas."""
 
     settings: ServiceSettings
     store: Store | None
     registry: CollectorRegistry
+    quotas: Quotas | None = None
 
 
 def served(request: Request) -> tuple[Context, Store]:
@@ -71,7 +74,8 @@ Cursor = Annotated[
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """Declare the error responses of a route: the ones every route may give, and `statuses`."""
+    """Declare the error responses of a route: the ones every route may give (403 too: a
+    tenant's role may not call it), and `statuses`."""
     common = {400, 401, 403, 413, 415, 421, 422, 431, 503}
     return {status: {"model": ErrorOut} for status in sorted(common | set(statuses))}
 

@@ -19,6 +19,8 @@ from tickwheel.errors import InvalidArgument, ScheduleExists
 from tickwheel.model import new_id
 from tickwheel.schedule import Schedule, ScheduleState
 from tickwheel.service.errors import ApiError
+from tickwheel.service.routes import access
+from tickwheel.service.routes.access import TenantDep
 from tickwheel.service.routes.create import DELAY_MATCH_MS
 from tickwheel.service.routes.deps import (
     Context,
@@ -39,6 +41,7 @@ from tickwheel.service.schedule_schemas import (
     SchedulePageOut,
     renamed,
 )
+from tickwheel.service.tenants import Tenant
 from tickwheel.stores.base import Store
 from tickwheel.stores.checks import MAX_LIST
 
@@ -70,11 +73,12 @@ def _same(existing: ScheduleState, schedule: Schedule, item: ScheduleIn) -> bool
     return stored.spec() == schedule.spec()
 
 
-async def _found(store: Store, schedule_id: str) -> ScheduleState:
-    """Return the schedule, or raise a 404 (an id no schedule can have is not looked up)."""
+async def _found(store: Store, schedule_id: str, tenant: Tenant | None) -> ScheduleState:
+    """Return the schedule, or raise a 404 (an id no schedule can have is not looked up, and
+    one in a queue the tenant does not see reads as unknown)."""
     valid = VALID_SCHEDULE_ID.fullmatch(schedule_id) is not None
     state = await store.get_schedule(schedule_id) if valid else None
-    if state is None:
+    if state is None or access.hides(tenant, state.schedule.queue):
         raise ApiError(404, f"no schedule {schedule_id!r}", field="id")
     return state
 
@@ -90,8 +94,10 @@ async def _updated(store: Store, schedule: Schedule) -> ScheduleState:
     return state
 
 
-async def _paused(store: Store, schedule_id: str, paused: bool) -> ScheduleDetailOut:
-    state = await _found(store, schedule_id)
+async def _paused(
+    store: Store, schedule_id: str, tenant: Tenant | None, paused: bool
+) -> ScheduleDetailOut:
+    state = await _found(store, schedule_id, tenant)
     if state.schedule.paused != paused:
         state = await _updated(store, replace(state.schedule, paused=paused))
     return ScheduleDetailOut.of(state)
@@ -118,10 +124,17 @@ def router() -> APIRouter:
     @routes.post(
         "/v1/schedules",
         status_code=201,
-        responses={200: {"model": ScheduleDetailOut, "description": "a repeat"}, **errors(409)},
+        responses={
+            200: {"model": ScheduleDetailOut, "description": "a repeat"},
+            **errors(403, 409, 429),
+        },
     )
     async def create_schedule(
-        item: ScheduleIn, response: Response, context: ContextDep, store: StoreDep
+        item: ScheduleIn,
+        response: Response,
+        context: ContextDep,
+        store: StoreDep,
+        tenant: TenantDep,
     ) -> ScheduleDetailOut:
         """Create a schedule; the same id and spec again returns it (200), another spec is 409.
 
@@ -129,7 +142,10 @@ def router() -> APIRouter:
         one interval from now unless given."""
         now_ms = store.now_ms()
         schedule = _checked(context, item.to_schedule(now_ms, new_id(now_ms)))
+        access.check_queue(tenant, schedule.queue)
         existing = await store.get_schedule(schedule.id) if item.id is not None else None
+        if existing is None and tenant is not None and context.quotas is not None:
+            await context.quotas.admit_schedule(store, tenant, schedule.queue)
         if existing is not None:
             if not _same(existing, schedule, item):
                 raise ScheduleExists(schedule.id)
@@ -144,58 +160,72 @@ def router() -> APIRouter:
 
     @routes.get("/v1/schedules", responses=errors())
     async def list_schedules(
-        store: StoreDep, limit: ScheduleLimit = 100, cursor: Cursor = None
+        store: StoreDep, tenant: TenantDep, limit: ScheduleLimit = 100, cursor: Cursor = None
     ) -> SchedulePageOut:
         """List schedules; follow `cursor` to the end (each schedule once).
 
-        SQLite and memory stores list in id order, Redis shard by shard."""
-        page = await store.list_schedules(limit, cursor)
+        SQLite and memory stores list in id order, Redis shard by shard. With a token that
+        sees some queues only, a page may be short, with a cursor to follow."""
+        page = await access.schedules_page(store, tenant, limit, cursor)
         return SchedulePageOut(
             schedules=[ScheduleOut.of(state) for state in page.schedules], cursor=page.cursor
         )
 
     @routes.get("/v1/schedules/{schedule_id}", responses=errors(404))
-    async def get_schedule(schedule_id: str, store: StoreDep) -> ScheduleDetailOut:
+    async def get_schedule(
+        schedule_id: str, store: StoreDep, tenant: TenantDep
+    ) -> ScheduleDetailOut:
         """Return the schedule with its next five occurrences."""
-        return ScheduleDetailOut.of(await _found(store, schedule_id))
+        return ScheduleDetailOut.of(await _found(store, schedule_id, tenant))
 
     @routes.patch("/v1/schedules/{schedule_id}", responses=errors(404))
     async def change_schedule(
-        schedule_id: str, change: ScheduleChange, context: ContextDep, store: StoreDep
+        schedule_id: str,
+        change: ScheduleChange,
+        context: ContextDep,
+        store: StoreDep,
+        tenant: TenantDep,
     ) -> ScheduleDetailOut:
         """Change a schedule's rule, target, misfire policy or end; the pending occurrence
         moves to the first one after now under the new definition (one already firing runs
         to its end). A paused schedule stays paused."""
-        state = await _found(store, schedule_id)
+        state = await _found(store, schedule_id, tenant)
         schedule = _checked(context, change.apply(state.schedule))
+        access.check_queue(tenant, schedule.queue)
         return ScheduleDetailOut.of(await _updated(store, schedule))
 
     @routes.delete("/v1/schedules/{schedule_id}", status_code=204, responses=errors(404))
-    async def delete_schedule(schedule_id: str, store: StoreDep) -> Response:
+    async def delete_schedule(schedule_id: str, store: StoreDep, tenant: TenantDep) -> Response:
         """Delete a schedule and cancel its pending occurrence (one already firing runs to its
         end; the timers of past runs stay until their retention ends)."""
+        if tenant is not None and not tenant.all_queues:
+            await _found(store, schedule_id, tenant)
         valid = VALID_SCHEDULE_ID.fullmatch(schedule_id) is not None
         if not (valid and await store.delete_schedule(schedule_id)):
             raise ApiError(404, f"no schedule {schedule_id!r}", field="id")
         return Response(status_code=204)
 
     @routes.post("/v1/schedules/{schedule_id}/pause", responses=errors(404))
-    async def pause_schedule(schedule_id: str, store: StoreDep) -> ScheduleDetailOut:
+    async def pause_schedule(
+        schedule_id: str, store: StoreDep, tenant: TenantDep
+    ) -> ScheduleDetailOut:
         """Pause a schedule: its pending occurrence's timer is cancelled (unless already
         firing), and nothing fires until it is resumed."""
-        return await _paused(store, schedule_id, True)
+        return await _paused(store, schedule_id, tenant, True)
 
     @routes.post("/v1/schedules/{schedule_id}/resume", responses=errors(404))
-    async def resume_schedule(schedule_id: str, store: StoreDep) -> ScheduleDetailOut:
+    async def resume_schedule(
+        schedule_id: str, store: StoreDep, tenant: TenantDep
+    ) -> ScheduleDetailOut:
         """Resume a schedule: its pending occurrence's timer comes back at its own time; if
         that passed while paused, it comes up late and `misfire` decides."""
-        return await _paused(store, schedule_id, False)
+        return await _paused(store, schedule_id, tenant, False)
 
     @routes.get("/v1/schedules/{schedule_id}/runs", responses=errors(404))
-    async def schedule_runs(schedule_id: str, store: StoreDep) -> RunsOut:
+    async def schedule_runs(schedule_id: str, store: StoreDep, tenant: TenantDep) -> RunsOut:
         """List the schedule's latest occurrences, newest first: the pending one while its
         timer exists, then the last ten fired, each with its timer's state (null once the
         store no longer keeps that timer)."""
-        return RunsOut(runs=await _runs(store, await _found(store, schedule_id)))
+        return RunsOut(runs=await _runs(store, await _found(store, schedule_id, tenant)))
 
     return routes

@@ -15,7 +15,8 @@ from fastapi import APIRouter, Query, Request, Response
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer, occurrence_of
 from tickwheel.service.errors import ApiError
-from tickwheel.service.routes import create
+from tickwheel.service.routes import access, create
+from tickwheel.service.routes.access import TenantDep, tenant_of
 from tickwheel.service.routes.deps import (
     VALID_ID,
     ContextDep,
@@ -114,23 +115,36 @@ def router() -> APIRouter:
     @routes.post(
         "/v1/timers",
         status_code=201,
-        responses={200: {"model": TimerOut, "description": "a repeat"}, **errors(409)},
+        responses={200: {"model": TimerOut, "description": "a repeat"}, **errors(403, 409, 429)},
     )
     async def create_timer(item: TimerIn, response: Response, request: Request) -> TimerOut:
         """Create a timer; the same id and spec again returns it (200), another spec is 409."""
         context, store = served(request)
-        timer = create.build(context, item, store.now_ms())
-        response.status_code, stored = await create.put(store, timer, item, replace=False)
+        tenant = tenant_of(request)
+        timer = create.build(context, item, store.now_ms(), tenant=tenant)
+        admit = None
+        if tenant is not None and context.quotas is not None:
+
+            async def admit(timer: Timer) -> None:
+                await access.admit(context, store, tenant, [timer])
+
+        response.status_code, stored = await create.put(
+            store, timer, item, replace=False, admit=admit
+        )
         return TimerOut.of(stored)
 
-    @routes.post("/v1/timers/batch", responses=errors())
-    async def create_timers(batch: BatchIn, context: ContextDep, store: StoreDep) -> BatchOut:
-        """Create up to 1,000 timers; each gets the status and timer or error it would alone."""
-        return BatchOut(results=await create.batch(context, store, batch.timers))
+    @routes.post("/v1/timers/batch", responses=errors(429))
+    async def create_timers(
+        batch: BatchIn, context: ContextDep, store: StoreDep, tenant: TenantDep
+    ) -> BatchOut:
+        """Create up to 1,000 timers; each gets the status and timer or error it would alone.
+        With a tenant's quotas, the new ones are stored all or none (429)."""
+        return BatchOut(results=await create.batch(context, store, batch.timers, tenant))
 
     @routes.get("/v1/timers", responses=errors())
     async def list_timers(
         store: StoreDep,
+        tenant: TenantDep,
         state: State | None = None,
         queue: QueueFilter = None,
         due_from: Annotated[
@@ -145,8 +159,11 @@ def router() -> APIRouter:
         """List timers, optionally of one state and queue and due in a range; follow `cursor`
         to the end (each matching timer once; give the same filters with it).
 
-        SQLite and memory stores list in id order, Redis shard by shard."""
-        page = await store.list(
+        SQLite and memory stores list in id order, Redis shard by shard. With a token that
+        sees some queues only, a page may be short, even empty, with a cursor to follow."""
+        page = await access.timers_page(
+            store,
+            tenant,
             state,
             limit,
             cursor,
@@ -159,10 +176,18 @@ def router() -> APIRouter:
     @routes.put(
         "/v1/timers/{timer_id}",
         status_code=200,
-        responses={201: {"model": TimerOut, "description": "created"}, **errors(409)},
+        responses={
+            201: {"model": TimerOut, "description": "created"},
+            **errors(403, 404, 409, 429),
+        },
     )
     async def put_timer(
-        timer_id: str, item: TimerIn, response: Response, context: ContextDep, store: StoreDep
+        timer_id: str,
+        item: TimerIn,
+        response: Response,
+        context: ContextDep,
+        store: StoreDep,
+        tenant: TenantDep,
     ) -> TimerOut:
         """Create the timer (201) or replace it (200); the same spec again changes nothing.
 
@@ -172,20 +197,30 @@ def router() -> APIRouter:
         refusal = _owned(timer_id)
         if refusal is not None:
             raise refusal
-        timer = create.build(context, item, store.now_ms(), timer_id)
-        response.status_code, stored = await create.put(store, timer, item, replace=True)
+        timer = create.build(context, item, store.now_ms(), timer_id, tenant)
+        await access.guard_timer(store, tenant, timer_id)
+
+        async def admit(timer: Timer) -> None:
+            await access.admit(context, store, tenant, [timer])
+
+        response.status_code, stored = await create.put(
+            store, timer, item, replace=True, admit=admit
+        )
         return TimerOut.of(stored)
 
     @routes.get("/v1/timers/{timer_id}", responses=errors(404))
-    async def get_timer(timer_id: str, store: StoreDep) -> TimerOut:
+    async def get_timer(timer_id: str, store: StoreDep, tenant: TenantDep) -> TimerOut:
         """Return the timer, finished ones included while they are retained."""
-        return TimerOut.of(await found(store, timer_id))
+        return TimerOut.of(await access.found_for(store, tenant, timer_id))
 
     @routes.patch("/v1/timers/{timer_id}", responses=errors(404, 409))
-    async def reschedule_timer(timer_id: str, when: RescheduleIn, store: StoreDep) -> TimerOut:
+    async def reschedule_timer(
+        timer_id: str, when: RescheduleIn, store: StoreDep, tenant: TenantDep
+    ) -> TimerOut:
         """Move a scheduled or paused timer to a new due time (a paused one stays paused, to
         fire then once resumed); a schedule's occurrence is refused (409)."""
         due_ms = when.due_ms_at(store.now_ms())
+        await access.guard_timer(store, tenant, timer_id)
         await _refuse_occurrence(store, timer_id)
         try:
             moved = VALID_ID.fullmatch(timer_id) is not None and await store.reschedule(
@@ -198,29 +233,32 @@ def router() -> APIRouter:
         return TimerOut.of(await found(store, timer_id))
 
     @routes.post("/v1/timers/{timer_id}/pause", responses=errors(404, 409))
-    async def pause_timer(timer_id: str, store: StoreDep) -> TimerOut:
+    async def pause_timer(timer_id: str, store: StoreDep, tenant: TenantDep) -> TimerOut:
         """Stop a scheduled timer from firing, keeping its id, attempts and history (an
         already paused one: 200 again); 409 ``not_scheduled`` when it is firing or finished,
         409 ``schedule_occurrence`` for a schedule's occurrence (pause the schedule)."""
+        await access.guard_timer(store, tenant, timer_id)
         await _refuse_occurrence(store, timer_id)
         paused = VALID_ID.fullmatch(timer_id) is not None and await store.pause(timer_id)
         timer = await _paused_or_not(store, timer_id, paused, State.PAUSED, "not_scheduled")
         return TimerOut.of(timer)
 
     @routes.post("/v1/timers/{timer_id}/resume", responses=errors(404, 409))
-    async def resume_timer(timer_id: str, store: StoreDep) -> TimerOut:
+    async def resume_timer(timer_id: str, store: StoreDep, tenant: TenantDep) -> TimerOut:
         """Schedule a paused timer again at its due time, at once if that has passed (an
         already scheduled one: 200 again); 409 ``not_paused`` when it is firing or finished."""
+        await access.guard_timer(store, tenant, timer_id)
         await _refuse_occurrence(store, timer_id)
         resumed = VALID_ID.fullmatch(timer_id) is not None and await store.resume(timer_id)
         timer = await _paused_or_not(store, timer_id, resumed, State.SCHEDULED, "not_paused")
         return TimerOut.of(timer)
 
     @routes.delete("/v1/timers/{timer_id}", status_code=204, responses=errors(404, 409))
-    async def cancel_timer(timer_id: str, store: StoreDep) -> Response:
+    async def cancel_timer(timer_id: str, store: StoreDep, tenant: TenantDep) -> Response:
         """Cancel a scheduled or paused timer; 404 when unknown, or when it is firing or has
         fired; 409 for a schedule's occurrence (pause, change or delete the schedule
         instead)."""
+        await access.guard_timer(store, tenant, timer_id)
         await _refuse_occurrence(store, timer_id)
         if not (VALID_ID.fullmatch(timer_id) and await store.cancel(timer_id)):
             raise await _not_scheduled(store, timer_id)

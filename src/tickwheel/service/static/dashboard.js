@@ -148,6 +148,18 @@ function showPager(name, shown, cursor) {
   element.replaceChildren(...parts);
 }
 
+// A table the token may not read (403: an admin's, with a tokens file) says so in one row.
+function note(bodyId, message) {
+  const key = JSON.stringify(["note", message]);
+  if (drawn.get(bodyId) === key) return;
+  drawn.set(bodyId, key);
+  const cell = text("td", message, "note");
+  cell.colSpan = 10;
+  const tr = document.createElement("tr");
+  tr.appendChild(cell);
+  $(bodyId).replaceChildren(tr);
+}
+
 function clear(bodyId) {
   drawn.delete(bodyId);
   $(bodyId).replaceChildren();
@@ -412,6 +424,7 @@ const SECTIONS = [
       fill("limits", body.limits, renderLimit);
       showPager("limits", body.limits.length, body.cursor);
     },
+    denied: (error) => note("limits", "not shown to this token: " + error.message),
   },
   { name: "timers", load: filteredTimers, show: (timers) => fill("timers", timers, renderTimer) },
   {
@@ -432,6 +445,9 @@ const SECTIONS = [
       addSample({ ...readMetrics(body, queue), queue });
       drawChart();
     },
+    denied: (error) => {
+      $("chart-now").textContent = "not shown to this token: " + error.message;
+    },
   },
 ];
 
@@ -442,8 +458,10 @@ async function refresh() {
   if (mine !== generation) return;
   const failed = [];
   results.forEach((result, i) => {
-    if (result.status === "fulfilled") SECTIONS[i].show(result.value);
-    else failed.push([SECTIONS[i].name, result.reason]);
+    const section = SECTIONS[i];
+    if (result.status === "fulfilled") section.show(result.value);
+    else if (result.reason.status === 403 && section.denied) section.denied(result.reason);
+    else failed.push([section.name, result.reason]);
   });
   if (failed.some(([, error]) => error.status === 401)) {
     selected = null;
