@@ -1,20 +1,21 @@
 """`Fairness`: the worker's callback slots, shared so that targets that hang cannot take them all.
 
 A callback holds a slot from the moment it is sent until its answer, or its timeout: a target
-that accepts connections and never answers holds each slot it gets for the whole timeout. So
-callbacks are admitted by what their target (`host[:port]`, its origin) has shown lately:
+that accepts connections and never answers holds each slot it gets for the whole timeout. So a
+call is admitted by what its target (`host[:port]`, an *origin*) has shown:
 
-- *prompt*: it has answered (or failed) within `STUCK_S` a call; only the slots left limit it;
-- *new*: it has not answered yet; all new origins together hold at most an eighth of the slots;
-- *suspect*: it has calls in flight and has answered none of them for `STUCK_S`; suspect
-  origins together start calls only while they hold less than a quarter of the slots, each at most
-  `SUSPECT_PER_ORIGIN` at once, and their waiting callbacks go back to the store for a while.
+- *prompt*: it has answered before and is not suspect: any free slot is its;
+- *new*: it has never answered: one call at a time (a probe), and a host (the origin without
+  its port) has at most `total // 4` new or suspect origins at once;
+- *suspect*: a probe unanswered for `PROBE_S`, or calls in flight and none answered for
+  `STUCK_S`: at most `SUSPECT_PER_ORIGIN` calls, its host's suspect origins `total // 8` calls
+  together; its waiting callbacks go back to the store for as long as it has hung.
 
-A flood at targets that never answer holds at most three eighths of the slots (a quarter, plus
-the new eighth that turns suspect), under the HTTP client's connections at the defaults (512
-slots, 256 connections), so a prompt target finds both; a target new to the
-worker competes with other new ones turn by turn, and is prompt after its first quick answer.
-Waiting callbacks get slots in turns across origins, in order within one.
+New and suspect origins together hold at most half of the slots, whatever their number, so a
+flood at targets that never answer leaves half to prompt ones. A target new to the worker waits
+only while its host already has a quarter of the slots' worth of new or suspect origins, or
+while new and suspect calls hold half the slots. Waiting callbacks get slots in turns across
+origins, in order within one.
 """
 
 from __future__ import annotations
@@ -25,26 +26,32 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+PROBE_S = 0.05
+"""A new origin whose first call is unanswered this long is suspect."""
 STUCK_S = 1.0
 """An origin with calls in flight that has answered none for this long is suspect."""
-NEW_SHARE = 8
-"""Origins that never answered hold at most 1/NEW_SHARE of the slots together."""
-SUSPECT_SHARE = 4
-"""Suspect origins start calls only while they hold less than 1/SUSPECT_SHARE of the slots."""
 SUSPECT_PER_ORIGIN = 4
-"""Calls one suspect origin has in flight at most before it waits."""
-RECOUNT_S = 0.05
-"""Classes are counted again at most this often (a scan of the origins with calls in flight)."""
+"""Calls one suspect origin has in flight at most."""
+RECOUNT_S = 0.02
+"""Classes are counted again at most this often (a scan of the origins with calls in flight),
+and waiters looked at again this often while any wait: classes change with time alone."""
 MIN_DEFER_S = 1.0
 MAX_DEFER_S = 60.0
 
 
 @dataclass(slots=True)
 class _Origin:
+    host: str
     in_flight: int = 0
     busy_since: float = 0.0  # when in_flight last went from 0 to 1
-    last_answer: float = -1.0  # when a call last came back within STUCK_S (-1: never)
+    last_answer: float = -1.0  # when a call last came back answered (-1: never)
     waiting: deque[asyncio.Future[None]] = field(default_factory=deque)
+
+
+@dataclass(slots=True)
+class _Host:
+    risky_origins: int = 0  # new or suspect origins with calls in flight
+    suspect_calls: int = 0
 
 
 class Fairness:
@@ -56,15 +63,10 @@ class Fairness:
         self._clock = clock
         self._origins: dict[str, _Origin] = {}
         self._turns: deque[str] = deque()  # origins with waiters, in turn order
-        self._new = 0  # calls in flight of new origins, as last counted
-        self._suspect = 0  # and of suspect ones
+        self._hosts: dict[str, _Host] = {}  # as last counted, with starts since
+        self._risky_calls = 0  # calls of new or suspect origins, as last counted
         self._counted_at = -RECOUNT_S
         self._ticking: asyncio.TimerHandle | None = None
-
-    def suspect(self, key: str) -> bool:
-        """Whether the origin has calls in flight and has answered none for `STUCK_S`."""
-        origin = self._origins.get(key)
-        return origin is not None and self._is_suspect(origin, self._clock())
 
     def defer_s(self, key: str) -> float:
         """How long a callback to a suspect origin should wait in the store: as long as the
@@ -76,12 +78,12 @@ class Fairness:
         return min(MAX_DEFER_S, max(MIN_DEFER_S, hung_s))
 
     async def take(self, key: str, patience_s: float) -> bool:
-        """Wait for a slot for a call to origin `key`; True once the slot is the caller's (give
-        it back with `give`), False once the origin is suspect and has waited `patience_s`:
-        the call should rather wait in the store (`defer_s`)."""
+        """Wait for a slot for a call to origin `key` (``host[:port]``); True once the slot is
+        the caller's (give it back with `give`), False once the origin is suspect and has
+        waited `patience_s`: the call should rather wait in the store (`defer_s`)."""
         origin = self._origins.get(key)
         if origin is None:
-            origin = self._origins[key] = _Origin()
+            origin = self._origins[key] = _Origin(_host_of(key))
         now = self._clock()
         if not origin.waiting and self._admits(origin, now):
             self._start(origin, now)
@@ -92,8 +94,6 @@ class Fairness:
             self._turns.append(key)
         origin.waiting.append(waiter)
         if self._ticking is None:
-            # classes change with time alone (a call that hangs makes its origin suspect and
-            # frees the new origins' share): look at the waiters again while there are any
             self._ticking = loop.call_later(RECOUNT_S, self._tick)
         try:
             while True:
@@ -104,20 +104,27 @@ class Fairness:
                     return False
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
-                self.give(key, self._clock(), answered_promptly=False)  # granted as cancelled
+                self.give(key, self._clock(), answered=False)  # granted as it was cancelled
             raise
         finally:
             if not waiter.done():
                 waiter.cancel()
                 self._forget_waiter(key, origin, waiter)
 
-    def give(self, key: str, started: float, *, answered_promptly: bool) -> None:
-        """Give back the slot of a call to `key` started at `started` (clock seconds)."""
+    def started(self) -> float:
+        """The clock reading to pass to `give` for a call started now."""
+        return self._clock()
+
+    def give(self, key: str, started: float, *, answered: bool) -> None:
+        """Give back the slot of a call to `key` started at `started` (clock seconds);
+        `answered`: the target responded (any status), rather than the call timing out."""
         origin = self._origins[key]
+        now = self._clock()
+        if origin.last_answer < 0 or self._is_suspect(origin, now):
+            self._counted_at = -RECOUNT_S  # a new or suspect call ends: count them again
         origin.in_flight -= 1
         self.used -= 1
-        now = self._clock()
-        if answered_promptly and now - started < STUCK_S:
+        if answered:
             origin.last_answer = now
         if origin.in_flight == 0 and not origin.waiting and origin.last_answer < 0:
             del self._origins[key]  # a target that never answered keeps no entry when idle
@@ -129,47 +136,66 @@ class Fairness:
         if self._turns:
             self._ticking = asyncio.get_running_loop().call_later(RECOUNT_S, self._tick)
 
-    def started(self) -> float:
-        """The clock reading to pass to `give` for a call started now."""
-        return self._clock()
-
     def _start(self, origin: _Origin, now: float) -> None:
+        if self._is_suspect(origin, now):
+            host = self._host(origin.host)
+            host.suspect_calls += 1
+            self._risky_calls += 1
+        elif origin.last_answer < 0:
+            self._host(origin.host).risky_origins += 1
+            self._risky_calls += 1
         if origin.in_flight == 0:
             origin.busy_since = now
-        if self._is_suspect(origin, now):
-            self._suspect += 1
-        elif origin.last_answer < 0:
-            self._new += 1
         origin.in_flight += 1
         self.used += 1
 
+    def _host(self, name: str) -> _Host:
+        host = self._hosts.get(name)
+        if host is None:
+            host = self._hosts[name] = _Host()
+        return host
+
     def _is_suspect(self, origin: _Origin, now: float) -> bool:
-        return origin.in_flight > 0 and now - max(origin.busy_since, origin.last_answer) > STUCK_S
+        if origin.in_flight == 0:
+            return False
+        if origin.last_answer < 0:
+            return now - origin.busy_since > PROBE_S
+        return now - max(origin.busy_since, origin.last_answer) > STUCK_S
 
     def _recount(self, now: float) -> None:
         if now - self._counted_at < RECOUNT_S:
             return
         self._counted_at = now
-        new = suspect = 0
+        hosts: dict[str, _Host] = {}
+        risky_calls = 0
         for origin in self._origins.values():
-            if self._is_suspect(origin, now):
-                suspect += origin.in_flight
-            elif origin.last_answer < 0:
-                new += origin.in_flight
-        self._new, self._suspect = new, suspect
+            suspect = self._is_suspect(origin, now)
+            if not suspect and (origin.in_flight == 0 or origin.last_answer >= 0):
+                continue
+            host = hosts.get(origin.host)
+            if host is None:
+                host = hosts[origin.host] = _Host()
+            host.risky_origins += 1
+            risky_calls += origin.in_flight
+            if suspect:
+                host.suspect_calls += origin.in_flight
+        self._hosts, self._risky_calls = hosts, risky_calls
 
     def _admits(self, origin: _Origin, now: float) -> bool:
         if self.used >= self.total:
             return False
+        suspect = self._is_suspect(origin, now)
+        if not suspect and origin.last_answer >= 0:
+            return True  # prompt
         self._recount(now)
-        if self._is_suspect(origin, now):
-            return (
-                origin.in_flight < SUSPECT_PER_ORIGIN
-                and self._suspect < self.total // SUSPECT_SHARE
+        if self._risky_calls >= max(1, self.total // 2):
+            return False
+        host = self._hosts.get(origin.host) or _Host()
+        if suspect:
+            return origin.in_flight < SUSPECT_PER_ORIGIN and host.suspect_calls < max(
+                1, self.total // 8
             )
-        if origin.last_answer < 0:
-            return self._new < max(1, self.total // NEW_SHARE)
-        return True
+        return origin.in_flight == 0 and host.risky_origins < max(1, self.total // 4)
 
     def _wake(self, now: float) -> None:
         """Hand free slots to waiters: each origin in turn gives its first waiter one."""
@@ -199,3 +225,10 @@ class Fairness:
             self._turns.remove(key)
             if origin.in_flight == 0 and origin.last_answer < 0:
                 del self._origins[key]
+
+
+def _host_of(key: str) -> str:
+    """The host of a ``host[:port]`` key (IPv6 in brackets keeps its colons)."""
+    if key.startswith("["):
+        return key[: key.find("]") + 1]
+    return key.rsplit(":", 1)[0]

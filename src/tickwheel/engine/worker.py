@@ -25,6 +25,8 @@ SEND_MARGIN_MS = 100
 """A request goes out only while the lease lasts this much longer: what the store's clock may
 be ahead of this process's view of it, and the time to write the request."""
 NO_CALLBACK = Outcome(Verdict.KILL, "timer has no callback: consume its queue from Python instead")
+ANSWERED_WITHIN = 0.95
+"""A call back within this share of its timeout was answered (else it timed out)."""
 SUSPECT_PATIENCE_S = 0.5
 """Longest a callback to a target that has hung lately waits for a slot in the worker before it
 goes back to the store for a while (`Fairness.defer_s`)."""
@@ -132,7 +134,9 @@ class Worker:
                 self.metrics.observe_fired(timer.queue, late_s)
                 try:
                     outcome = NO_CALLBACK if timer.callback is None else await self._attempt(lease)
-                    answered = True
+                    # a call that ran out its timeout got no answer: its target may hang
+                    took_s = self._slots.started() - started
+                    answered = took_s < timer.retry.timeout_s * ANSWERED_WITHIN
                 except NotFired:
                     # its lease ran out while it waited to be sent: whoever claims the timer
                     # now fires it, and this worker settles nothing
@@ -142,7 +146,7 @@ class Worker:
                     )
                     return
             finally:
-                self._slots.give(origin, started, answered_promptly=answered)
+                self._slots.give(origin, started, answered=answered)
             self._limiter.release(admission)
             admission = GO
             if timer.callback is not None:

@@ -1,0 +1,167 @@
+"""`Fairness`: how the worker's callback slots are shared between prompt and hanging targets."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tickwheel.engine.fairness import (
+    MAX_DEFER_S,
+    MIN_DEFER_S,
+    PROBE_S,
+    STUCK_S,
+    SUSPECT_PER_ORIGIN,
+    Fairness,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def try_take(fair: Fairness, key: str) -> bool:
+    """Take a slot if one comes within 20 ms (a frozen clock never makes a waiter suspect)."""
+    try:
+        return await asyncio.wait_for(fair.take(key, 0.01), 0.02)
+    except TimeoutError:
+        return False
+
+
+async def proven(fair: Fairness, key: str) -> None:
+    """Make `key` prompt: one call that answers."""
+    assert await fair.take(key, 1.0)
+    fair.give(key, fair.started(), answered=True)
+
+
+async def test_a_prompt_origin_takes_every_free_slot() -> None:
+    fair = Fairness(8, Clock())
+    await proven(fair, "ok.example")
+    for _ in range(8):
+        assert await fair.take("ok.example", 0.1)
+    assert fair.used == 8
+    waiting = asyncio.ensure_future(fair.take("ok.example", 0.1))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    fair.give("ok.example", fair.started(), answered=True)
+    assert await waiting
+
+
+async def test_a_new_origin_sends_one_probe_until_it_answers() -> None:
+    fair = Fairness(64, Clock())
+    assert await fair.take("new.example", 1.0)
+    second = asyncio.ensure_future(fair.take("new.example", 1.0))
+    await asyncio.sleep(0.05)
+    assert not second.done()  # no second call before the first answers
+    fair.give("new.example", fair.started(), answered=True)
+    assert await second
+    assert await fair.take("new.example", 1.0)  # prompt now: no limit but the slots
+
+
+async def test_an_unanswered_probe_makes_its_origin_suspect_and_bounded() -> None:
+    clock = Clock()
+    fair = Fairness(64, clock)
+    assert await fair.take("hang.example:1", 1.0)
+    clock.now += PROBE_S * 2
+    taken = 1
+    while taken < 10 and await try_take(fair, "hang.example:1"):
+        taken += 1
+    assert taken == SUSPECT_PER_ORIGIN
+    assert MIN_DEFER_S <= fair.defer_s("hang.example:1") <= MAX_DEFER_S
+
+
+async def test_an_origin_that_answered_turns_suspect_after_stuck_s() -> None:
+    clock = Clock()
+    fair = Fairness(64, clock)
+    await proven(fair, "slow.example")
+    for _ in range(SUSPECT_PER_ORIGIN + 2):
+        assert await fair.take("slow.example", 0.05)  # prompt: not bounded
+    clock.now += STUCK_S * 2
+    assert not await try_take(fair, "slow.example")  # now over a suspect's calls
+
+
+async def test_targets_that_hang_hold_at_most_half_and_prompt_ones_the_rest() -> None:
+    clock = Clock()
+    fair = Fairness(64, clock)
+    await proven(fair, "ok.example")
+    hanging = 0
+    for round_ in range(6):  # fresh hanging hosts keep coming, each probed then suspect
+        for n in range(10):
+            key = f"hang-{round_}-{n}.example"
+            if await try_take(fair, key):
+                hanging += 1
+                clock.now += 0.001
+        clock.now += PROBE_S * 2
+        for n in range(10):  # their suspect origins try more calls each
+            key = f"hang-{round_}-{n}.example"
+            while await try_take(fair, key):
+                hanging += 1
+    assert hanging <= 64 // 2 + 10  # half, and the probes of one round that turned suspect
+    prompt = 0
+    while fair.used < fair.total and await try_take(fair, "ok.example"):
+        prompt += 1
+    assert prompt >= 64 // 2 - 10
+
+
+async def test_one_host_s_many_ports_share_its_bound() -> None:
+    clock = Clock()
+    fair = Fairness(64, clock)
+    probed = 0
+    for port in range(1, 40):
+        if await try_take(fair, f"127.0.0.1:{port}"):
+            probed += 1
+    assert probed == 64 // 4
+    # another host is not held back by it
+    assert await try_take(fair, "other.example")
+
+
+async def test_a_new_origin_waits_only_while_hanging_calls_hold_half() -> None:
+    clock = Clock()
+    fair = Fairness(64, clock)
+    for n in range(64 // 2):  # a flood of probes at hosts that never answer
+        assert await try_take(fair, f"hang-{n}.example")
+    clock.now += PROBE_S * 2
+    assert not await try_take(fair, "new.example")
+    fair.give("hang-0.example", fair.started(), answered=False)  # one of them times out
+    assert await try_take(fair, "new.example")
+
+
+async def test_waiters_take_turns_across_origins() -> None:
+    fair = Fairness(2, Clock())
+    for key in ("a", "b"):
+        await proven(fair, key)
+    assert await fair.take("a", 1.0)
+    assert await fair.take("a", 1.0)
+    order: list[str] = []
+
+    async def wait(key: str) -> None:
+        assert await fair.take(key, 1.0)
+        order.append(key)
+
+    tasks = [asyncio.ensure_future(wait(key)) for key in ("a", "a", "a", "b")]
+    await asyncio.sleep(0.01)
+    for _ in range(3):
+        fair.give("a", fair.started(), answered=True)
+        await asyncio.sleep(0.01)
+    assert order == ["a", "b", "a"]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_cancelled_waiter_leaves_nothing_behind() -> None:
+    fair = Fairness(1, Clock())
+    await proven(fair, "a")
+    assert await fair.take("a", 1.0)
+    waiting = asyncio.ensure_future(fair.take("a", 1.0))
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    fair.give("a", fair.started(), answered=True)
+    assert fair.used == 0
+    assert await fair.take("a", 1.0)
