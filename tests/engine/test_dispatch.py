@@ -46,7 +46,7 @@ class ScriptedStore:
     async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
         return [True] * len(leases)
 
-    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
         self.handed_back.append(lease)
 
     async def queue_settings(self) -> dict[str, QueueSettings]:

@@ -241,7 +241,8 @@ async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         for statement in schema.SCHEMA:
             if not any(name in statement for name in later):
-                conn.execute(statement.replace(",\n        first_claimed_ms INTEGER", ""))
+                without = statement.replace(",\n        deferrals INTEGER NOT NULL DEFAULT 0", "")
+                conn.execute(without.replace(",\n        first_claimed_ms INTEGER", ""))
         conn.execute("PRAGMA user_version = 1")
         conn.execute(
             "INSERT INTO timers (id, queue, state, due_ms, seq, attempt, created_ms, updated_ms,"
@@ -252,7 +253,7 @@ async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     try:
         got = await store.get("old")
         assert got is not None
-        assert (got.payload, got.first_claimed_ms) == (7, None)
+        assert (got.payload, got.first_claimed_ms, got.deferrals) == (7, None, 0)
         (lease,) = await store.claim("default", 10, 1, 1000)
         assert lease.timer.first_claimed_ms is not None
         assert await store.next_due_ms("default") == lease.deadline_ms
@@ -369,6 +370,35 @@ async def test_a_version_3_file_is_migrated_to_flow_control(tmp_path: Path) -> N
         await store.set_queue("q", QueueSettings(paused=True))
         await store.set_limit("example.com", Limit(rate=5.0))
         assert await store.limits() == {"example.com": Limit(rate=5.0)}
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
+    conn.close()
+
+
+async def test_a_version_4_file_is_migrated_to_count_deferrals(tmp_path: Path) -> None:
+    """Version 5 added the deferrals column; a leased timer of a version 4 file keeps its
+    lease token and defers without spending an attempt."""
+    path, clock = tmp_path / "timers.db", ManualClock()
+    with sqlite3.connect(path) as conn:
+        for statement in schema.SCHEMA[:-1]:
+            conn.execute(statement.replace(",\n        deferrals INTEGER NOT NULL DEFAULT 0", ""))
+        conn.execute("PRAGMA user_version = 4")
+        conn.execute(
+            "INSERT INTO timers (id, queue, state, due_ms, seq, attempt, created_ms, updated_ms,"
+            " spec) VALUES ('old', 'default', 0, ?, 1, 3, 1, 1, '[null,7,null]')",
+            (clock.now_ms,),
+        )
+    conn.close()
+    store = SqliteStore(path, clock=clock)
+    try:
+        (lease,) = await store.claim("default", clock.now_ms, 1, 1000)
+        assert (lease.token, lease.timer.deferrals) == (4, 0)
+        await store.defer(lease, clock.now_ms, "held")
+        got = await store.get("old")
+        assert got is not None
+        assert (got.attempt, got.deferrals, got.attempts_spent) == (4, 1, 3)
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:

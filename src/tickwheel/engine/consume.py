@@ -193,7 +193,7 @@ def _send_back(lease: Lease, due_ms: int, dispatcher: Dispatcher, settler: Settl
     timer_id = lease.timer.id
     lease = dispatcher.lease(timer_id) or lease
     dispatcher.settled(timer_id)
-    settler.later(settler.retry_at(lease, due_ms, "waiting for its turn under a limit"))
+    settler.later(settler.defer(lease, due_ms, "waiting for its turn under a limit"))
 
 
 class _Handover:

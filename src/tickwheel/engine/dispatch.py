@@ -220,7 +220,7 @@ class Dispatcher:
         async def one(lease: Lease) -> None:
             async with limit:
                 due = lease.timer.due_ms if due_ms is None else due_ms
-                await self._settler.retry_at(lease, due, "handed back by a stopping worker")
+                await self._settler.defer(lease, due, "handed back by a stopping worker")
             self.settled(lease.timer.id)
 
         await asyncio.gather(*(one(lease) for lease in leases))

@@ -30,6 +30,11 @@ class MetricsCollector:
             ("tickwheel_fired", "Delivery attempts started", m.fired),
             ("tickwheel_acked", "Timers delivered and acked", m.acked),
             ("tickwheel_retried", "Timers scheduled again (failed or handed back)", m.retried),
+            (
+                "tickwheel_deferred",
+                "Timers handed back unsent, spending no attempt (limit, hold, no connection)",
+                m.deferred,
+            ),
             ("tickwheel_dead_lettered", "Timers moved to the dead letters", m.dead),
             (
                 "tickwheel_occurrences_skipped",

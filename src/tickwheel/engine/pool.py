@@ -2,12 +2,15 @@
 
 A catch-up burst must not overflow a small receiver's listen backlog, and endpoints that never
 answer must not hold every connection: an origin starts with a few slots and earns more only
-while it answers promptly, as TCP's slow start opens its window.
+while it answers promptly, as TCP's slow start opens its window. An origin that has not shown
+it answers promptly also shares the slots of its address (`AddressShare`) with the other ports
+and names there, since ports and names cost an attacker nothing and addresses do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from collections import deque
 
 from tickwheel.engine.connection import Connection
@@ -21,6 +24,10 @@ INITIAL_PER_HOST = 4
 OPENING_PER_HOST = 4
 # prompt: within twice the origin's fastest response so far, plus this
 PROMPT_MARGIN_S = 0.25
+PROVEN_WITHIN_S = 2.0
+"""An origin is proven prompt while its last answer came within this and none of its requests
+has been running longer: only such origins take the connections kept in reserve."""
+IPV6_PREFIX = 64  # one site's addresses: a /64 is what a single host or LAN is handed
 
 Origin = tuple[str, str, int]  # scheme, host (IDNA, IPv6 without brackets), port
 
@@ -81,6 +88,23 @@ class Slots:
         self.free += 1
 
 
+def address_key(ip: str) -> str:
+    """The key of the address an origin connects to: the IPv4 address, or the IPv6 /64."""
+    address = ipaddress.ip_address(ip.partition("%")[0])
+    if address.version == 4:
+        return str(address)
+    return str(ipaddress.IPv6Network((address, IPV6_PREFIX), strict=False))
+
+
+class AddressShare:
+    """The slots that the origins of one address (every port, every name) take together
+    while none of them is proven prompt."""
+
+    def __init__(self, most: int) -> None:
+        self.slots = Slots(most)
+        self.users = 0
+
+
 class Pool:
     """One origin's connections, its slots and how many of them it has earned so far.
 
@@ -102,6 +126,14 @@ class Pool:
         self.fastest_s = float("inf")
         self.slots = Slots(self.limit)
         self.opening = Slots(OPENING_PER_HOST)
+        self.proven = False  # its last answer came within PROVEN_WITHIN_S
+        self.started: list[float] = []  # loop times its requests in flight began, oldest first
+
+    def prompt(self, now: float) -> bool:
+        """Whether the origin answers promptly now: its last answer came within
+        `PROVEN_WITHIN_S` and none of its requests has been running longer."""
+        started = self.started
+        return self.proven and (not started or now - started[0] <= PROVEN_WITHIN_S)
 
     def take_idle(self) -> Connection | None:
         idle = self.idle
@@ -113,6 +145,7 @@ class Pool:
 
     def answered(self, status: int, took_s: float) -> None:
         """Learn from a response that took `took_s`; call while still holding its slot."""
+        self.proven = took_s <= PROVEN_WITHIN_S
         if status in (429, 503):
             self.shrink()
             return

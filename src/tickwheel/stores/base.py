@@ -252,6 +252,16 @@ class Store(Protocol):
         """Return the leased timer to scheduled at `due_ms`, recording `error`."""
         ...
 
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        """Hand the leased timer back unsent, scheduled at `due_ms`, without spending an attempt.
+
+        As `retry` (recording `reason`), but the timer's `deferrals` rises by one with its
+        `attempt`, so `attempts_spent` is what it was before the claim. `attempt` itself, the
+        lease token, never goes down: a lease from before the deferral never matches a later
+        claim. A defer sent again after its reply was lost reports its landing as success.
+        """
+        ...
+
     async def kill(self, lease: Lease, error: str) -> None:
         """Move the leased timer to the dead letters, recording `error`."""
         ...

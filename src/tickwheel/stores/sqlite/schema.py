@@ -22,7 +22,7 @@ from tickwheel.stores.codec import state_code
 R = TypeVar("R")
 Work = Callable[[sqlite3.Connection, int], R]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... FROM (3.33) and RETURNING (3.35)
 BUSY_TIMEOUT_MS = 5000
 FILE_MODE = 0o600
@@ -49,6 +49,7 @@ _FLOW_CONTROL = (
     "CREATE TABLE queue_settings (queue TEXT PRIMARY KEY, record TEXT NOT NULL)",
     "CREATE TABLE limits (host TEXT PRIMARY KEY, record TEXT NOT NULL)",
 )
+_DEFERRALS = "ALTER TABLE timers ADD COLUMN deferrals INTEGER NOT NULL DEFAULT 0"
 SCHEMA = (
     """CREATE TABLE timers (
         id TEXT NOT NULL UNIQUE,
@@ -62,7 +63,8 @@ SCHEMA = (
         updated_ms INTEGER NOT NULL,
         last_error TEXT,
         spec TEXT NOT NULL,
-        first_claimed_ms INTEGER
+        first_claimed_ms INTEGER,
+        deferrals INTEGER NOT NULL DEFAULT 0
     )""",
     # deadline_ms is the lease deadline while leased, the end of retention while done
     f"CREATE INDEX timers_due ON timers (queue, due_ms, seq) WHERE state = {SCHEDULED}",
@@ -142,6 +144,9 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         # 3 -> 4: paused timers, queue settings and host limits (state codes 0-3 are unchanged)
         for statement in _FLOW_CONTROL:
             conn.execute(statement)
+    if version <= 4:
+        # 4 -> 5: claims handed back unsent (a limit, a Retry-After hold, no free connection)
+        conn.execute(_DEFERRALS)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -40,7 +40,7 @@ for n, id in ipairs(ids) do
     if old then
       forget(id, old)
       attempt = old.attempt
-      raw = '0,' .. attempt .. string.sub(raw, 4) -- a new record starts '0,0,'
+      raw = '0,' .. attempt .. string.sub(with_deferrals(raw, old.deferrals), 4) -- '0,0,...'
     end
     fields[#fields + 1] = id
     fields[#fields + 1] = raw
