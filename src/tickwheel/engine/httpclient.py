@@ -34,6 +34,8 @@ from tickwheel.engine.pool import (
 from tickwheel.engine.resolver import AddressInfo, ConnectFailed, Resolve, Resolver, getaddrinfo
 
 KEEPALIVE_S = 15.0  # an idle pooled connection, or an unused origin's state, is dropped after this
+PROVEN_FOR_S = 600.0  # a forgotten origin that was proven prompt is taken as still prompt this long
+PROVEN_ORIGINS = 10_000  # origins remembered as proven prompt at most (the oldest go first)
 # one connect (TCP and TLS): a SYN lost once is resent after 1 s and still fits; a listener whose
 # queue is full drops it again, and a fresh socket tried at once does better than waiting
 CONNECT_TIMEOUT_S = 3.0
@@ -43,6 +45,13 @@ SLOT_WAIT_S = 5.0  # longest wait for a connection slot (or the request's timeou
 def default_per_host(max_connections: int) -> int:
     """Return the default `max_per_host`: a quarter of `max_connections`, at least one."""
     return max(1, max_connections // 4)
+
+
+def per_address(max_connections: int, max_per_host: int) -> int:
+    """Return how many slots the origins of one address share until proven prompt: two
+    origins' worth, so one origin that hangs cannot block the others of a shared host alone,
+    and a host needs no more than one address to be held to that however many ports it opens."""
+    return min(max_connections, 2 * max_per_host)
 
 
 def reserve_of(max_connections: int) -> int:
@@ -63,10 +72,11 @@ class HttpClient:
     reading the response. One origin may hold `max_per_host` slots (by default a quarter of
     `max_connections`), so endpoints that never answer cannot hold every connection; it starts
     with a few of them and earns the rest (`Pool`). The origins of one address (an IPv4
-    address, an IPv6 /64) that are not proven prompt share `max_per_host` slots too, so many
-    ports or names of one host are no more than one origin. A quarter of the global slots
-    (`reserve_of`) is kept for origins proven prompt (`Pool.prompt`), so hanging targets on
-    many addresses still leave those to targets that answer. A connect gets
+    address, an IPv6 /64) that are not proven prompt share twice that (`per_address`), so
+    many ports or names of one host hold no more. A quarter of the global slots
+    (`reserve_of`) is kept for origins proven prompt (`Pool.prompt`, remembered
+    `PROVEN_FOR_S`), so hanging targets on many addresses still leave those to targets that
+    answer. A connect gets
     `CONNECT_TIMEOUT_S` and, if it times out or is refused or reset, one more try at once on a
     fresh socket. Names are resolved through a cache (`Resolver`).
 
@@ -92,6 +102,9 @@ class HttpClient:
         )
         self._pools: dict[Origin, Pool] = {}
         self._shares: dict[str, AddressShare] = {}
+        self._per_address = per_address(max_connections, self._max_per_host)
+        # origins proven prompt whose pools were dropped: loop time until which they count so
+        self._proven: dict[Origin, float] = {}
         reserve = reserve_of(max_connections)
         self._slots = Slots(max_connections - reserve)  # anyone's
         self._reserve = Slots(reserve)  # only for origins proven prompt
@@ -136,6 +149,7 @@ class HttpClient:
         pool = self._pools.get(origin)
         if pool is None:
             pool = self._pools[origin] = Pool(origin, self._max_per_host)
+            pool.proven = self._proven.pop(origin, 0.0) > loop.time()
         pool.users += 1
         wait_s = min(timeout_s, SLOT_WAIT_S)
         wait_until = loop.time() + wait_s
@@ -180,7 +194,7 @@ class HttpClient:
         key = address_key(addresses[0][4][0]) if addresses else host
         share = self._shares.get(key)
         if share is None:
-            share = self._shares[key] = AddressShare(self._max_per_host)
+            share = self._shares[key] = AddressShare(self._per_address)
         share.users += 1
         return share
 
@@ -373,12 +387,23 @@ class HttpClient:
                 self._discard(pool, connection)
             if not (pool.users or pool.live) and pool.last_used <= cutoff:
                 del self._pools[origin]
+                if pool.proven:
+                    self._remember_proven(origin, loop.time())
         for key, share in list(self._shares.items()):
             if not share.users:
                 del self._shares[key]
         self._sweep = None
         if self._pools and not self._closed:
             self._sweep = loop.call_later(KEEPALIVE_S, self._expire)
+
+    def _remember_proven(self, origin: Origin, now: float) -> None:
+        proven = self._proven
+        if len(proven) >= PROVEN_ORIGINS:
+            for name in [name for name, until in proven.items() if until <= now]:
+                del proven[name]
+            if len(proven) >= PROVEN_ORIGINS:
+                del proven[next(iter(proven))]  # the one remembered longest ago
+        proven[origin] = now + PROVEN_FOR_S
 
     def close(self) -> None:
         """Close every idle connection now and every other one as its request ends."""
