@@ -49,6 +49,9 @@ class ScriptedStore:
     async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
         self.handed_back.append(lease)
 
+    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+        self.handed_back.append(lease)
+
     async def queue_settings(self) -> dict[str, QueueSettings]:
         return {}
 

@@ -69,8 +69,9 @@ class Delivery:
 
     @property
     def attempt(self) -> int:
-        """1 for the first delivery, one more for each retry or lapsed lease."""
-        return self._lease.token
+        """1 for the first delivery, one more for each retry or lapsed lease (a hand-back
+        under a limit is none)."""
+        return self._lease.token - self._lease.timer.deferrals
 
     async def ack(self, *, confirm: bool = False) -> None:
         """Mark the timer done (queued; with `confirm`, landed).

@@ -22,20 +22,11 @@ from collections.abc import Callable, Sequence
 
 from tickwheel.engine.connection import Connection, Disconnected, Response
 from tickwheel.engine.guard import keep_public
-from tickwheel.engine.pool import (
-    INITIAL_PER_HOST,
-    AddressShare,
-    Origin,
-    Pool,
-    PoolTimeout,
-    Slots,
-    address_key,
-)
+from tickwheel.engine.pool import INITIAL_PER_HOST, Origin, Pool, PoolTimeout
 from tickwheel.engine.resolver import AddressInfo, ConnectFailed, Resolve, Resolver, getaddrinfo
+from tickwheel.engine.shares import Shares
 
 KEEPALIVE_S = 15.0  # an idle pooled connection, or an unused origin's state, is dropped after this
-PROVEN_FOR_S = 600.0  # a forgotten origin that was proven prompt is taken as still prompt this long
-PROVEN_ORIGINS = 10_000  # origins remembered as proven prompt at most (the oldest go first)
 # one connect (TCP and TLS): a SYN lost once is resent after 1 s and still fits; a listener whose
 # queue is full drops it again, and a fresh socket tried at once does better than waiting
 CONNECT_TIMEOUT_S = 3.0
@@ -45,18 +36,6 @@ SLOT_WAIT_S = 5.0  # longest wait for a connection slot (or the request's timeou
 def default_per_host(max_connections: int) -> int:
     """Return the default `max_per_host`: a quarter of `max_connections`, at least one."""
     return max(1, max_connections // 4)
-
-
-def per_address(max_connections: int, max_per_host: int) -> int:
-    """Return how many slots the origins of one address share until proven prompt: two
-    origins' worth, so one origin that hangs cannot block the others of a shared host alone,
-    and a host needs no more than one address to be held to that however many ports it opens."""
-    return min(max_connections, 2 * max_per_host)
-
-
-def reserve_of(max_connections: int) -> int:
-    """Return how many of `max_connections` only origins proven prompt may take: a quarter."""
-    return max_connections // 4
 
 
 class NotSent(Exception):
@@ -72,13 +51,11 @@ class HttpClient:
     reading the response. One origin may hold `max_per_host` slots (by default a quarter of
     `max_connections`), so endpoints that never answer cannot hold every connection; it starts
     with a few of them and earns the rest (`Pool`). The origins of one address (an IPv4
-    address, an IPv6 /64) that are not proven prompt share twice that (`per_address`), so
-    many ports or names of one host hold no more. A quarter of the global slots
-    (`reserve_of`) is kept for origins proven prompt (`Pool.prompt`, remembered
-    `PROVEN_FOR_S`), so hanging targets on many addresses still leave those to targets that
-    answer. A connect gets
-    `CONNECT_TIMEOUT_S` and, if it times out or is refused or reset, one more try at once on a
-    fresh socket. Names are resolved through a cache (`Resolver`).
+    address, an IPv6 /64) not proven prompt share twice that, so many ports or names of one
+    host hold no more; a quarter of the global slots is kept for origins proven prompt
+    (`Shares`), so hanging targets on many addresses leave those to targets that answer. A
+    connect gets `CONNECT_TIMEOUT_S` and, if it times out or is refused or reset, one more try
+    at once on a fresh socket. Names are resolved through a cache (`Resolver`).
 
     Unless `allow_private`, a name resolves to its public addresses only and the socket connects
     to one of those, so the address checked is the address connected to: a name that resolved
@@ -101,16 +78,11 @@ class HttpClient:
             default_per_host(max_connections) if max_per_host is None else max_per_host
         )
         self._pools: dict[Origin, Pool] = {}
-        self._shares: dict[str, AddressShare] = {}
-        self._per_address = per_address(max_connections, self._max_per_host)
-        # origins proven prompt whose pools were dropped: loop time until which they count so
-        self._proven: dict[Origin, float] = {}
-        reserve = reserve_of(max_connections)
-        self._slots = Slots(max_connections - reserve)  # anyone's
-        self._reserve = Slots(reserve)  # only for origins proven prompt
-        self._reserved = reserve > 0
         self._open = 0  # live and connecting, over all pools
         self._resolver = Resolver(resolve)
+        self._shares = Shares(
+            max_connections, self._max_per_host, self._resolver, allow_private=allow_private
+        )
         self._tls: ssl.SSLContext | None = None
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
@@ -149,7 +121,7 @@ class HttpClient:
         pool = self._pools.get(origin)
         if pool is None:
             pool = self._pools[origin] = Pool(origin, self._max_per_host)
-            pool.proven = self._proven.pop(origin, 0.0) > loop.time()
+            pool.proven = self._shares.recall(origin, loop.time())
         pool.users += 1
         wait_s = min(timeout_s, SLOT_WAIT_S)
         wait_until = loop.time() + wait_s
@@ -162,13 +134,13 @@ class HttpClient:
             try:
                 if not pool.prompt(loop.time()):
                     # the lookup is the request's own (as in a connect), not the slot wait's
-                    share = await self._share(pool, loop.time() + timeout_s)
+                    share = await self._shares.address(pool, loop.time() + timeout_s)
                     if share.slots.free > 0:
                         share.slots.free -= 1
                     elif not await share.slots.take(wait_until):
                         raise PoolTimeout(wait_s)
                     held = share
-                slots = await self._global_slot(pool, wait_until, wait_s)
+                slots = await self._shares.take(pool, wait_until, wait_s)
                 try:
                     return await self._timed(pool, request, timeout_s, go)
                 finally:
@@ -184,36 +156,6 @@ class HttpClient:
             pool.last_used = loop.time()
             if self._sweep is None and not self._closed:
                 self._sweep = loop.call_later(KEEPALIVE_S, self._expire)
-
-    async def _share(self, pool: Pool, deadline: float) -> AddressShare:
-        """The slots of the address `pool`'s origin connects to (counted as one more user);
-        the lookup is cached, so only an origin's first request in a while waits for it."""
-        host, port = pool.origin[1:]
-        found = await self._resolver.resolve(host, port, deadline)
-        addresses = found if self._allow_private else keep_public(host, found)
-        key = address_key(addresses[0][4][0]) if addresses else host
-        share = self._shares.get(key)
-        if share is None:
-            share = self._shares[key] = AddressShare(self._per_address)
-        share.users += 1
-        return share
-
-    async def _global_slot(self, pool: Pool, wait_until: float, wait_s: float) -> Slots:
-        """Take a global slot, from the reserve if the others are taken and the origin is
-        proven prompt; return the `Slots` to give it back to."""
-        shared = self._slots
-        if shared.free > 0:
-            shared.free -= 1
-            return shared
-        reserve = self._reserve
-        # a prompt origin waits for the reserve: its slots come back promptly
-        prompt = self._reserved and pool.prompt(asyncio.get_running_loop().time())
-        slots = reserve if prompt else shared
-        if slots is reserve and reserve.free > 0:
-            reserve.free -= 1
-        elif not await slots.take(wait_until):
-            raise PoolTimeout(wait_s)
-        return slots
 
     async def _timed(
         self, pool: Pool, request: bytes, timeout_s: float, go: Callable[[], bool] | None
@@ -387,23 +329,11 @@ class HttpClient:
                 self._discard(pool, connection)
             if not (pool.users or pool.live) and pool.last_used <= cutoff:
                 del self._pools[origin]
-                if pool.proven:
-                    self._remember_proven(origin, loop.time())
-        for key, share in list(self._shares.items()):
-            if not share.users:
-                del self._shares[key]
+                self._shares.forget(pool, loop.time())
+        self._shares.sweep()
         self._sweep = None
         if self._pools and not self._closed:
             self._sweep = loop.call_later(KEEPALIVE_S, self._expire)
-
-    def _remember_proven(self, origin: Origin, now: float) -> None:
-        proven = self._proven
-        if len(proven) >= PROVEN_ORIGINS:
-            for name in [name for name, until in proven.items() if until <= now]:
-                del proven[name]
-            if len(proven) >= PROVEN_ORIGINS:
-                del proven[next(iter(proven))]  # the one remembered longest ago
-        proven[origin] = now + PROVEN_FOR_S
 
     def close(self) -> None:
         """Close every idle connection now and every other one as its request ends."""

@@ -2,15 +2,13 @@
 
 A catch-up burst must not overflow a small receiver's listen backlog, and endpoints that never
 answer must not hold every connection: an origin starts with a few slots and earns more only
-while it answers promptly, as TCP's slow start opens its window. An origin that has not shown
-it answers promptly also shares the slots of its address (`AddressShare`) with the other ports
-and names there, since ports and names cost an attacker nothing and addresses do.
+while it answers promptly, as TCP's slow start opens its window; whether it answers promptly
+also decides which other slots it may take (`shares.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 from collections import deque
 
 from tickwheel.engine.connection import Connection
@@ -27,7 +25,6 @@ PROMPT_MARGIN_S = 0.25
 PROVEN_WITHIN_S = 2.0
 """An origin is proven prompt while its last answer came within this and none of its requests
 has been running longer: only such origins take the connections kept in reserve."""
-IPV6_PREFIX = 64  # one site's addresses: a /64 is what a single host or LAN is handed
 
 Origin = tuple[str, str, int]  # scheme, host (IDNA, IPv6 without brackets), port
 
@@ -86,23 +83,6 @@ class Slots:
                     waiter.set_result(True)
                     return
         self.free += 1
-
-
-def address_key(ip: str) -> str:
-    """The key of the address an origin connects to: the IPv4 address, or the IPv6 /64."""
-    address = ipaddress.ip_address(ip.partition("%")[0])
-    if address.version == 4:
-        return str(address)
-    return str(ipaddress.IPv6Network((address, IPV6_PREFIX), strict=False))
-
-
-class AddressShare:
-    """The slots that the origins of one address (every port, every name) take together
-    while none of them is proven prompt."""
-
-    def __init__(self, most: int) -> None:
-        self.slots = Slots(most)
-        self.users = 0
 
 
 class Pool:

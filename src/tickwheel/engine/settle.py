@@ -151,7 +151,7 @@ class Settler:
                 "timer=%s queue=%s attempt=%d dead-lettered: %s",
                 lease.timer.id,
                 lease.timer.queue,
-                lease.token,
+                lease.timer.attempts_spent,
                 error,
                 extra={"timer_id": lease.timer.id},
             )
