@@ -21,6 +21,7 @@ from tickwheel.engine import Worker, WorkerSettings, httpclient, limits
 from tickwheel.engine.http import HttpTarget
 from tickwheel.engine.outcome import ACKED, Verdict
 from tickwheel.engine.settings import HttpSettings
+from tickwheel.engine.shares import address_key
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import MemoryStore
 from tickwheel.testing.receiver import Received, Receiver, Reply
@@ -222,3 +223,11 @@ async def test_a_huge_retry_after_on_one_path_defers_the_host_without_spending_a
 async def _all_done(store: MemoryStore, count: int) -> bool:
     got = [await store.get(f"g{i}") for i in range(count)]
     return all(t is not None and t.state is State.DONE for t in got)
+
+
+def test_an_ipv6_site_is_one_address_however_many_addresses_it_uses() -> None:
+    """A /64 is what one host or LAN is handed: its 2**64 addresses share one cap."""
+    assert address_key("2001:db8:1:2::1") == address_key("2001:db8:1:2:ffff:ffff:ffff:ffff")
+    assert address_key("2001:db8:1:2::1") != address_key("2001:db8:1:3::1")
+    assert address_key("fe80::1%eth0") == "fe80::/64"
+    assert address_key("203.0.113.7") == "203.0.113.7"
