@@ -26,8 +26,9 @@ def wall_ms() -> int:
 class Lease:
     """A claimed timer: its holder may fire it until `deadline_ms`, then ack, retry or kill it.
 
-    `token` is the attempt number the claim started; settling with a stale token raises
-    `LeaseLost`, so a worker that paused past its deadline cannot undo another's work.
+    `token` is the timer's claim count (its `attempt`) after this claim: it only rises, even
+    when a claim is deferred, so settling with a stale token raises `LeaseLost` and a worker
+    that paused past its deadline cannot undo another's work.
     """
 
     timer: Timer
