@@ -4,6 +4,7 @@
 
     scheduled ──claim──▶ leased ──ack──▶ done
         ▲                  ├──retry──▶ scheduled (attempt kept, new due)
+        │                  ├──defer──▶ scheduled (not sent: deferrals + 1, no attempt spent)
         │                  └──kill───▶ dead ──replay──▶ scheduled
         └──lease expired───┘
 """
