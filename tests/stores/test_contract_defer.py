@@ -91,7 +91,9 @@ async def test_a_replaced_timer_keeps_its_deferrals(store: Store, clock: ManualC
     await store.add(Timer(id="t", due_ms=clock.now_ms, payload=1))
     (lease,) = await store.claim("default", clock.now_ms, 10, 1000)
     await store.defer(lease, clock.now_ms + 5, "held")
-    await store.add(Timer(id="t", due_ms=clock.now_ms, payload=2), replace=True)
+    replaced = await store.add(Timer(id="t", due_ms=clock.now_ms, payload=2), replace=True)
+    assert (replaced.attempt, replaced.deferrals) == (1, 1)
+    assert await store.get("t") == replaced
     (lease,) = await store.claim("default", clock.now_ms, 10, 1000)
     assert (lease.token, lease.timer.payload, lease.timer.attempts_spent) == (2, 2, 1)
 
