@@ -104,3 +104,28 @@ async def test_a_deferral_is_listed_with_its_count(store: Store, clock: ManualCl
     await store.defer(lease, clock.now_ms + 5, "held")
     (listed,) = (await store.list(State.SCHEDULED)).timers
     assert (listed.attempt, listed.deferrals, listed.attempts_spent) == (1, 1, 0)
+
+
+async def test_the_run_of_attempts_begins_with_the_first_attempt_not_a_deferral(
+    store: Store, clock: ManualClock
+) -> None:
+    """`max_retry_s` counts from the first claim that was an attempt: a timer held back for
+    hours under a limit still has its whole retry window when it is first sent."""
+    await store.add(Timer(id="t", due_ms=clock.now_ms))
+    (lease,) = await store.claim("default", clock.now_ms, 10, 1000)
+    assert lease.timer.first_claimed_ms == clock.now_ms
+    await store.defer(lease, clock.now_ms + 5000, "held")
+    got = await store.get("t")
+    assert got is not None
+    assert got.first_claimed_ms is None
+    clock.advance(5000)
+    (lease,) = await store.claim("default", clock.now_ms, 10, 1000)
+    assert lease.timer.first_claimed_ms == clock.now_ms  # the first attempt's claim
+    await store.retry(lease, clock.now_ms, "HTTP 500")
+    started = clock.now_ms
+    clock.advance(10)
+    (lease,) = await store.claim("default", clock.now_ms, 10, 1000)
+    await store.defer(lease, clock.now_ms, "held")  # an attempt was made: the run goes on
+    got = await store.get("t")
+    assert got is not None
+    assert (got.first_claimed_ms, got.attempts_spent) == (started, 1)

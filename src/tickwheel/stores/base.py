@@ -259,7 +259,9 @@ class Store(Protocol):
         As `retry` (recording `reason`), but the timer's `deferrals` rises by one with its
         `attempt`, so `attempts_spent` is what it was before the claim. `attempt` itself, the
         lease token, never goes down: a lease from before the deferral never matches a later
-        claim. A defer sent again after its reply was lost reports its landing as success.
+        claim. A timer with no attempt spent yet loses its `first_claimed_ms`: its run of
+        attempts (which `RetryPolicy.max_retry_s` bounds) has not begun. A defer sent again
+        after its reply was lost reports its landing as success.
         """
         ...
 

@@ -213,6 +213,8 @@ class MemoryStore:
                 updated_ms=self._clock(),
                 last_error=truncate_error(reason),
                 deferrals=timer.deferrals + 1,
+                # no attempt made yet: the run of attempts has not begun
+                first_claimed_ms=timer.first_claimed_ms if timer.attempts_spent > 1 else None,
             )
         )
 

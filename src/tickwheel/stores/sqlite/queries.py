@@ -94,6 +94,7 @@ RETRY = f"""UPDATE timers SET state = {SCHEDULED}, due_ms = :due, deadline_ms = 
 # a hand-back that spends no attempt: the claim count (the token) stays, the deferrals rise
 DEFER = f"""UPDATE timers SET state = {SCHEDULED}, due_ms = :due, deadline_ms = NULL,
                 updated_ms = :now, last_error = :error, deferrals = deferrals + 1,
+                first_claimed_ms = CASE WHEN attempt - deferrals > 1 THEN first_claimed_ms END,
                 seq = {next_seq("timers.queue", ":due")}
             WHERE {_HELD}"""
 KILL = f"""UPDATE timers SET state = {DEAD}, deadline_ms = NULL, updated_ms = :now,

@@ -17,6 +17,9 @@ end
 unhold(r)
 r.state, r.updated, r.due, r.seq = SCHEDULED, ARGV[3], ARGV[4], ARGV[5]
 r.deferrals = int((tonumber(r.deferrals) or 0) + 1)
+if tonumber(r.attempt) - tonumber(r.deferrals) <= 0 then
+  r.first = '' -- no attempt made yet: the run of attempts has not begun
+end
 set_error(r, ARGV[6])
 save(id, r)
 enqueue(id, r, ARGV[3])
