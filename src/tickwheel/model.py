@@ -4,6 +4,7 @@
 
     scheduled ──claim──▶ leased ──ack──▶ done
         ▲                  ├──retry──▶ scheduled (attempt kept, new due)
+        │                  ├──defer──▶ scheduled (not sent: deferrals + 1, no attempt spent)
         │                  └──kill───▶ dead ──replay──▶ scheduled
         └──lease expired───┘
 """
@@ -259,7 +260,10 @@ class Timer:
     `id` is generated (sortable by creation time) when not given. The fields after `retry` are
     the store's bookkeeping; callers leave them at their defaults. `first_claimed_ms` is when
     the current run of attempts began (the first claim since it was added, rescheduled or
-    replayed), so `RetryPolicy.max_retry_s` can be measured from it.
+    replayed), so `RetryPolicy.max_retry_s` can be measured from it. `attempt` counts claims
+    (each claim's lease token is one higher); `deferrals` counts the claims handed back unsent
+    (a limit, a `Retry-After` hold, no free connection), so `attempts_spent` is what the
+    timer's `max_attempts` and its receiver see.
     """
 
     id: str = ""
@@ -274,6 +278,7 @@ class Timer:
     updated_ms: int = 0
     last_error: str | None = None
     first_claimed_ms: int | None = None
+    deferrals: int = 0
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -318,6 +323,11 @@ class Timer:
     def spec(self) -> tuple[object, ...]:
         """What the caller asked for; two timers with one id and one spec are the same timer."""
         return (self.due_ms, self.queue, self.callback, self.payload, self.retry)
+
+    @property
+    def attempts_spent(self) -> int:
+        """The attempts made or being made: claims that were not handed back unsent."""
+        return self.attempt - self.deferrals
 
     def evolve(self, **changes: Any) -> Timer:
         """Return a copy with `changes` applied (and validated)."""

@@ -46,6 +46,9 @@ class ScriptedStore:
     async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
         return [True] * len(leases)
 
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        self.handed_back.append(lease)
+
     async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
         self.handed_back.append(lease)
 

@@ -274,13 +274,13 @@ async def test_retry_after_holds_every_callback_to_the_host_and_is_capped() -> N
 
 async def test_a_long_retry_after_sends_the_waiting_callbacks_back_to_its_end() -> None:
     gate = limiter(hold_s=1.0)
-    gate.hold(timer(), 120)
+    gate.hold(timer(), 45)  # within MAX_HOLD_S
     before = time.time_ns() // 1_000_000
     admitted = await admit_all(gate, [timer() for _ in range(3)])
     for when, admission in admitted:
         assert when < 0.2
         assert admission.defer_ms is not None
-        assert before + 119_000 <= admission.defer_ms <= before + 121_000
+        assert before + 44_000 <= admission.defer_ms <= before + 46_000
 
 
 # grants shared through Redis

@@ -67,7 +67,7 @@ async def test_a_lapsing_lease_brings_its_queue_back(store: Store, clock: Manual
     assert again.token == lease.token + 1
 
 
-@pytest.mark.parametrize("how", ["retry", "reschedule", "resume", "replay"])
+@pytest.mark.parametrize("how", ["retry", "defer", "reschedule", "resume", "replay"])
 async def test_each_way_back_to_scheduled_lists_the_queue(
     store: Store, clock: ManualClock, how: str
 ) -> None:
@@ -75,6 +75,8 @@ async def test_each_way_back_to_scheduled_lists_the_queue(
     (lease,) = await store.claim("q", clock.now_ms, 10, DAY)
     if how == "retry":
         await store.retry(lease, clock.now_ms + 100, "again")
+    elif how == "defer":
+        await store.defer(lease, clock.now_ms + 100, "not sent")
     elif how == "replay":
         await store.kill(lease, "dead")
         assert await store.replay("t")

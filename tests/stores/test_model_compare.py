@@ -57,6 +57,7 @@ def _timer(timer: Timer) -> tuple[object, ...]:
         timer.created_ms,
         timer.updated_ms,
         timer.first_claimed_ms,
+        timer.deferrals,
     )
 
 
@@ -188,6 +189,12 @@ class StoreComparison(RuleBasedStateMachine):
     def retry(self, which: int, slot: int, error: str) -> None:
         due = self.due(slot)
         self.both(lambda store: store.retry(self.lease(which, store), due, error))
+
+    @precondition(lambda self: self.leases)
+    @rule(which=st.integers(0, 1000), slot=SLOTS, reason=ERRORS)
+    def defer(self, which: int, slot: int, reason: str) -> None:
+        due = self.due(slot)
+        self.both(lambda store: store.defer(self.lease(which, store), due, reason))
 
     @precondition(lambda self: self.leases)
     @rule(which=st.integers(0, 1000), error=ERRORS)

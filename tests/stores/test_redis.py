@@ -949,7 +949,7 @@ async def test_a_request_id_claims_afresh_once_redis_forgot_it(
         await store.close()
 
 
-@pytest.mark.parametrize("settle", ["ack", "retry", "kill"])
+@pytest.mark.parametrize("settle", ["ack", "retry", "defer", "kill"])
 async def test_a_settle_whose_reply_was_lost_succeeds_when_sent_again(
     server: Server, store: RedisStore, clock: ManualClock, settle: str
 ) -> None:
@@ -966,6 +966,8 @@ async def test_a_settle_whose_reply_was_lost_succeeds_when_sent_again(
             await store.ack(lease)
         elif settle == "retry":
             await store.retry(lease, clock.now_ms + 5000, "boom")
+        elif settle == "defer":
+            await store.defer(lease, clock.now_ms + 5000, "held")
         else:
             await store.kill(lease, "boom")
 
@@ -975,10 +977,14 @@ async def test_a_settle_whose_reply_was_lost_succeeds_when_sent_again(
     await send(lease)  # no LeaseLost
     got = await store.get("t")
     assert got is not None
-    want = {"ack": State.DONE, "retry": State.SCHEDULED, "kill": State.DEAD}[settle]
+    want = {"ack": State.DONE, "retry": State.SCHEDULED, "kill": State.DEAD}.get(
+        settle, State.SCHEDULED
+    )
     assert (got.state, got.attempt) == (want, 1)
-    if settle == "retry":
+    if settle in ("retry", "defer"):
         assert got.due_ms == clock.now_ms + 5000
+    # the landing counted once: sending it again raised no deferral a second time
+    assert got.deferrals == (1 if settle == "defer" else 0)
     await send(other)
     with pytest.raises(LeaseLost):
         await send(other)

@@ -243,7 +243,8 @@ async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         for statement in schema.SCHEMA:
             if not any(name in statement for name in later):
-                conn.execute(statement.replace(",\n        first_claimed_ms INTEGER", ""))
+                without = statement.replace(",\n        deferrals INTEGER NOT NULL DEFAULT 0", "")
+                conn.execute(without.replace(",\n        first_claimed_ms INTEGER", ""))
         conn.execute("PRAGMA user_version = 1")
         conn.execute(
             "INSERT INTO timers (id, queue, state, due_ms, seq, attempt, created_ms, updated_ms,"
@@ -254,7 +255,7 @@ async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     try:
         got = await store.get("old")
         assert got is not None
-        assert (got.payload, got.first_claimed_ms) == (7, None)
+        assert (got.payload, got.first_claimed_ms, got.deferrals) == (7, None, 0)
         (lease,) = await store.claim("default", 10, 1, 1000)
         assert lease.timer.first_claimed_ms is not None
         assert await store.next_due_ms("default") == lease.deadline_ms
@@ -407,6 +408,38 @@ async def test_a_version_4_file_gets_its_due_queue_index(tmp_path: Path) -> None
         assert found.queues == ["soon", "held", "later"]
     finally:
         await store.close()
+
+
+async def test_a_version_4_file_is_migrated_to_count_deferrals(tmp_path: Path) -> None:
+    """Version 5 added the deferrals column; a leased timer of a version 4 file keeps its
+    lease token and defers without spending an attempt."""
+    path, clock = tmp_path / "timers.db", ManualClock()
+    with sqlite3.connect(path) as conn:
+        for statement in schema.SCHEMA[:-1]:
+            if "queue_heads" not in statement:
+                conn.execute(
+                    statement.replace(",\n        deferrals INTEGER NOT NULL DEFAULT 0", "")
+                )
+        conn.execute("PRAGMA user_version = 4")
+        conn.execute(
+            "INSERT INTO timers (id, queue, state, due_ms, seq, attempt, created_ms, updated_ms,"
+            " spec) VALUES ('old', 'default', 0, ?, 1, 3, 1, 1, '[null,7,null]')",
+            (clock.now_ms,),
+        )
+    conn.close()
+    store = SqliteStore(path, clock=clock)
+    try:
+        (lease,) = await store.claim("default", clock.now_ms, 1, 1000)
+        assert (lease.token, lease.timer.deferrals) == (4, 0)
+        await store.defer(lease, clock.now_ms, "held")
+        got = await store.get("old")
+        assert got is not None
+        assert (got.attempt, got.deferrals, got.attempts_spent) == (4, 1, 3)
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
+    conn.close()
 
 
 def test_counts_per_queue_read_partial_indexes(tmp_path: Path) -> None:

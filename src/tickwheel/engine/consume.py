@@ -69,8 +69,9 @@ class Delivery:
 
     @property
     def attempt(self) -> int:
-        """1 for the first delivery, one more for each retry or lapsed lease."""
-        return self._lease.token
+        """1 for the first delivery, one more for each retry or lapsed lease (a hand-back
+        under a limit is none)."""
+        return self._lease.token - self._lease.timer.deferrals
 
     async def ack(self, *, confirm: bool = False) -> None:
         """Mark the timer done (queued; with `confirm`, landed).
@@ -193,7 +194,7 @@ def _send_back(lease: Lease, due_ms: int, dispatcher: Dispatcher, settler: Settl
     timer_id = lease.timer.id
     lease = dispatcher.lease(timer_id) or lease
     dispatcher.settled(timer_id)
-    settler.later(settler.retry_at(lease, due_ms, "waiting for its turn under a limit"))
+    settler.later(settler.defer(lease, due_ms, "waiting for its turn under a limit"))
 
 
 class _Handover:

@@ -230,8 +230,11 @@ class Dispatcher:
 
         async def one(lease: Lease) -> None:
             async with limit:
-                due = lease.timer.due_ms if due_ms is None else due_ms
-                await self._settler.retry_at(lease, due, "handed back by a stopping worker")
+                reason = "handed back by a stopping worker"
+                if due_ms is None:  # never fired: no attempt spent
+                    await self._settler.defer(lease, lease.timer.due_ms, reason)
+                else:  # interrupted: it may have been sent
+                    await self._settler.retry_at(lease, due_ms, reason)
             self.settled(lease.timer.id)
 
         await asyncio.gather(*(one(lease) for lease in leases))

@@ -30,6 +30,11 @@ class MetricsCollector:
             ("tickwheel_fired", "Delivery attempts started", m.fired),
             ("tickwheel_acked", "Timers delivered and acked", m.acked),
             ("tickwheel_retried", "Timers scheduled again (failed or handed back)", m.retried),
+            (
+                "tickwheel_deferred",
+                "Timers handed back unsent, spending no attempt (limit, hold, no connection)",
+                m.deferred,
+            ),
             ("tickwheel_dead_lettered", "Timers moved to the dead letters", m.dead),
             (
                 "tickwheel_occurrences_skipped",
@@ -93,14 +98,6 @@ class MetricsCollector:
         for queue, count in sorted(m.limit_deferred.items()):
             deferred.add_metric([queue], count)
         yield deferred
-        target_deferred = CounterMetricFamily(
-            "tickwheel_target_deferred",
-            "Callbacks sent back to the store for a while because their target had hung",
-            labels=["queue"],
-        )
-        for queue, count in sorted(m.target_deferred.items()):
-            target_deferred.add_metric([queue], count)
-        yield target_deferred
         callbacks = CounterMetricFamily(
             "tickwheel_callbacks",
             "Callback attempts by outcome and target host (the busiest hosts, the rest 'other')",

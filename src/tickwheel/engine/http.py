@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import random
 import ssl
 import time
 from collections.abc import Callable
@@ -42,6 +43,9 @@ _HOLD_STATUSES = frozenset({429, 503})  # their Retry-After speaks for the whole
 MAX_RETRY_AFTER_S = 600.0
 """Longest `Retry-After` a host is held for; a longer one holds it this long."""
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # send Content-Length: 0 without a body
+NO_SLOT_DEFER_S = 1.0
+"""A callback that found no free connection goes back to the store due this much later (with
+up to as much again of jitter), spending no attempt: it was never sent."""
 
 
 def _version() -> str:
@@ -221,7 +225,9 @@ class HttpTarget:
         except PoolTimeout as error:
             where = f"{host}:{url.port}"
             return Outcome(
-                Verdict.RETRY, f"no free connection to {where} within {error.waited_s:g} s"
+                Verdict.DEFER,
+                f"no free connection to {where} within {error.waited_s:g} s",
+                NO_SLOT_DEFER_S * (1 + random.random()),
             )
         except InvalidHost:
             return Outcome(Verdict.KILL, f"invalid URL: host {host}")

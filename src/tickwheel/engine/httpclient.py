@@ -6,7 +6,9 @@ status, two headers and a bounded body parsed back. bench/http_clients.py measur
 
 Receivers are not trusted to be well behaved: a connect gets a few seconds, one origin gets a
 share of the connections that starts small and grows only while it answers promptly (`pool.py`),
-and a slow name server holds up only the names it serves (`resolver.py`).
+the ports and names of one address share a cap until they answer promptly, a reserve of the
+connections is kept for origins that do, and a slow name server holds up only the names it
+serves (`resolver.py`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from collections.abc import Callable, Sequence
 
 from tickwheel.engine.connection import Connection, Disconnected, Response
 from tickwheel.engine.guard import keep_public
-from tickwheel.engine.pool import INITIAL_PER_HOST, Origin, Pool, PoolTimeout, Slots
+from tickwheel.engine.pool import INITIAL_PER_HOST, Origin, Pool, PoolTimeout
 from tickwheel.engine.resolver import AddressInfo, ConnectFailed, Resolve, Resolver, getaddrinfo
+from tickwheel.engine.shares import Shares
 
 KEEPALIVE_S = 15.0  # an idle pooled connection, or an unused origin's state, is dropped after this
 # one connect (TCP and TLS): a SYN lost once is resent after 1 s and still fits; a listener whose
@@ -42,13 +45,17 @@ class NotSent(Exception):
 class HttpClient:
     """Keep-alive HTTP/1.1 connections per origin, bounded globally and per origin.
 
-    A request takes a slot of its origin, then a global one, waiting for them at most its
-    timeout or `SLOT_WAIT_S`, whichever is shorter; then its timeout starts, covering DNS,
-    connect, TLS, writing and reading the response. One origin may hold `max_per_host` slots
-    (by default a quarter of `max_connections`), so endpoints that never answer cannot hold
-    every connection; it starts with a few of them and earns the rest (`Pool`). A connect gets
-    `CONNECT_TIMEOUT_S` and, if it times out or is refused or reset, one more try at once on a
-    fresh socket. Names are resolved through a cache (`Resolver`).
+    A request takes a slot of its origin, then one of its address unless the origin is proven
+    prompt, then a global one, waiting for them at most its timeout or `SLOT_WAIT_S`,
+    whichever is shorter; then its timeout starts, covering DNS, connect, TLS, writing and
+    reading the response. One origin may hold `max_per_host` slots (by default a quarter of
+    `max_connections`), so endpoints that never answer cannot hold every connection; it starts
+    with a few of them and earns the rest (`Pool`). The origins of one address (an IPv4
+    address, an IPv6 /64) not proven prompt share twice that, so many ports or names of one
+    host hold no more; a quarter of the global slots is kept for origins proven prompt
+    (`Shares`), so hanging targets on many addresses leave those to targets that answer. A
+    connect gets `CONNECT_TIMEOUT_S` and, if it times out or is refused or reset, one more try
+    at once on a fresh socket. Names are resolved through a cache (`Resolver`).
 
     Unless `allow_private`, a name resolves to its public addresses only and the socket connects
     to one of those, so the address checked is the address connected to: a name that resolved
@@ -71,9 +78,11 @@ class HttpClient:
             default_per_host(max_connections) if max_per_host is None else max_per_host
         )
         self._pools: dict[Origin, Pool] = {}
-        self._slots = Slots(max_connections)
         self._open = 0  # live and connecting, over all pools
         self._resolver = Resolver(resolve)
+        self._shares = Shares(
+            max_connections, self._max_per_host, self._resolver, allow_private=allow_private
+        )
         self._tls: ssl.SSLContext | None = None
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
@@ -112,43 +121,64 @@ class HttpClient:
         pool = self._pools.get(origin)
         if pool is None:
             pool = self._pools[origin] = Pool(origin, self._max_per_host)
+            pool.proven = self._shares.recall(origin, loop.time())
         pool.users += 1
+        wait_s = min(timeout_s, SLOT_WAIT_S)
+        wait_until = loop.time() + wait_s
         try:
-            wait_until = 0.0
             if pool.slots.free > 0:  # a free slot is taken here, without a coroutine per slot
                 pool.slots.free -= 1
-            else:
-                wait_until = loop.time() + min(timeout_s, SLOT_WAIT_S)
-                if not await pool.slots.take(wait_until):
-                    raise PoolTimeout(min(timeout_s, SLOT_WAIT_S))
+            elif not await pool.slots.take(wait_until):
+                raise PoolTimeout(wait_s)
+            share = held = None
             try:
-                if self._slots.free > 0:
-                    self._slots.free -= 1
-                else:
-                    wait_until = wait_until or loop.time() + min(timeout_s, SLOT_WAIT_S)
-                    if not await self._slots.take(wait_until):
-                        raise PoolTimeout(min(timeout_s, SLOT_WAIT_S))
+                if not pool.prompt(loop.time()):
+                    # the lookup is the request's own (as in a connect), not the slot wait's
+                    share = await self._shares.address(pool, loop.time() + timeout_s)
+                    if share.slots.free > 0:
+                        share.slots.free -= 1
+                    elif not await share.slots.take(wait_until):
+                        raise PoolTimeout(wait_s)
+                    held = share
+                slots = await self._shares.take(pool, wait_until, wait_s)
                 try:
-                    started = loop.time()
-                    response = await self._send(pool, request, started + timeout_s, go)
-                    pool.answered(response.status, loop.time() - started)
-                    return response
-                except TimeoutError:
-                    pool.shrink()
-                    raise
-                except ConnectFailed as error:
-                    if not error.dns:  # a name server's trouble says nothing of the origin's
-                        pool.shrink()
-                    raise
+                    return await self._timed(pool, request, timeout_s, go)
                 finally:
-                    self._slots.give()
+                    slots.give()
             finally:
+                if held is not None:
+                    held.slots.give()
+                if share is not None:
+                    share.users -= 1
                 pool.slots.give()
         finally:
             pool.users -= 1
             pool.last_used = loop.time()
             if self._sweep is None and not self._closed:
                 self._sweep = loop.call_later(KEEPALIVE_S, self._expire)
+
+    async def _timed(
+        self, pool: Pool, request: bytes, timeout_s: float, go: Callable[[], bool] | None
+    ) -> Response:
+        """Send with every slot held: the request's timeout starts now."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        pool.started.append(started)
+        try:
+            response = await self._send(pool, request, started + timeout_s, go)
+            pool.answered(response.status, loop.time() - started)
+            return response
+        except TimeoutError:
+            pool.proven = False
+            pool.shrink()
+            raise
+        except ConnectFailed as error:
+            if not error.dns:  # a name server's trouble says nothing of the origin's
+                pool.proven = False
+                pool.shrink()
+            raise
+        finally:
+            pool.started.remove(started)
 
     async def _send(
         self, pool: Pool, request: bytes, deadline: float, go: Callable[[], bool] | None
@@ -299,6 +329,8 @@ class HttpClient:
                 self._discard(pool, connection)
             if not (pool.users or pool.live) and pool.last_used <= cutoff:
                 del self._pools[origin]
+                self._shares.forget(pool, loop.time())
+        self._shares.sweep()
         self._sweep = None
         if self._pools and not self._closed:
             self._sweep = loop.call_later(KEEPALIVE_S, self._expire)

@@ -38,9 +38,12 @@ CLAIM_S = 1.0
 """A claim from a rate-limited queue takes its burst and this long of its rate at most."""
 HOLD_WAIT_S = 30.0
 """Longest a limited callback waits in the worker holding its lease, renewed meanwhile: each
-one sent back to the store instead costs a claim, and counts an attempt."""
-MAX_HOLD_S = 600.0
-"""Longest a `Retry-After` holds a host: a receiver cannot park a worker's traffic for days."""
+one sent back to the store instead costs a claim (but no attempt: it is deferred)."""
+MAX_HOLD_S = 60.0
+"""Longest a `Retry-After` holds a host: one path of a shared host that answers 503 with a
+huge `Retry-After` delays the host's other callbacks a minute at most (and then a probe
+that meets the 503 again spends that one timer's attempt); its own timer's retry still
+honours the header up to its `max_backoff_s`."""
 MAX_HELD_HOSTS = 10_000
 """Hosts held for a `Retry-After` at once at most: a flood of hosts cannot grow the table."""
 CONCURRENCY_POLL_S = 0.02

@@ -129,7 +129,8 @@ class Metrics:
         self.limited_s: dict[str, float] = {}  # by queue: seconds callbacks waited for grants
         self.limiter_delay: dict[str, Buckets] = {}
         self.limit_deferred: Counter[str] = Counter()  # sent back to the store to wait there
-        self.target_deferred: Counter[str] = Counter()  # the same, their target having hung
+        # handed back unsent, no attempt spent: a limit, a Retry-After hold, no free connection
+        self.deferred: Counter[str] = Counter()
         self.callbacks = HostCounts()
         self._registry: CollectorRegistry | None = None
         if registry is not None:

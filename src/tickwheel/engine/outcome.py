@@ -16,12 +16,14 @@ class Verdict(StrEnum):
     ACK = "ack"  # delivered: done
     RETRY = "retry"  # failed for now: scheduled again after a backoff
     KILL = "kill"  # failed for good: dead letter
+    DEFER = "defer"  # not sent (no free connection): back to the store, no attempt spent
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """One attempt's result: the verdict, the error to record, a server's requested wait, and
-    `hold_s`: how long the whole host asked to be left alone (a 429 or 503 with Retry-After)."""
+    """One attempt's result: the verdict, the error to record, a server's requested wait (for
+    a deferral, when to try again), and `hold_s`: how long the whole host asked to be left
+    alone (a 429 or 503 with Retry-After)."""
 
     verdict: Verdict
     error: str | None = None

@@ -2,7 +2,8 @@
 
 A catch-up burst must not overflow a small receiver's listen backlog, and endpoints that never
 answer must not hold every connection: an origin starts with a few slots and earns more only
-while it answers promptly, as TCP's slow start opens its window.
+while it answers promptly, as TCP's slow start opens its window; whether it answers promptly
+also decides which other slots it may take (`shares.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ INITIAL_PER_HOST = 4
 OPENING_PER_HOST = 4
 # prompt: within twice the origin's fastest response so far, plus this
 PROMPT_MARGIN_S = 0.25
+PROVEN_WITHIN_S = 2.0
+"""An origin is proven prompt while its last answer came within this and none of its requests
+has been running longer: only such origins take the connections kept in reserve."""
 
 Origin = tuple[str, str, int]  # scheme, host (IDNA, IPv6 without brackets), port
 
@@ -102,6 +106,14 @@ class Pool:
         self.fastest_s = float("inf")
         self.slots = Slots(self.limit)
         self.opening = Slots(OPENING_PER_HOST)
+        self.proven = False  # its last answer came within PROVEN_WITHIN_S
+        self.started: list[float] = []  # loop times its requests in flight began, oldest first
+
+    def prompt(self, now: float) -> bool:
+        """Whether the origin answers promptly now: its last answer came within
+        `PROVEN_WITHIN_S` and none of its requests has been running longer."""
+        started = self.started
+        return self.proven and (not started or now - started[0] <= PROVEN_WITHIN_S)
 
     def take_idle(self) -> Connection | None:
         idle = self.idle
@@ -113,6 +125,7 @@ class Pool:
 
     def answered(self, status: int, took_s: float) -> None:
         """Learn from a response that took `took_s`; call while still holding its slot."""
+        self.proven = took_s <= PROVEN_WITHIN_S
         if status in (429, 503):
             self.shrink()
             return

@@ -117,16 +117,18 @@ class Settler:
         """Retry the timer after a backoff, or dead-letter it once its policy gives up."""
         timer = lease.timer
         now = self._store.now_ms()
+        # claims handed back unsent (`defer`) are no attempts: the lease token counts them
+        attempt = lease.token - timer.deferrals
         due = retry_due_ms(
             timer.retry,
-            lease.token,
+            attempt,
             now,
             timer.first_claimed_ms,
             retry_after_s,
             max_ahead_ms=self._max_ahead_ms,
         )
         if due is None:
-            await self.kill(lease, f"gave up after attempt {lease.token}: {error}")
+            await self.kill(lease, f"gave up after attempt {attempt}: {error}")
         else:
             await self.retry_at(lease, due, error)
 
@@ -149,7 +151,7 @@ class Settler:
                 "timer=%s queue=%s attempt=%d dead-lettered: %s",
                 lease.timer.id,
                 lease.timer.queue,
-                lease.token,
+                lease.timer.attempts_spent,
                 error,
                 extra={"timer_id": lease.timer.id},
             )
@@ -183,6 +185,31 @@ class Settler:
             return
         if retried:
             self._metrics.retried[lease.timer.queue] += 1
+
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        """Hand the timer back unsent, due at `due_ms`, without spending an attempt.
+
+        For a callback that never went out: its turn under a limit is far off, its host asked
+        to be left alone, no connection came free, or its worker is stopping. A deferral the
+        store refuses (other than for an outage or a lost lease) dead-letters the timer, as a
+        refused retry does.
+        """
+        reason = truncate_error(reason)
+        try:
+            deferred = await self._settle(
+                "defer", lambda: self._store.defer(lease, due_ms, reason), lease
+            )
+        except Exception as refused:
+            logger.exception(
+                "timer=%s could not be deferred to %d; dead-lettering it",
+                lease.timer.id,
+                due_ms,
+                extra={"timer_id": lease.timer.id},
+            )
+            await self.kill(lease, f"defer refused ({type(refused).__name__}: {refused}): {reason}")
+            return
+        if deferred:
+            self._metrics.deferred[lease.timer.queue] += 1
 
     async def drain(self) -> None:
         """Wait until every queued ack, retry and kill has landed or lapsed."""

@@ -48,7 +48,9 @@ class Worker:
 
     A callback to a host or a queue with a `Limit` first waits for its grant (`Limiter`), shared
     by every worker of the store when the store offers it (`SharesGrants`), else this worker's.
-    A 429 or 503 with ``Retry-After`` holds every callback of this worker to that host.
+    A 429 or 503 with ``Retry-After`` holds every callback of this worker to that host. A
+    callback handed back unsent (a far turn under a limit, a hold, no free connection) goes
+    back to the store with `Settler.defer`, spending no attempt.
     """
 
     def __init__(
@@ -111,7 +113,7 @@ class Worker:
             if keys:
                 admission = await self._limiter.admit(lease.timer, keys)
                 if admission.defer_ms is not None:
-                    await self._settler.retry_at(
+                    await self._settler.defer(
                         lease, admission.defer_ms, "waiting for its turn under a limit"
                     )
                     return
@@ -119,8 +121,7 @@ class Worker:
             if not await self._slots.take(origin, SUSPECT_PATIENCE_S):
                 # its target has hung lately: wait in the store, not in a slot or in memory
                 defer_ms = round(self._slots.defer_s(origin) * 1000)
-                self.metrics.target_deferred[lease.timer.queue] += 1
-                await self._settler.retry_at(
+                await self._settler.defer(
                     lease, self._store.now_ms() + defer_ms, "waiting: its target has not answered"
                 )
                 return
@@ -136,7 +137,10 @@ class Worker:
                     outcome = NO_CALLBACK if timer.callback is None else await self._attempt(lease)
                     # a call that ran out its timeout got no answer: its target may hang
                     took_s = self._slots.started() - started
-                    answered = took_s < timer.retry.timeout_s * ANSWERED_WITHIN
+                    answered = (
+                        outcome.verdict is not Verdict.DEFER
+                        and took_s < timer.retry.timeout_s * ANSWERED_WITHIN
+                    )
                 except NotFired:
                     # its lease ran out while it waited to be sent: whoever claims the timer
                     # now fires it, and this worker settles nothing
@@ -176,12 +180,14 @@ class Worker:
         `NotFired`: a guarded target sends only while the worker still holds the lease."""
         target = self._target
         timer_id = lease.timer.id
+        # the attempt the receiver sees: claims handed back unsent were no attempts
+        attempt = lease.token - lease.timer.deferrals
         try:
             if isinstance(target, GuardedTarget):
                 return await target.fire_guarded(
-                    lease.timer, lease.token, lambda: self._still_held(timer_id)
+                    lease.timer, attempt, lambda: self._still_held(timer_id)
                 )
-            return await target.fire(lease.timer, lease.token)
+            return await target.fire(lease.timer, attempt)
         except NotFired:
             raise
         except Exception as error:
@@ -236,5 +242,9 @@ class Worker:
             await self._settler.ack(lease)
         elif outcome.verdict is Verdict.RETRY:
             await self._settler.fail(lease, outcome.error or "failed", outcome.retry_after_s)
+        elif outcome.verdict is Verdict.DEFER:
+            delay_ms = round((outcome.retry_after_s or 0.0) * 1000)
+            due_ms = self._store.now_ms() + delay_ms
+            await self._settler.defer(lease, due_ms, outcome.error or "not sent")
         else:
             await self._settler.kill(lease, outcome.error or "failed")

@@ -352,7 +352,7 @@ class RunOut(BaseModel):
             timer_id=timer_id,
             pending=pending,
             state=None if timer is None else timer.state,
-            attempt=None if timer is None else timer.attempt,
+            attempt=None if timer is None else timer.attempts_spent,
             last_error=None if timer is None else timer.last_error,
         )
 

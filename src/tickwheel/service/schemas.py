@@ -331,7 +331,7 @@ class TimerOut(BaseModel):
             due=format_ms(timer.due_ms),
             due_ms=timer.due_ms,
             state=timer.state,
-            attempt=timer.attempt,
+            attempt=timer.attempts_spent,  # claims handed back unsent are no attempts
             callback=None if timer.callback is None else CallbackOut.of(timer.callback),
             payload=timer.payload,
             retry=RetryOut.of(timer.retry),

@@ -26,8 +26,9 @@ def wall_ms() -> int:
 class Lease:
     """A claimed timer: its holder may fire it until `deadline_ms`, then ack, retry or kill it.
 
-    `token` is the attempt number the claim started; settling with a stale token raises
-    `LeaseLost`, so a worker that paused past its deadline cannot undo another's work.
+    `token` is the timer's claim count (its `attempt`) after this claim: it only rises, even
+    when a claim is deferred, so settling with a stale token raises `LeaseLost` and a worker
+    that paused past its deadline cannot undo another's work.
     """
 
     timer: Timer
@@ -280,6 +281,18 @@ class Store(Protocol):
 
     async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
         """Return the leased timer to scheduled at `due_ms`, recording `error`."""
+        ...
+
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        """Hand the leased timer back unsent, scheduled at `due_ms`, without spending an attempt.
+
+        As `retry` (recording `reason`), but the timer's `deferrals` rises by one with its
+        `attempt`, so `attempts_spent` is what it was before the claim. `attempt` itself, the
+        lease token, never goes down: a lease from before the deferral never matches a later
+        claim. A timer with no attempt spent yet loses its `first_claimed_ms`: its run of
+        attempts (which `RetryPolicy.max_retry_s` bounds) has not begun. A defer sent again
+        after its reply was lost reports its landing as success.
+        """
         ...
 
     async def kill(self, lease: Lease, error: str) -> None:

@@ -78,7 +78,7 @@ class MemoryStore:
         now = self._clock()
         check_due(timer.due_ms, now, self.settings)
         existing = self._live(timer.id, now)
-        attempt = 0
+        attempt = deferrals = 0
         if existing is not None:
             if not replace:
                 if existing.spec() == timer.spec():
@@ -87,8 +87,8 @@ class MemoryStore:
             self._forget(existing)
             # the attempt (the lease token) carries over: a lease on the replaced timer must
             # never match a claim of the new one
-            attempt = existing.attempt
-        stored = as_scheduled(timer, now, attempt)
+            attempt, deferrals = existing.attempt, existing.deferrals
+        stored = as_scheduled(timer, now, attempt, deferrals)
         self._schedule(stored)
         return stored
 
@@ -217,6 +217,21 @@ class MemoryStore:
                 due_ms=due_ms,
                 updated_ms=self._clock(),
                 last_error=truncate_error(error),
+            )
+        )
+
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        check_due(due_ms, self._clock(), self.settings)
+        timer = self._settle(lease)
+        self._schedule(
+            timer.evolve(
+                state=State.SCHEDULED,
+                due_ms=due_ms,
+                updated_ms=self._clock(),
+                last_error=truncate_error(reason),
+                deferrals=timer.deferrals + 1,
+                # no attempt made yet: the run of attempts has not begun
+                first_claimed_ms=timer.first_claimed_ms if timer.attempts_spent > 1 else None,
             )
         )
 
@@ -447,7 +462,7 @@ class MemoryStore:
                 # its attempt carries over, as a replaced timer's does: a lease on the finished
                 # timer must never match a claim of the new one
                 self._forget(existing)
-                self._schedule(as_scheduled(step.add, now, existing.attempt))
+                self._schedule(as_scheduled(step.add, now, existing.attempt, existing.deferrals))
         if step.state is not None:
             self._schedules[step.state.schedule.id] = step.state
         return step.state

@@ -27,6 +27,7 @@ _set_created_ms = _SETTERS["created_ms"]
 _set_updated_ms = _SETTERS["updated_ms"]
 _set_last_error = _SETTERS["last_error"]
 _set_first_claimed_ms = _SETTERS["first_claimed_ms"]
+_set_deferrals = _SETTERS["deferrals"]
 
 
 def stored_timer(
@@ -42,6 +43,7 @@ def stored_timer(
     updated_ms: int,
     last_error: str | None,
     first_claimed_ms: int | None,
+    deferrals: int = 0,
 ) -> Timer:
     """Return a `Timer` with every field given, in the dataclass's order, not validated.
 
@@ -61,12 +63,14 @@ def stored_timer(
     _set_updated_ms(timer, updated_ms)
     _set_last_error(timer, last_error)
     _set_first_claimed_ms(timer, first_claimed_ms)
+    _set_deferrals(timer, deferrals)
     return timer
 
 
-def as_scheduled(timer: Timer, now_ms: int, attempt: int = 0) -> Timer:
+def as_scheduled(timer: Timer, now_ms: int, attempt: int = 0, deferrals: int = 0) -> Timer:
     """Return `timer` as a store keeps it once scheduled at `now_ms`: the caller's spec, the
-    store's bookkeeping fresh but for `attempt`, which a replaced timer carries over."""
+    store's bookkeeping fresh but for `attempt` and `deferrals`, which a replaced timer
+    carries over."""
     return stored_timer(
         timer.id,
         timer.due_ms,
@@ -80,4 +84,5 @@ def as_scheduled(timer: Timer, now_ms: int, attempt: int = 0) -> Timer:
         now_ms,
         None,
         None,
+        deferrals,
     )

@@ -119,10 +119,13 @@ async def add_one(
 
 
 def _added(
-    records: RecordCodec, timer: Timer, now_ms: int, result: int | bytes
+    records: RecordCodec, timer: Timer, now_ms: int, result: int | list[int] | bytes
 ) -> Timer | TimerExists:
-    """What add.lua's `result` for `timer` means: stored (with this attempt) or taken."""
+    """What add.lua's `result` for `timer` means: stored (with this attempt, and these
+    deferrals) or taken."""
     if isinstance(result, int):
         return as_scheduled(timer, now_ms, result)
+    if isinstance(result, list):
+        return as_scheduled(timer, now_ms, *result)
     existing = records.unpack(timer.id, result)
     return existing if existing.spec() == timer.spec() else TimerExists(timer.id)

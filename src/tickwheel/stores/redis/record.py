@@ -3,7 +3,7 @@
 ::
 
     <state>,<attempt>,<due_ms>,<created>,<updated_ms>,<seq>,<queue>,<first claimed ms>,
-    <error bytes>|<error><spec>
+    <error bytes>[.<deferrals>]|<error><spec>
 
 The header is plain text Lua parses and rebuilds with string operations (``lib.lua``); numbers
 Lua writes are decimal and never pass through Lua's ``%.14g``. Every pending timer stores a
@@ -15,7 +15,9 @@ header, so each byte saved there is a megabyte saved at a million pending timers
 - ``<queue>`` is empty for the default queue;
 - ``<seq>`` is `SEQ_DIGITS` base-62 digits whose byte order is their numeric order.
 
-``<first claimed ms>`` is empty until a claim sets it, ``<error bytes>`` when there is no error.
+``<first claimed ms>`` is empty until a claim sets it, ``<error bytes>`` when there is no error;
+``.<deferrals>`` (claims handed back unsent) is absent until defer.lua adds it: a suffix of the
+error field, so the scripts that match a header up to that field need not know of it.
 ``<spec>`` is `codec.encode_spec`'s JSON, which Lua never decodes: cjson would change numbers.
 ``<seq>`` orders equal due times by insertion (see `SeqSource`); a scheduled timer's bucket
 member is ``<seq><id>``. While leased, ``<seq>`` numbers the claim instead, and the lease member
@@ -97,7 +99,8 @@ class RecordCodec:
     def unpack(self, timer_id: str, raw: bytes) -> Timer:
         """Rebuild a timer from its record."""
         head, _, rest = raw.partition(b"|")
-        state, attempt, due, created, updated, _seq, queue, first, error_bytes = head.split(b",")
+        state, attempt, due, created, updated, _seq, queue, first, error_field = head.split(b",")
+        error_bytes, _, deferrals = error_field.partition(b".")
         error: str | None = None
         if error_bytes:
             size = int(error_bytes)
@@ -117,6 +120,7 @@ class RecordCodec:
             int(updated) if updated else created_ms,
             error,
             int(first) if first else None,
+            int(deferrals) if deferrals else 0,
         )
 
 

@@ -39,6 +39,7 @@ NAMES = (
     "add_one",
     "cancel",
     "claim",
+    "defer",
     "extend",
     "get",
     "heads",

@@ -376,6 +376,14 @@ class RedisStore:
             "retry", lease, now, base36(due_ms), self._next_seq(), truncate_error(error)
         )
 
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        self._open()
+        now = await self._now()
+        check_due(due_ms, now, self.settings)
+        await self._settle(
+            "defer", lease, now, base36(due_ms), self._next_seq(), truncate_error(reason)
+        )
+
     async def kill(self, lease: Lease, error: str) -> None:
         self._open()
         now = await self._now()

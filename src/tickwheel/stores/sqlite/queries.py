@@ -21,7 +21,8 @@ from tickwheel.stores.sqlite.schema import DEAD, DONE, LEASED, PAUSED, SCHEDULED
 Row = tuple[Any, ...]
 
 COLUMNS = (
-    "id, queue, state, due_ms, attempt, created_ms, updated_ms, last_error, first_claimed_ms, spec"
+    "id, queue, state, due_ms, attempt, created_ms, updated_ms, last_error, first_claimed_ms, "
+    "deferrals, spec"
 )
 """The columns a timer is read from, in the order `RowCodec.timer` takes them."""
 LIVE = f"NOT (state = {DONE} AND deadline_ms <= :now)"
@@ -34,7 +35,7 @@ def next_seq(queue: str, due: str) -> str:
 
 
 _INSERT = f"""INTO timers ({COLUMNS}, seq)
-    VALUES (:id, :queue, {SCHEDULED}, :due, :attempt, :now, :now, NULL, NULL, :spec,
+    VALUES (:id, :queue, {SCHEDULED}, :due, :attempt, :now, :now, NULL, NULL, :deferrals, :spec,
             {next_seq(":queue", ":due")})"""
 INSERT_NEW = f"INSERT {_INSERT} ON CONFLICT (id) DO NOTHING"
 """Schedule a timer whose id is free (it writes no row otherwise): `RowCodec.new_row`."""
@@ -90,6 +91,12 @@ ACK = f"UPDATE timers SET state = {DONE}, deadline_ms = :end, updated_ms = :now 
 RETRY = f"""UPDATE timers SET state = {SCHEDULED}, due_ms = :due, deadline_ms = NULL,
                 updated_ms = :now, last_error = :error, seq = {next_seq("timers.queue", ":due")}
             WHERE {_HELD}"""
+# a hand-back that spends no attempt: the claim count (the token) stays, the deferrals rise
+DEFER = f"""UPDATE timers SET state = {SCHEDULED}, due_ms = :due, deadline_ms = NULL,
+                updated_ms = :now, last_error = :error, deferrals = deferrals + 1,
+                first_claimed_ms = CASE WHEN attempt - deferrals > 1 THEN first_claimed_ms END,
+                seq = {next_seq("timers.queue", ":due")}
+            WHERE {_HELD}"""
 KILL = f"""UPDATE timers SET state = {DEAD}, deadline_ms = NULL, updated_ms = :now,
                last_error = :error
            WHERE {_HELD}"""
@@ -97,7 +104,7 @@ HOLDS = f"SELECT 1 FROM timers WHERE {_HELD}"
 DROP_HELD = f"DELETE FROM timers WHERE {_HELD}"
 """Delete an occurrence its schedule skips (misfire ``skip``), while the lease still holds it."""
 # the state and attempt of the row holding an id, finished or not, past retention or not
-STATE_OF = "SELECT state, attempt FROM timers WHERE id = ?"
+STATE_OF = "SELECT state, attempt, deferrals FROM timers WHERE id = ?"
 
 GET_SCHEDULE = "SELECT record FROM schedules WHERE id = ?"
 PUT_SCHEDULE = "INSERT OR REPLACE INTO schedules (id, record) VALUES (?, ?)"
@@ -204,10 +211,13 @@ class RowCodec:
         self._specs = SpecCodec()
 
     @staticmethod
-    def new_row(timer: Timer, now_ms: int, attempt: int, spec: str | None) -> dict[str, Any]:
+    def new_row(
+        timer: Timer, now_ms: int, attempt: int, spec: str | None, deferrals: int = 0
+    ) -> dict[str, Any]:
         """The parameters of `INSERT_NEW` or `INSERT_OVER` for `timer`, scheduled at `now_ms`;
         `spec` is `encode_spec(timer)` when the caller has it already."""
         return {
+            "deferrals": deferrals,
             "id": timer.id,
             "queue": timer.queue,
             "due": timer.due_ms,
@@ -218,7 +228,19 @@ class RowCodec:
 
     def timer(self, row: Row) -> Timer:
         """Rebuild a timer from a row of `COLUMNS`."""
-        timer_id, queue, state, due_ms, attempt, created_ms, updated_ms, error, first, spec = row
+        (
+            timer_id,
+            queue,
+            state,
+            due_ms,
+            attempt,
+            created_ms,
+            updated_ms,
+            error,
+            first,
+            deferrals,
+            spec,
+        ) = row
         callback, payload, retry = self._specs.decode(spec)
         return stored_timer(
             timer_id,
@@ -233,6 +255,7 @@ class RowCodec:
             updated_ms,
             error,
             first,
+            deferrals,
         )
 
     def same_spec(self, row: Row, timer: Timer) -> bool:

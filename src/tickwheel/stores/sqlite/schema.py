@@ -70,6 +70,9 @@ _QUEUE_HEADS = (
     _lower_head("insert", "INSERT"),
     _lower_head("update", "UPDATE OF state, due_ms"),
 )
+
+
+_DEFERRALS = "ALTER TABLE timers ADD COLUMN deferrals INTEGER NOT NULL DEFAULT 0"
 SCHEMA = (
     """CREATE TABLE timers (
         id TEXT NOT NULL UNIQUE,
@@ -83,7 +86,8 @@ SCHEMA = (
         updated_ms INTEGER NOT NULL,
         last_error TEXT,
         spec TEXT NOT NULL,
-        first_claimed_ms INTEGER
+        first_claimed_ms INTEGER,
+        deferrals INTEGER NOT NULL DEFAULT 0
     )""",
     # deadline_ms is the lease deadline while leased, the end of retention while done
     f"CREATE INDEX timers_due ON timers (queue, due_ms, seq) WHERE state = {SCHEDULED}",
@@ -165,7 +169,9 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         for statement in _FLOW_CONTROL:
             conn.execute(statement)
     if version <= 4:
-        # 4 -> 5: the due-queue index, filled from the timers the file holds
+        # 4 -> 5: claims handed back unsent (a limit, a Retry-After hold, no free connection),
+        # and the due-queue index, filled from the timers the file holds
+        conn.execute(_DEFERRALS)
         for statement in _QUEUE_HEADS:
             conn.execute(statement)
         conn.execute(

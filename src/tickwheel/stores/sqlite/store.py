@@ -345,6 +345,14 @@ class SqliteStore:
         await self._run(None, work)
         self._wakeups.notify(lease.timer.queue)
 
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        def work(conn: sqlite3.Connection, now: int) -> None:
+            check_due(due_ms, now, self.settings)
+            _settle(conn, lease, sql.DEFER, due=due_ms, now=now, error=truncate_error(reason))
+
+        await self._run(None, work)
+        self._wakeups.notify(lease.timer.queue)
+
     async def kill(self, lease: Lease, error: str) -> None:
         def work(conn: sqlite3.Connection, now: int) -> None:
             _settle(conn, lease, sql.KILL, now=now, error=truncate_error(error))
@@ -693,8 +701,9 @@ class SqliteStore:
             raise TimerExists(timer.id)
         # REPLACE also drops a finished timer past its retention that still holds the id; the
         # attempt carries over so a lease on the replaced timer can never match a new one
-        attempt = 0 if row is None else self._rows.timer(row).attempt
-        return self._insert(conn, now, timer, sql.INSERT_OVER, attempt)[0]
+        old = None if row is None else self._rows.timer(row)
+        attempt, deferrals = (0, 0) if old is None else (old.attempt, old.deferrals)
+        return self._insert(conn, now, timer, sql.INSERT_OVER, attempt, deferrals=deferrals)[0]
 
     @staticmethod
     def _insert(
@@ -704,14 +713,17 @@ class SqliteStore:
         insert: str,
         attempt: int = 0,
         spec: str | None = None,
+        *,
+        deferrals: int = 0,
     ) -> tuple[Timer, bool]:
         """Write `timer` as newly scheduled by `insert` (`queries.INSERT_NEW` or `INSERT_OVER`);
         return it as stored and whether a row was written.
 
         `spec` is `encode_spec(timer)` when the caller has it already.
         """
-        written = conn.execute(insert, RowCodec.new_row(timer, now, attempt, spec)).rowcount > 0
-        return as_scheduled(timer, now, attempt), written
+        row = RowCodec.new_row(timer, now, attempt, spec, deferrals)
+        written = conn.execute(insert, row).rowcount > 0
+        return as_scheduled(timer, now, attempt, deferrals), written
 
     def _read_schedule(self, conn: sqlite3.Connection, schedule_id: str) -> ScheduleState | None:
         row = conn.execute(sql.GET_SCHEDULE, (schedule_id,)).fetchone()
@@ -743,12 +755,12 @@ class SqliteStore:
         if timer is None:
             return None
         if not self._insert(conn, now, timer, sql.INSERT_NEW)[1]:
-            state, attempt = conn.execute(sql.STATE_OF, (timer.id,)).fetchone()
+            state, attempt, deferrals = conn.execute(sql.STATE_OF, (timer.id,)).fetchone()
             if state not in (DONE, DEAD):
                 return None  # pending already, or in flight: that timer carries the occurrence
             # a finished timer of the same id gives way; its attempt carries over, as when
             # add replaces, so a stale lease on it can never match a claim of the new one
-            self._insert(conn, now, timer, sql.INSERT_OVER, attempt)
+            self._insert(conn, now, timer, sql.INSERT_OVER, attempt, deferrals=deferrals)
         return timer.queue
 
     async def _change_queue(

@@ -4,8 +4,9 @@
 -- ARGV[3] "<id>\n<record>\n" per timer (record.py: scheduled, attempt 0, created now; a new
 --         record holds no newline, JSON escapes them); the ids of one call are distinct
 -- returns: one entry per timer: when stored, its attempt (0, or the replaced timer's: a lease
---          on the replaced timer must never match a claim of the new one); else the live
---          record under that id (unchanged)
+--          on the replaced timer must never match a claim of the new one), or {attempt,
+--          deferrals} when the replaced timer had deferrals; else the live record under that
+--          id (unchanged)
 -- bounded by the number of timers, which the store caps per call; one HMGET, one HSET and one
 -- variadic write per slot; publishes a wake (lib.lua) per queue whose earliest due time here
 -- the batch may bring forward
@@ -40,13 +41,16 @@ for n, id in ipairs(ids) do
     if old then
       forget(id, old)
       attempt = old.attempt
-      raw = '0,' .. attempt .. string.sub(raw, 4) -- a new record starts '0,0,'
+      raw = '0,' .. attempt .. string.sub(with_deferrals(raw, old.deferrals), 4) -- '0,0,...'
     end
     fields[#fields + 1] = id
     fields[#fields + 1] = raw
     put(p, queue, id, due, seq)
     count(SCHEDULED, queue, 1)
     results[n] = tonumber(attempt)
+    if old and old.deferrals ~= '' then
+      results[n] = { results[n], tonumber(old.deferrals) } -- the deferrals carry over too
+    end
   end
 end
 if #fields > 0 then

@@ -141,15 +141,16 @@ local function batch_key(queue, deadline)
   return TAG .. ':b:' .. queue .. ':' .. deadline
 end
 
--- record: "<state>,<attempt>,<due>,<created>,<updated>,<seq>,<queue>,<first claimed>,<errlen>|
---          <error><spec>" (record.py): due and created are base 36 (only Python writes them;
+-- record: "<state>,<attempt>,<due>,<created>,<updated>,<seq>,<queue>,<first claimed>,<errlen>
+--          [.<deferrals>]|<error><spec>" (record.py): due and created are base 36 (only Python
+-- writes them;
 -- Lua reads due with due_of() and passes created through);
 -- updated is empty until a change, the queue empty for 'default', first claimed and errlen
 -- empty when unset. A leased timer's seq is <lease seq><lease deadline ms>, a done timer's the
 -- ms its retention ends.
 local function parse(raw)
-  local state, attempt, due, created, updated, seq, queue, first, errlen, body = string.match(raw,
-    '^(%d),(%d+),(%w+),(%w+),(%d*),(%w+),([^,|]*),(%d*),(%d*)|()')
+  local state, attempt, due, created, updated, seq, queue, first, errlen, deferrals, body =
+    string.match(raw, '^(%d),(%d+),(%w+),(%w+),(%d*),(%w+),([^,|]*),(%d*),(%d*)%.?(%d*)|()')
   if not state then
     error('tickwheel: corrupt record ' .. string.sub(raw, 1, 60))
   end
@@ -157,7 +158,8 @@ local function parse(raw)
     queue = DEFAULT_QUEUE
   end
   return { state = state, attempt = attempt, due = due, created = created, updated = updated,
-           seq = seq, queue = queue, first = first, errlen = errlen, body = string.sub(raw, body) }
+           seq = seq, queue = queue, first = first, errlen = errlen, deferrals = deferrals,
+           body = string.sub(raw, body) }
 end
 
 local function pack(r)
@@ -165,8 +167,21 @@ local function pack(r)
   if queue == DEFAULT_QUEUE then
     queue = ''
   end
+  local errlen = r.errlen
+  if r.deferrals ~= '' then
+    errlen = errlen .. '.' .. r.deferrals
+  end
   return table.concat({ r.state, r.attempt, r.due, r.created, r.updated, r.seq, queue,
-                        r.first, r.errlen }, ',') .. '|' .. r.body
+                        r.first, errlen }, ',') .. '|' .. r.body
+end
+
+-- a new record (no error: its header ends ',|') with the deferrals of the timer it replaces
+local function with_deferrals(raw, deferrals)
+  if deferrals == '' then
+    return raw
+  end
+  local at = string.find(raw, '|', 1, true)
+  return string.sub(raw, 1, at - 1) .. '.' .. deferrals .. string.sub(raw, at)
 end
 
 -- a record's due time (base 36) in ms
@@ -516,6 +531,7 @@ local function occur(id, raw, p, attempt)
     end
     forget(id, old)
     attempt = old.attempt
+    raw = with_deferrals(raw, old.deferrals)
   end
   if attempt and attempt ~= '0' then
     raw = '0,' .. attempt .. string.sub(raw, 4) -- a new record starts '0,0,'
