@@ -146,6 +146,16 @@ def serve(
         ),
     ] = False,
     no_worker: Annotated[bool, typer.Option("--no-worker", help="Serve the API only.")] = False,
+    max_schedules: Annotated[
+        int | None, typer.Option(min=1, help="Schedules the store may hold (default: 100000).")
+    ] = None,
+    max_limits: Annotated[
+        int | None, typer.Option(min=1, help="Host limits the store may hold (default: 100000).")
+    ] = None,
+    min_schedule_interval: Annotated[
+        int | None,
+        typer.Option(min=1, metavar="SECONDS", help="Least time between occurrences (default: 1)."),
+    ] = None,
     queue: QueueOption = None,
     grace: GraceOption = None,
     lease: LeaseOption = None,
@@ -162,6 +172,9 @@ def serve(
         signing_secret=secret_from(ctx, "signing_secret", signing_secret, signing_secret_file),
         worker=False if no_worker else None,
         insecure=True if insecure else None,
+        max_schedules=max_schedules,
+        max_limits=max_limits,
+        min_schedule_interval_s=min_schedule_interval,
     )
     worker_settings = _worker_settings(
         queues=tuple(queue) if queue else None, grace=grace, lease=lease

@@ -84,7 +84,7 @@ def create_app(
         if store is not None:
             yield
             return
-        opened = context.store = open_store(settings.store_url)
+        opened = context.store = open_store(settings.store_url, settings.store_settings())
         try:
             yield
         finally:

@@ -53,7 +53,8 @@ async def serve(
 
     from tickwheel.service.api import create_app
 
-    async with Process(settings.store_url, stop or asyncio.Event()) as process:
+    stopping = stop or asyncio.Event()
+    async with Process(settings.store_url, stopping, settings.store_settings()) as process:
         sock = process.cleanup.enter_context(_listen(settings.host, settings.port))
         app = create_app(settings, process.store, registry=process.registry)
         config = uvicorn.Config(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tickwheel.errors import InvalidArgument
+from tickwheel.stores.base import MAX_LIMITS, MAX_SCHEDULES, StoreSettings
 from tickwheel.stores.urls import redact
 
 MIB = 1024 * 1024
@@ -34,13 +35,18 @@ _ENV = {
     "TICKWHEEL_WORKER": "worker",
     "TICKWHEEL_MAX_BODY_BYTES": "max_body_bytes",
     "TICKWHEEL_INSECURE": "insecure",
+    "TICKWHEEL_MAX_SCHEDULES": "max_schedules",
+    "TICKWHEEL_MAX_LIMITS": "max_limits",
+    "TICKWHEEL_MIN_SCHEDULE_INTERVAL": "min_schedule_interval_s",
 }
 # a secret may come from a file instead, so that it is not in the environment of every child
 _SECRET_FILES = {
     "TICKWHEEL_TOKEN_FILE": ("token", "TICKWHEEL_TOKEN"),
     "TICKWHEEL_SIGNING_SECRET_FILE": ("signing_secret", "TICKWHEEL_SIGNING_SECRET"),
 }
-_INTS = frozenset({"port", "max_body_bytes"})
+_INTS = frozenset(
+    {"port", "max_body_bytes", "max_schedules", "max_limits", "min_schedule_interval_s"}
+)
 _BOOLS = frozenset({"allow_private_targets", "worker", "insecure"})
 
 
@@ -58,6 +64,10 @@ class ServiceSettings:
         worker: run a worker that fires due timers in the same process as the API.
         max_body_bytes: the largest request body accepted; larger ones get 413.
         insecure: let `serve` listen on a non-loopback address without a token.
+        max_schedules: schedules the store may hold; a new one past it gets 429.
+        max_limits: host limits the store may hold; a new one past it gets 429.
+        min_schedule_interval_s: the least time between two occurrences of a schedule; a
+            rule that fires more often is refused (422).
     """
 
     store_url: str = "sqlite:///./tickwheel.db"
@@ -69,6 +79,9 @@ class ServiceSettings:
     worker: bool = True
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     insecure: bool = False
+    max_schedules: int = MAX_SCHEDULES
+    max_limits: int = MAX_LIMITS
+    min_schedule_interval_s: int = 1
 
     def __post_init__(self) -> None:
         for name in ("store_url", "host"):
@@ -96,6 +109,15 @@ class ServiceSettings:
                 f"must be an integer from 65536 to {MAX_MAX_BODY_BYTES}, "
                 f"got {self.max_body_bytes!r}",
             )
+
+        for name in ("max_schedules", "max_limits", "min_schedule_interval_s"):
+            value = getattr(self, name)
+            if _not_int(value) or not 1 <= value <= 1_000_000_000:
+                raise InvalidArgument(name, f"must be a positive integer, got {value!r}")
+
+    def store_settings(self) -> StoreSettings:
+        """The store's settings these call for: its caps."""
+        return StoreSettings(max_schedules=self.max_schedules, max_limits=self.max_limits)
 
     def __repr__(self) -> str:
         shown = []

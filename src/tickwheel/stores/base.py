@@ -74,6 +74,11 @@ class Stats:
     earliest_due_ms: int | None = None
 
 
+MAX_SCHEDULES = 100_000
+"""Schedules one store holds at most by default: ten times what a big deployment needs."""
+MAX_LIMITS = 100_000
+"""Host limits one store holds at most by default."""
+
 MIN_RATE = 1 / 86_400  # one a day: slower would hold a limited timer back for good
 MAX_RATE = 100_000.0
 MAX_BURST = 100_000
@@ -139,10 +144,15 @@ class StoreSettings:
     retention_ms: int = DAY_MS
     max_horizon_ms: int = 10 * 365 * DAY_MS
     max_claim: int = 10_000
+    max_schedules: int = MAX_SCHEDULES
+    max_limits: int = MAX_LIMITS
 
     def __post_init__(self) -> None:
         if self.retention_ms < 0:
             raise InvalidArgument("retention_ms", "must not be negative")
+        for name in ("max_schedules", "max_limits"):
+            if getattr(self, name) < 1:
+                raise InvalidArgument(name, "must be at least 1")
         if self.max_horizon_ms <= 0:
             raise InvalidArgument("max_horizon_ms", "must be positive")
         if self.max_claim < 1:
@@ -264,7 +274,9 @@ class Store(Protocol):
         """Store a schedule and, in the same atomic step, its first occurrence's timer.
 
         The same id with the same spec returns the stored schedule, paused or not
-        (idempotent); another spec raises `ScheduleExists`.
+        (idempotent); another spec raises `ScheduleExists`. A new one raises `CapReached`
+        when the store holds `settings.max_schedules` (on Redis, concurrent adds in different
+        shards may pass the cap by as many as there are).
         """
         ...
 
@@ -341,11 +353,21 @@ class Store(Protocol):
         ...
 
     async def set_limit(self, host: str, limit: Limit) -> None:
-        """Store the limit on callbacks to `host`, replacing any it had."""
+        """Store the limit on callbacks to `host`, replacing any it had.
+
+        Raises:
+            CapReached: `host` has no limit and the store holds `settings.max_limits`.
+        """
         ...
 
     async def delete_limit(self, host: str) -> bool:
         """Remove `host`'s limit; return whether it had one."""
+        ...
+
+    async def settings_versions(self) -> tuple[int, int]:
+        """Return the versions of the queue settings and of the host limits: each changes with
+        every write of its table, atomically with it (and may change with none), so a worker
+        asks this each second and reads a table again only when its version moved."""
         ...
 
     async def list(

@@ -47,6 +47,8 @@ one command or script (so on a Cluster each sits in its own slot)::
     <p>:queue-settings      hash   paused:<queue> → "1" while paused; limit:<queue> →
                                    `codec.encode_limit` JSON (`queue_settings.py`)
     <p>:limits              hash   callback host → `codec.encode_limit` JSON
+    {<p>:queue-settings}:v  string the version of each, counting its writes (in its slot)
+    {<p>:limits}:v
 
 A paused timer keeps its record (state code 4) and leaves its queue's near set and slots.
 

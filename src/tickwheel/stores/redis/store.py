@@ -45,7 +45,6 @@ from tickwheel.stores.checks import (
     check_timeout,
 )
 from tickwheel.stores.coalesce import Coalescer
-from tickwheel.stores.codec import decode_limit, encode_limit
 from tickwheel.stores.redis import adding, listing
 from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
@@ -55,11 +54,14 @@ from tickwheel.stores.redis.keys import (
     DEFAULT_SHARDS,
     ShardKeys,
     check_layout,
-    limits_key,
 )
 from tickwheel.stores.redis.limits import RedisGrants
 from tickwheel.stores.redis.listen import Listener
-from tickwheel.stores.redis.queue_settings import QueueSettingsHash
+from tickwheel.stores.redis.queue_settings import (
+    HostLimitsHash,
+    QueueSettingsHash,
+    read_versions,
+)
 from tickwheel.stores.redis.record import RecordCodec, SeqSource, base36
 from tickwheel.stores.redis.resends import InDoubt
 from tickwheel.stores.redis.schedules import Schedules
@@ -124,6 +126,7 @@ class RedisStore:
         )
         self._listener = Listener(client, f"{prefix}:wake")
         self._queue_settings = QueueSettingsHash(client, prefix)
+        self._host_limits = HostLimitsHash(client, prefix)
         self._adding = Coalescer(self._add_checked, adding.ADD_CHUNK)
         self._replacing = Coalescer(self._replace_checked, adding.ADD_CHUNK)
         self._closed = False
@@ -390,7 +393,7 @@ class RedisStore:
 
     async def queue_settings(self) -> dict[str, QueueSettings]:
         self._open()
-        return await self._queue_settings.read()
+        return await self._queue_settings.settings()
 
     async def set_queue(self, queue: str, settings: QueueSettings) -> None:
         """Write (or with the defaults delete) the queue's settings fields in one script, then
@@ -401,7 +404,7 @@ class RedisStore:
         await self._wake_queue(queue)
 
     async def pause_queue(self, queue: str, paused: bool) -> bool:
-        """Set or clear the queue's pause field alone (one HSET or HDEL), then wake its
+        """Set or clear the queue's pause field alone (settings_field.lua), then wake its
         waiters."""
         self._open()
         check_queue_pause(queue, paused)
@@ -410,7 +413,7 @@ class RedisStore:
         return changed
 
     async def set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
-        """Set or delete the queue's limit field alone (one HSET or HDEL), then wake its
+        """Set or delete the queue's limit field alone (settings_field.lua), then wake its
         waiters."""
         self._open()
         check_queue_limit(queue, limit)
@@ -438,21 +441,24 @@ class RedisStore:
 
     async def limits(self) -> dict[str, Limit]:
         self._open()
-        with unavailable("HGETALL"):
-            stored: Any = await self._client.hgetall(limits_key(self.prefix))
-        return {host.decode(): decode_limit(text) for host, text in stored.items()}
+        return await self._host_limits.limits()
 
     async def set_limit(self, host: str, limit: Limit) -> None:
         self._open()
         check_host(host)
-        with unavailable("HSET"):
-            await self._client.hset(limits_key(self.prefix), host, encode_limit(limit))
+        await self._host_limits.set(host, limit, self.settings.max_limits)
 
     async def delete_limit(self, host: str) -> bool:
         self._open()
-        with unavailable("HDEL"):
-            deleted: Any = await self._client.hdel(limits_key(self.prefix), host)
-        return bool(deleted)
+        return await self._host_limits.delete(host)
+
+    async def settings_versions(self) -> tuple[int, int]:
+        """Both versions in one pipeline (`queue_settings.py`)."""
+        self._open()
+        queues, limits = await read_versions(
+            self._client, (self._queue_settings, self._host_limits)
+        )
+        return queues, limits
 
     def limit_grants(self) -> RedisGrants:
         """Return the limit grants every worker of this store shares (`limits.RedisGrants`)."""

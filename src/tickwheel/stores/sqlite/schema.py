@@ -22,7 +22,7 @@ from tickwheel.stores.codec import state_code
 R = TypeVar("R")
 Work = Callable[[sqlite3.Connection, int], R]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... FROM (3.33) and RETURNING (3.35)
 BUSY_TIMEOUT_MS = 5000
 FILE_MODE = 0o600
@@ -49,6 +49,18 @@ _FLOW_CONTROL = (
     "CREATE TABLE queue_settings (queue TEXT PRIMARY KEY, record TEXT NOT NULL)",
     "CREATE TABLE limits (host TEXT PRIMARY KEY, record TEXT NOT NULL)",
 )
+# a version per settings table, moved by triggers in the transaction of every write to it, so a
+# worker reads one row a second instead of every setting (`Store.settings_versions`)
+_VERSIONS = (
+    "CREATE TABLE versions (name TEXT PRIMARY KEY, version INTEGER NOT NULL) WITHOUT ROWID",
+    "INSERT INTO versions (name, version) VALUES ('queue_settings', 0), ('limits', 0)",
+    *(
+        f"""CREATE TRIGGER {table}_{event.lower()} AFTER {event} ON {table} BEGIN
+            UPDATE versions SET version = version + 1 WHERE name = '{table}'; END"""
+        for table in ("queue_settings", "limits")
+        for event in ("INSERT", "UPDATE", "DELETE")
+    ),
+)
 SCHEMA = (
     """CREATE TABLE timers (
         id TEXT NOT NULL UNIQUE,
@@ -72,6 +84,7 @@ SCHEMA = (
     f"CREATE INDEX timers_dead ON timers (id) WHERE state = {DEAD}",
     _SCHEDULES,
     *_FLOW_CONTROL,
+    *_VERSIONS,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 """The statements that make a new file's schema, the last one setting its version."""
@@ -141,6 +154,10 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     if version <= 3:
         # 3 -> 4: paused timers, queue settings and host limits (state codes 0-3 are unchanged)
         for statement in _FLOW_CONTROL:
+            conn.execute(statement)
+    if version <= 4:
+        # 4 -> 5: versions of the settings tables
+        for statement in _VERSIONS:
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

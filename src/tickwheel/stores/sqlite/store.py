@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 
 from tickwheel.errors import (
+    CapReached,
     Closed,
     InvalidArgument,
     LeaseLost,
@@ -346,6 +347,9 @@ class SqliteStore:
                 if self._same_spec(existing.schedule, schedule):
                     return existing, None
                 raise ScheduleExists(schedule.id)
+            cap = self.settings.max_schedules
+            if conn.execute(sql.COUNT_SCHEDULES).fetchone()[0] >= cap:
+                raise CapReached("schedules", cap, "id")
             step = plan_create(schedule, now)
             assert step.state is not None  # a new schedule always has a state to write
             if step.add is not None:
@@ -530,12 +534,27 @@ class SqliteStore:
     async def set_limit(self, host: str, limit: Limit) -> None:
         check_host(host)
         record = encode_limit(limit)
-        await self._run(None, lambda conn, now: conn.execute(sql.PUT_LIMIT, (host, record)))
+        cap = self.settings.max_limits
+
+        def work(conn: sqlite3.Connection, now: int) -> None:
+            new = conn.execute(sql.HAS_LIMIT, (host,)).fetchone() is None
+            if new and conn.execute(sql.COUNT_LIMITS).fetchone()[0] >= cap:
+                raise CapReached("limits", cap, "host")
+            conn.execute(sql.PUT_LIMIT, (host, record))
+
+        await self._run("BEGIN IMMEDIATE", work)
 
     async def delete_limit(self, host: str) -> bool:
         return await self._run(
             None, lambda conn, now: conn.execute(sql.DELETE_LIMIT, (host,)).rowcount > 0
         )
+
+    async def settings_versions(self) -> tuple[int, int]:
+        def work(conn: sqlite3.Connection, now: int) -> tuple[int, int]:
+            queues, limits = conn.execute(sql.SETTINGS_VERSIONS).fetchone()
+            return queues, limits
+
+        return await self._run(None, work)
 
     async def list(
         self,
