@@ -94,3 +94,35 @@ async def test_a_cron_with_seconds_is_still_accepted_by_default() -> None:
             assert (await client.post("/v1/schedules", json=body)).status_code == 201
     finally:
         await store.close()
+
+
+async def test_a_new_queue_past_the_cap_is_429_by_every_route_that_makes_one() -> None:
+    store = MemoryStore()
+    try:
+        async with serve(store, max_queues=2) as client:
+            for queue in ("q1", "q2"):
+                body = {"delay": 60_000, "queue": queue, "callback": {"url": HOOK}}
+                assert (await client.post("/v1/timers", json=body)).status_code == 201
+            body = {"delay": 60_000, "queue": "q3", "callback": {"url": HOOK}}
+            error = error_of(await client.post("/v1/timers", json=body), 429)
+            assert (error["code"], error["field"]) == ("cap_reached", "queue")
+            assert error_of(await client.put("/v1/timers/t3", json=body), 429)
+            batch = [
+                {"delay": 60_000, "queue": "q1", "callback": {"url": HOOK}},
+                {"delay": 60_000, "queue": "q4", "callback": {"url": HOOK}},
+            ]
+            results = (await client.post("/v1/timers/batch", json={"timers": batch})).json()
+            statuses = [r["status"] for r in results["results"]]
+            assert statuses == [201, 429]
+            assert results["results"][1]["error"]["field"] == "queue"
+            for response in (
+                await client.put("/v1/queues/q5/limit", json={"rate": 1}),
+                await client.put("/v1/queues/q5", json={"paused": True}),
+                await client.post("/v1/queues/q5/pause"),
+                await client.post("/v1/schedules", json={"every": 60, "queue": "q5", "payload": 1}),
+            ):
+                assert error_of(response, 429)["field"] == "queue"
+            assert (await client.post("/v1/queues/q1/pause")).status_code == 200
+            assert sorted(q.name for q in await store.queue_infos()) == ["q1", "q2"]
+    finally:
+        await store.close()

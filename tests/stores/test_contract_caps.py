@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from tickwheel.errors import CapReached
-from tickwheel.model import State
+from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule
 from tickwheel.stores import Store, StoreSettings
 from tickwheel.stores.base import Limit, QueueSettings
@@ -103,5 +103,30 @@ async def test_a_new_schedule_past_the_cap_is_refused_and_nothing_written(
         await store.add_schedule(every(clock, "s3"))
         page = await store.list_schedules()
         assert sorted(s.schedule.id for s in page.schedules) == ["s1", "s3"]
+    finally:
+        await store.close()
+
+
+async def test_a_done_occurrence_is_kept_for_the_occurrence_retention_only(
+    make_store: StoreFactory, clock: ManualClock
+) -> None:
+    store = make_store(clock, StoreSettings(retention_ms=60_000, occurrence_retention_ms=5_000))
+    try:
+        await store.add_schedule(Schedule(id="s1", every_s=3600, start_ms=clock.now_ms, payload=1))
+        await store.add(Timer(id="plain", due_ms=clock.now_ms, payload=1))
+        leases = await store.claim("default", clock.now_ms, 10, 30_000)
+        assert await store.advance(leases) == [True, True]
+        assert await store.ack_many(leases) == [True, True]
+        occurrence = next(lease.timer.id for lease in leases if "@" in lease.timer.id)
+        clock.advance(4_000)
+        assert (await store.get(occurrence)) is not None
+        clock.advance(2_000)
+        assert await store.get(occurrence) is None
+        plain = await store.get("plain")
+        assert plain is not None
+        assert plain.state is State.DONE
+        assert (await store.stats()).counts[State.DONE] == 1  # deleted, not only hidden
+        clock.advance(60_000)
+        assert (await store.stats()).counts[State.DONE] == 0
     finally:
         await store.close()

@@ -146,6 +146,9 @@ def serve(
         ),
     ] = False,
     no_worker: Annotated[bool, typer.Option("--no-worker", help="Serve the API only.")] = False,
+    max_queues: Annotated[
+        int | None, typer.Option(min=1, help="Queues the store may hold (default: 100000).")
+    ] = None,
     max_schedules: Annotated[
         int | None, typer.Option(min=1, help="Schedules the store may hold (default: 100000).")
     ] = None,
@@ -155,6 +158,15 @@ def serve(
     min_schedule_interval: Annotated[
         int | None,
         typer.Option(min=1, metavar="SECONDS", help="Least time between occurrences (default: 1)."),
+    ] = None,
+    occurrence_retention: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=86_400,
+            metavar="SECONDS",
+            help="How long a schedule's done occurrences are kept (default: 3600).",
+        ),
     ] = None,
     queue: QueueOption = None,
     grace: GraceOption = None,
@@ -172,9 +184,11 @@ def serve(
         signing_secret=secret_from(ctx, "signing_secret", signing_secret, signing_secret_file),
         worker=False if no_worker else None,
         insecure=True if insecure else None,
+        max_queues=max_queues,
         max_schedules=max_schedules,
         max_limits=max_limits,
         min_schedule_interval_s=min_schedule_interval,
+        occurrence_retention_s=occurrence_retention,
     )
     worker_settings = _worker_settings(
         queues=tuple(queue) if queue else None, grace=grace, lease=lease
@@ -211,6 +225,15 @@ def worker(
     ] = None,
     grace: GraceOption = None,
     lease: LeaseOption = None,
+    occurrence_retention: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=86_400,
+            metavar="SECONDS",
+            help="How long a schedule's done occurrences are kept (default: 3600).",
+        ),
+    ] = None,
 ) -> None:
     """Run a worker alone: fire due timers of a shared store (Redis) next to `serve --no-worker`."""
     from tickwheel.service.serve import work
@@ -219,6 +242,7 @@ def worker(
         store_url=store,
         allow_private_targets=True if allow_private_targets else None,
         signing_secret=secret_from(ctx, "signing_secret", signing_secret, signing_secret_file),
+        occurrence_retention_s=occurrence_retention,
     )
     worker_settings = _worker_settings(
         queues=tuple(queue) if queue else None,
@@ -233,6 +257,7 @@ def worker(
             signing_secret=settings.signing_secret,
             allow_private_targets=settings.allow_private_targets,
             metrics_port=metrics_port,
+            store_settings=settings.store_settings(),
         )
     )
 

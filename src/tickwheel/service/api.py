@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from tickwheel.service.dashboard import static_routes
 from tickwheel.service.errors import install_error_handlers
 from tickwheel.service.gate import Gate
+from tickwheel.service.queue_cap import QueueCap
 from tickwheel.service.request_metrics import RequestMetrics
 from tickwheel.service.routes import dead, limits, ops, queues, schedules, timers
 from tickwheel.service.routes.deps import Context
@@ -77,7 +78,7 @@ def create_app(
             request metrics; a fresh registry of the app's own when None. One app per registry.
     """
     registry = CollectorRegistry() if registry is None else registry
-    context = Context(settings, store, registry)
+    context = Context(settings, store, registry, QueueCap(settings.max_queues))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -18,6 +18,7 @@ from tickwheel.engine.settings import WorkerSettings
 from tickwheel.service.gate import MAX_REQUEST_HEADER_BYTES
 from tickwheel.service.process import Process
 from tickwheel.service.settings import ServiceSettings
+from tickwheel.stores.base import StoreSettings
 from tickwheel.stores.urls import redact
 
 if TYPE_CHECKING:
@@ -102,6 +103,7 @@ async def work(
     allow_private_targets: bool = False,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
+    store_settings: StoreSettings | None = None,
     stop: asyncio.Event | None = None,
     out: TextIO | None = None,
 ) -> None:
@@ -113,7 +115,7 @@ async def work(
     Raises:
         OSError: the metrics port cannot be listened on.
     """
-    async with Process(store_url, stop or asyncio.Event()) as process:
+    async with Process(store_url, stop or asyncio.Event(), store_settings) as process:
         shown = ""
         if metrics_port is not None:
             exporter = _export(metrics_host, metrics_port, process.registry)

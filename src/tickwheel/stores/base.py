@@ -12,6 +12,7 @@ from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule, ScheduleState
 
 DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
 ANY_QUEUE = "*"
 """`Store.wait` on this hears of changes to queues no one waits on: a queue that is new, say.
 No queue can have this name (queue names are ids)."""
@@ -139,17 +140,20 @@ class QueueInfo:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreSettings:
-    """Limits and policies shared by every store."""
+    """Limits and policies shared by every store: how long done timers are kept (a schedule's
+    done occurrences at most `occurrence_retention_ms`), and caps on what it holds."""
 
     retention_ms: int = DAY_MS
     max_horizon_ms: int = 10 * 365 * DAY_MS
     max_claim: int = 10_000
+    occurrence_retention_ms: int = HOUR_MS
     max_schedules: int = MAX_SCHEDULES
     max_limits: int = MAX_LIMITS
 
     def __post_init__(self) -> None:
-        if self.retention_ms < 0:
-            raise InvalidArgument("retention_ms", "must not be negative")
+        for name in ("retention_ms", "occurrence_retention_ms"):
+            if getattr(self, name) < 0:
+                raise InvalidArgument(name, "must not be negative")
         for name in ("max_schedules", "max_limits"):
             if getattr(self, name) < 1:
                 raise InvalidArgument(name, "must be at least 1")
@@ -157,6 +161,15 @@ class StoreSettings:
             raise InvalidArgument("max_horizon_ms", "must be positive")
         if self.max_claim < 1:
             raise InvalidArgument("max_claim", "must be at least 1")
+
+    def occurrence_retention(self) -> int:
+        """How long a schedule's done occurrence is kept, in ms: the shorter retention (a
+        schedule firing each second would otherwise keep 86,400 a day)."""
+        return min(self.retention_ms, self.occurrence_retention_ms)
+
+    def retention_of(self, timer_id: str) -> int:
+        """How long the done timer `timer_id` is kept, in ms (an occurrence's id holds '@')."""
+        return self.occurrence_retention() if "@" in timer_id else self.retention_ms
 
 
 class Store(Protocol):

@@ -180,7 +180,7 @@ class MemoryStore:
         timer = self._settle(lease)
         now = self._clock()
         self._timers[timer.id] = timer.evolve(state=State.DONE, updated_ms=now)
-        self._expiry.push(timer.id, now + self.settings.retention_ms, None)
+        self._expiry.push(timer.id, now + self.settings.retention_of(timer.id), None)
 
     async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
         acked = []

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tickwheel.engine.guard import check_target_url
-from tickwheel.errors import InvalidArgument, TimerExists
+from tickwheel.errors import CapReached, InvalidArgument, TimerExists
 from tickwheel.model import Timer
 from tickwheel.service.errors import describe
 from tickwheel.service.routes.deps import Context
@@ -89,6 +89,11 @@ async def batch(context: Context, store: Store, raw: list[Any]) -> list[BatchIte
             results[index] = BatchItemOut(status=200, timer=TimerOut.of(existing))
         else:
             results[index] = _item_error(TimerExists(timer.id))
+    refused = await context.queue_cap.refused(store, {timer.queue for _, timer, _ in new})
+    if refused:
+        cap = CapReached("queues", context.queue_cap.max_queues, "queue")
+        results.update((i, _item_error(cap)) for i, timer, _ in new if timer.queue in refused)
+        new = [entry for entry in new if entry[1].queue not in refused]
     # stored in request order, so equal due times fire in the order the client listed them
     results.update(await _add_new(store, sorted(new, key=lambda entry: entry[0])))
     for index, timer in repeats:

@@ -13,8 +13,10 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry
 
+from tickwheel.errors import CapReached
 from tickwheel.model import MAX_ID_CHARS, Timer, occurrence_of
 from tickwheel.service.errors import ApiError
+from tickwheel.service.queue_cap import QueueCap
 from tickwheel.service.schemas import ID_PATTERN, ErrorOut
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.stores.base import Store
@@ -33,6 +35,12 @@ class Context:
     settings: ServiceSettings
     store: Store | None
     registry: CollectorRegistry
+    queue_cap: QueueCap
+
+    async def admit_queue(self, store: Store, queue: str) -> None:
+        """Refuse a new `queue` past the store's cap on queues (`CapReached`, 429)."""
+        if await self.queue_cap.refused(store, (queue,)):
+            raise CapReached("queues", self.queue_cap.max_queues, "queue")
 
 
 def served(request: Request) -> tuple[Context, Store]:

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Response
 
 from tickwheel.model import State
 from tickwheel.service.errors import ApiError
-from tickwheel.service.routes.deps import StoreDep, errors, strict_router
+from tickwheel.service.routes.deps import ContextDep, StoreDep, errors, strict_router
 from tickwheel.service.schemas import LimitIn, QueueIn, QueueOut, QueuesOut
 from tickwheel.stores.base import QueueInfo, QueueSettings, Store
 from tickwheel.stores.checks import check_queue
@@ -54,16 +54,22 @@ def router() -> APIRouter:
         return await queue_out(store, queue)
 
     @routes.put("/v1/queues/{queue}", responses=errors())
-    async def put_queue(queue: str, body: QueueIn, store: StoreDep) -> QueueOut:
+    async def put_queue(
+        queue: str, body: QueueIn, context: ContextDep, store: StoreDep
+    ) -> QueueOut:
         """Replace the queue's settings (paused, limit); the defaults remove them."""
         check_queue(queue)
+        await context.admit_queue(store, queue)
         await store.set_queue(queue, body.settings())
         return await queue_out(store, queue)
 
     @routes.put("/v1/queues/{queue}/limit", responses=errors())
-    async def put_queue_limit(queue: str, body: LimitIn, store: StoreDep) -> QueueOut:
+    async def put_queue_limit(
+        queue: str, body: LimitIn, context: ContextDep, store: StoreDep
+    ) -> QueueOut:
         """Set the queue's limit, replacing any it had; its pause stays as it is."""
         check_queue(queue)
+        await context.admit_queue(store, queue)
         await store.set_queue_limit(queue, body.limit())
         return await queue_out(store, queue)
 
@@ -76,8 +82,10 @@ def router() -> APIRouter:
         return Response(status_code=204)
 
     @routes.post("/v1/queues/{queue}/pause", responses=errors())
-    async def pause_queue(queue: str, store: StoreDep) -> QueueOut:
+    async def pause_queue(queue: str, context: ContextDep, store: StoreDep) -> QueueOut:
         """Stop every worker claiming from the queue (its limit stays); held leases finish."""
+        check_queue(queue)
+        await context.admit_queue(store, queue)
         return await _set_paused(store, queue, True)
 
     @routes.post("/v1/queues/{queue}/resume", responses=errors())

@@ -156,6 +156,7 @@ def router() -> APIRouter:
                 raise ScheduleExists(schedule.id)
             response.status_code = 200
             return ScheduleDetailOut.of(existing)
+        await context.admit_queue(store, schedule.queue)
         try:
             state = await store.add_schedule(schedule)
         except InvalidArgument as error:  # the first occurrence beyond the store's horizon

@@ -120,6 +120,7 @@ def router() -> APIRouter:
         """Create a timer; the same id and spec again returns it (200), another spec is 409."""
         context, store = served(request)
         timer = create.build(context, item, store.now_ms())
+        await context.admit_queue(store, timer.queue)
         response.status_code, stored = await create.put(store, timer, item, replace=False)
         return TimerOut.of(stored)
 
@@ -173,6 +174,7 @@ def router() -> APIRouter:
         if refusal is not None:
             raise refusal
         timer = create.build(context, item, store.now_ms(), timer_id)
+        await context.admit_queue(store, timer.queue)
         response.status_code, stored = await create.put(store, timer, item, replace=True)
         return TimerOut.of(stored)
 

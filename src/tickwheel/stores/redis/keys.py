@@ -8,6 +8,8 @@ slot and every script runs on one node::
                                    holding a lease
     {p:s}:x                 list   the done timers in ack order: a mark @<expiry ms>, then
                                    the ids acked with that expiry
+    {p:s}:xo                list   the same for schedules' occurrences, whose retention may
+                                   be shorter (`StoreSettings.occurrence_retention_ms`)
     {p:s}:n                 hash   <state code>|<queue> → the queue's timers in that state
                                    here; <deadline>|<queue> → leases that batch still holds
     {p:s}:dead              zset   id, score 0: the dead letters, in id order

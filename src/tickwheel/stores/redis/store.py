@@ -306,6 +306,7 @@ class RedisStore:
             for start in range(0, len(positions), ACK_BATCH)
         ]
         expiry = now + self.settings.retention_ms
+        occurrence_expiry = now + self.settings.occurrence_retention()
         doubts = self._in_doubt
         calls = [
             self._shards.call(
@@ -316,6 +317,7 @@ class RedisStore:
                     expiry,
                     "".join([f"{leases[n].timer.id} {leases[n].token} " for n in positions]),
                     doubts.ids([leases[n] for n in positions]) if doubts else "",
+                    occurrence_expiry,
                 ),
             )
             for shard, positions in batches

@@ -301,7 +301,8 @@ class SqliteStore:
 
     async def ack(self, lease: Lease) -> None:
         def work(conn: sqlite3.Connection, now: int) -> None:
-            _settle(conn, lease, sql.ACK, end=now + self.settings.retention_ms, now=now)
+            end = now + self.settings.retention_of(lease.timer.id)
+            _settle(conn, lease, sql.ACK, end=end, now=now)
 
         await self._run(None, work)
 
@@ -309,8 +310,16 @@ class SqliteStore:
         """Ack many leases, up to 1,000 per transaction."""
 
         def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Lease]) -> list[bool]:
-            values = {"end": now + self.settings.retention_ms, "now": now}
-            held = [{"id": lease.timer.id, "token": lease.token, **values} for lease in chunk]
+            retention_of = self.settings.retention_of
+            held = [
+                {
+                    "id": lease.timer.id,
+                    "token": lease.token,
+                    "end": now + retention_of(lease.timer.id),
+                    "now": now,
+                }
+                for lease in chunk
+            ]
             return [conn.execute(sql.ACK, params).rowcount > 0 for params in held]
 
         acked: list[bool] = []
