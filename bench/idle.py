@@ -27,7 +27,7 @@ from pathlib import Path
 from harness.machine import OtherLoad, machine_table, sample_other_load
 from harness.redis_server import private_redis
 from harness.report import Table, emit, fmt, markdown, progress, write_markdown
-from scenarios.idle.serving import Fill, fill, serve_cpu_s
+from scenarios.idle.serving import Fill, fill, fill_with, serve_cpu_s
 
 TARGET_RATIO = 1.2
 CASES = (
@@ -44,6 +44,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2, help="runs of each case per store")
     parser.add_argument("--stores", default="sqlite,redis", help="comma-separated")
     parser.add_argument("--quick", action="store_true", help="a 5 s window, one round")
+    parser.add_argument(
+        "--src",
+        type=Path,
+        default=None,
+        help="fill the stores and run serve from this src dir (another checkout's, for a before)",
+    )
     parser.add_argument("--markdown", nargs="?", const="-", default=None)
     args = parser.parse_args(argv)
     if args.quick:
@@ -54,16 +60,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def measure(backend: str, urls: dict[str, str], args: argparse.Namespace, workdir: Path) -> Table:
     for case in CASES:
         progress(f"{backend}: filling '{case.name}'")
-        asyncio.run(fill(urls[case.name], case))
+        if args.src is None:
+            asyncio.run(fill(urls[case.name], case))
+        else:
+            fill_with(args.src, urls[case.name], case)
     cpu: dict[str, list[float]] = {case.name: [] for case in CASES}
     load = OtherLoad()
     for n in range(args.rounds):
         for case in CASES:
-            used = serve_cpu_s(urls[case.name], args.warm, args.window, workdir)
+            used = serve_cpu_s(urls[case.name], args.warm, args.window, workdir, args.src)
             progress(f"{backend} round {n + 1}: {case.name}: {used:.2f} CPU s")
             cpu[case.name].append(used)
+    origin = "" if args.src is None else f" (serve from {args.src})"
     table = Table(
-        f"Idle `serve` on {backend}: CPU over {args.window:g} s",
+        f"Idle `serve` on {backend}{origin}: CPU over {args.window:g} s",
         ["store holds", "CPU s (median)", "CPU % of a core", "x none", "target", "runs"],
     )
     none = statistics.median(cpu["none"])

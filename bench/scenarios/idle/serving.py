@@ -46,10 +46,27 @@ async def fill(url: str, what: Fill) -> None:
         await store.close()
 
 
-def serve_cpu_s(url: str, warm_s: float, window_s: float, workdir: Path) -> float:
-    """Start `tickwheel serve` on `url`, let it settle `warm_s`, and return the CPU seconds it
+def fill_with(src: Path, url: str, what: Fill) -> None:
+    """`fill`, in a child process running the package in `src`: a store as that version
+    writes it (an older SQLite schema, say)."""
+    bench = Path(__file__).resolve().parents[2]
+    code = (
+        "import asyncio; from scenarios.idle.serving import Fill, fill; "
+        f"asyncio.run(fill({url!r}, Fill({what.name!r}, {what.queues}, {what.limits})))"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{bench}"}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
+def serve_cpu_s(
+    url: str, warm_s: float, window_s: float, workdir: Path, src: Path | None = None
+) -> float:
+    """Start `tickwheel serve` on `url` (from the package in `src` when given: another
+    checkout, for a before and after), let it settle `warm_s`, and return the CPU seconds it
     used over the next `window_s`; then stop it with SIGTERM."""
     env = {**os.environ, "TICKWHEEL_STORE": url, "TICKWHEEL_PORT": "0"}
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
     process = subprocess.Popen(
         [sys.executable, "-m", "tickwheel", "serve"],
         cwd=workdir,
