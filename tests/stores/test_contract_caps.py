@@ -74,6 +74,10 @@ async def test_concurrent_new_host_limits_stop_at_the_cap(
 ) -> None:
     store = make_store(clock, StoreSettings(max_limits=5))
     try:
+        # open the connections first: redis-py's asyncio Cluster client can fail commands that
+        # race to open a node's first connections ("'NoneType' object has no attribute
+        # 'writelines'", a plain HSET as well), which is not what this test is about
+        await asyncio.gather(*(store.limits() for _ in range(12)), return_exceptions=True)
         results = await asyncio.gather(
             *(store.set_limit(f"h{n}.example", Limit(rate=1)) for n in range(12)),
             return_exceptions=True,
