@@ -123,6 +123,8 @@ async def test_a_new_queue_past_the_cap_is_429_by_every_route_that_makes_one() -
             ):
                 assert error_of(response, 429)["field"] == "queue"
             assert (await client.post("/v1/queues/q1/pause")).status_code == 200
+            defaults = {"paused": False, "limit": None}
+            assert (await client.put("/v1/queues/q6", json=defaults)).status_code == 200
             assert sorted(q.name for q in await store.queue_infos()) == ["q1", "q2"]
     finally:
         await store.close()

@@ -59,8 +59,10 @@ def router() -> APIRouter:
     ) -> QueueOut:
         """Replace the queue's settings (paused, limit); the defaults remove them."""
         check_queue(queue)
-        await context.admit_queue(store, queue)
-        await store.set_queue(queue, body.settings())
+        settings = body.settings()
+        if settings != QueueSettings():  # the defaults remove settings: never refused
+            await context.admit_queue(store, queue)
+        await store.set_queue(queue, settings)
         return await queue_out(store, queue)
 
     @routes.put("/v1/queues/{queue}/limit", responses=errors())
