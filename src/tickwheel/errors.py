@@ -9,6 +9,7 @@
      ├── TimerExists                       the id is taken by a timer with another spec
      ├── ScheduleExists                    the id is taken by a schedule with another spec
      ├── LeaseLost                         the lease expired or moved on; nothing was changed
+     ├── CapReached                        the store holds as many of a kind as it may
      └── StoreUnavailable                  the store could not be reached; `__cause__` says why
           └── NotReplicated                the write is stored, but no replica confirmed it
 """
@@ -50,6 +51,20 @@ class ScheduleExists(TickwheelError):
     def __init__(self, schedule_id: str) -> None:
         super().__init__(f"schedule {schedule_id!r} exists with a different spec")
         self.schedule_id = schedule_id
+
+
+class CapReached(TickwheelError):
+    """The store holds the most `kind` (queues, schedules, limits) its operator allows; nothing
+    was written. `field` names the request field whose new value would have made one more."""
+
+    def __init__(self, kind: str, cap: int, field: str) -> None:
+        super().__init__(
+            f"the store holds the most {kind} it may ({cap}); delete some, or ask the "
+            f"operator to raise the cap"
+        )
+        self.kind = kind
+        self.cap = cap
+        self.field = field
 
 
 class LeaseLost(TickwheelError):

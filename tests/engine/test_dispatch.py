@@ -58,6 +58,9 @@ class ScriptedStore:
     async def limits(self) -> dict[str, Limit]:
         return {}
 
+    async def settings_versions(self) -> tuple[int, int]:
+        return 0, 0
+
 
 @pytest.mark.parametrize("second_in_ms", [100, 500])
 async def test_a_timer_claimed_again_is_delivered_once_at_its_new_due_time(

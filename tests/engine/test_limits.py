@@ -32,14 +32,13 @@ from tickwheel.engine import (
     WorkerSettings,
     consume,
 )
+from tickwheel.engine.controls import REFRESH_S, Controls
 from tickwheel.engine.limits import (
     HOST,
     MAX_HELD_HOSTS,
     MAX_HOLD_S,
     QUEUE,
-    REFRESH_S,
     Admission,
-    Controls,
     Limiter,
     LocalGrants,
     host_key,

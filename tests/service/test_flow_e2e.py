@@ -20,7 +20,8 @@ import httpx
 import pytest
 import redis
 
-from tickwheel.engine.limits import REFRESH_S, host_key
+from tickwheel.engine.controls import REFRESH_S
+from tickwheel.engine.limits import host_key
 from tickwheel.stores import Store
 from tickwheel.stores.base import Limit, QueueSettings
 from tickwheel.stores.open import open_store

@@ -110,13 +110,16 @@ def check_shard(client: Any, tag: str, shard_keys: set[str]) -> None:
     assert set(client.zrange(f"{tag}:dead", 0, -1)) == {
         i for i, r in records.items() if r[0] == "3"
     }
-    done, expiry = set(), None
-    for entry in client.lrange(f"{tag}:x", 0, -1):  # @<expiry>, then the ids acked with it
-        if entry.startswith("@"):
-            expiry = entry[1:]
-        else:
-            assert expiry is not None, "each id follows its expiry mark"
-            done.add((expiry, entry))
+    done = set()
+    for done_list in (f"{tag}:x", f"{tag}:xo"):  # plain timers, schedules' occurrences
+        expiry = None
+        for entry in client.lrange(done_list, 0, -1):  # @<expiry>, then the ids acked with it
+            if entry.startswith("@"):
+                expiry = entry[1:]
+            else:
+                assert expiry is not None, "each id follows its expiry mark"
+                assert ("@" in entry) == done_list.endswith("o"), "each kind in its list"
+                done.add((expiry, entry))
     assert {(r[5], i) for i, r in records.items() if r[0] == "2"} <= done
     # leases: batches named <deadline>|<queue>, counted, listed, indexed
     batches: dict[str, set[str]] = defaultdict(set)

@@ -235,11 +235,19 @@ async def test_claim_reads_the_due_index_not_the_table(tmp_path: Path) -> None:
 
 async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     """Version 2 added first_claimed_ms and the per-queue lease index; old rows read as unset.
-    Version 3's schedules table, version 4's flow control and version 5's due-queue index come
-    on the same way."""
+    Version 3's schedules table, version 4's flow control, and version 5's due-queue index and
+    settings versions come on the same way."""
     path = tmp_path / "timers.db"
-    later = ("timers_lease_queue", "schedules", "timers_paused", "queue_settings", "limits")
-    later += ("queue_heads", "timers_head")
+    later = (
+        "timers_lease_queue",
+        "schedules",
+        "timers_paused",
+        "queue_settings",
+        "limits",
+        "versions",
+        "queue_heads",
+        "timers_head",
+    )
     with sqlite3.connect(path) as conn:
         for statement in schema.SCHEMA:
             if not any(name in statement for name in later):
@@ -260,6 +268,9 @@ async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
         assert lease.timer.first_claimed_ms is not None
         assert await store.next_due_ms("default") == lease.deadline_ms
         assert (await store.list_schedules()).schedules == []
+        before = await store.settings_versions()
+        await store.set_limit("api.example.com", Limit(rate=1))
+        assert (await store.settings_versions())[1] == before[1] + 1
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
@@ -416,7 +427,7 @@ async def test_a_version_4_file_is_migrated_to_count_deferrals(tmp_path: Path) -
     path, clock = tmp_path / "timers.db", ManualClock()
     with sqlite3.connect(path) as conn:
         for statement in schema.SCHEMA[:-1]:
-            if "queue_heads" not in statement:
+            if "queue_heads" not in statement and "versions" not in statement:
                 conn.execute(
                     statement.replace(",\n        deferrals INTEGER NOT NULL DEFAULT 0", "")
                 )

@@ -177,6 +177,28 @@ def serve(
         ),
     ] = None,
     no_worker: Annotated[bool, typer.Option("--no-worker", help="Serve the API only.")] = False,
+    max_queues: Annotated[
+        int | None, typer.Option(min=1, help="Queues the store may hold (default: 100000).")
+    ] = None,
+    max_schedules: Annotated[
+        int | None, typer.Option(min=1, help="Schedules the store may hold (default: 100000).")
+    ] = None,
+    max_limits: Annotated[
+        int | None, typer.Option(min=1, help="Host limits the store may hold (default: 100000).")
+    ] = None,
+    min_schedule_interval: Annotated[
+        int | None,
+        typer.Option(min=1, metavar="SECONDS", help="Least time between occurrences (default: 1)."),
+    ] = None,
+    occurrence_retention: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=86_400,
+            metavar="SECONDS",
+            help="How long a schedule's done occurrences are kept (default: 3600).",
+        ),
+    ] = None,
     queue: QueueOption = None,
     grace: GraceOption = None,
     lease: LeaseOption = None,
@@ -196,6 +218,11 @@ def serve(
         insecure=True if insecure else None,
         allowed_hosts=None if allowed_hosts is None else split_hosts(allowed_hosts),
         tenants=_tenants_or_exit(tokens),
+        max_queues=max_queues,
+        max_schedules=max_schedules,
+        max_limits=max_limits,
+        min_schedule_interval_s=min_schedule_interval,
+        occurrence_retention_s=occurrence_retention,
     )
     worker_settings = _worker_settings(
         queues=tuple(queue) if queue else None, grace=grace, lease=lease
@@ -232,6 +259,15 @@ def worker(
     ] = None,
     grace: GraceOption = None,
     lease: LeaseOption = None,
+    occurrence_retention: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=86_400,
+            metavar="SECONDS",
+            help="How long a schedule's done occurrences are kept (default: 3600).",
+        ),
+    ] = None,
 ) -> None:
     """Run a worker alone: fire due timers of a shared store (Redis) next to `serve --no-worker`."""
     from tickwheel.service.serve import work
@@ -240,6 +276,7 @@ def worker(
         store_url=store,
         allow_private_targets=True if allow_private_targets else None,
         signing_secret=secret_from(ctx, "signing_secret", signing_secret, signing_secret_file),
+        occurrence_retention_s=occurrence_retention,
     )
     worker_settings = _worker_settings(
         queues=tuple(queue) if queue else None,
@@ -254,6 +291,7 @@ def worker(
             signing_secret=settings.signing_secret,
             allow_private_targets=settings.allow_private_targets,
             metrics_port=metrics_port,
+            store_settings=settings.store_settings(),
         )
     )
 

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol, runtime_checkable
 
-from tickwheel.engine.limits import Controls
+from tickwheel.engine.controls import Controls
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled, jittered_pause

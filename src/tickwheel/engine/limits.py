@@ -1,7 +1,7 @@
-"""Flow control in the worker: which queues are paused, and grants for limited callbacks.
+"""Flow control in the worker: grants for limited callbacks.
 
-`Controls` caches the store's queue settings and host limits, read at most every `REFRESH_S`
-(a pause reaches every worker within about that). `Limiter` makes a callback to a limited host
+`Controls` (`controls.py`) keeps the store's queue settings and host limits as they change.
+`Limiter` makes a callback to a limited host
 or queue wait for a grant from a token bucket and a concurrency count (`Limit`): on one store
 all workers share them when the store offers shared grants (Redis, one script call per batch of
 grants), else each process keeps its own (`LocalGrants`). A `Retry-After` on a 429 or 503 holds
@@ -19,10 +19,11 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from tickwheel.engine.controls import REFRESH_S, Controls
 from tickwheel.engine.metrics import Metrics
 from tickwheel.errors import StoreUnavailable
 from tickwheel.model import Timer
@@ -32,10 +33,6 @@ from tickwheel.urls import InvalidUrl, parse_url
 
 logger = logging.getLogger("tickwheel.engine")
 
-REFRESH_S = 1.0
-"""Longest a worker goes on with settings it read from the store: a pause's delay."""
-CLAIM_S = 1.0
-"""A claim from a rate-limited queue takes its burst and this long of its rate at most."""
 HOLD_WAIT_S = 30.0
 """Longest a limited callback waits in the worker holding its lease, renewed meanwhile: each
 one sent back to the store instead costs a claim (but no attempt: it is deferred)."""
@@ -232,79 +229,6 @@ def _wait_ms(limits: Mapping[str, Limit], buckets: Mapping[str, _Bucket]) -> int
         if limit.rate is not None and bucket.tokens < 1:
             wait_ms = max(wait_ms, math.ceil((1 - bucket.tokens) * 1000 / limit.rate))
     return wait_ms
-
-
-class Controls:
-    """The store's queue settings and host limits as last read, refreshed every `refresh_s`.
-
-    Until the first read lands, `ready` is unset and nothing should be claimed: a queue paused
-    before this worker started must stay so. A failed read keeps the settings last read.
-    """
-
-    def __init__(self, store: Store, metrics: Metrics, refresh_s: float = REFRESH_S) -> None:
-        self._store = store
-        self._metrics = metrics
-        self.refresh_s = refresh_s
-        self.queues: dict[str, QueueSettings] = {}
-        self.hosts: dict[str, Limit] = {}
-        self.ready = asyncio.Event()
-        self._changed = asyncio.Event()
-
-    def paused(self, queue: str) -> bool:
-        settings = self.queues.get(queue)
-        return settings is not None and settings.paused
-
-    def queue_limit(self, queue: str) -> Limit | None:
-        settings = self.queues.get(queue)
-        return None if settings is None else settings.limit
-
-    def queue_rate(self, queue: str) -> float | None:
-        """The rate limit of `queue`, if it has one."""
-        limit = self.queue_limit(queue)
-        return None if limit is None else limit.rate
-
-    def claim_bound(self, queue: str) -> int:
-        """Most timers of a rate-limited `queue` worth one claim: its burst and `CLAIM_S` of
-        its rate (more would wait in the worker holding their leases)."""
-        limit = self.queue_limit(queue)
-        if limit is None or limit.rate is None:
-            raise ValueError(f"queue {queue!r} has no rate limit")
-        return max(1, limit.bucket + math.ceil(limit.rate * CLAIM_S))
-
-    def changed(self) -> Coroutine[Any, Any, bool]:
-        """Wait until a refresh reads settings other than those read so far (from this call)."""
-        return self._changed.wait()
-
-    async def refresh(self) -> None:
-        """Read the settings once.
-
-        Raises:
-            StoreUnavailable: the store did not answer; the settings stay as they were.
-        """
-        queues, hosts = await asyncio.gather(self._store.queue_settings(), self._store.limits())
-        if queues != self.queues or hosts != self.hosts:
-            self.queues, self.hosts = queues, hosts
-            self._changed.set()
-            self._changed = asyncio.Event()
-        self.ready.set()
-
-    async def run(self, stopping: asyncio.Event) -> None:
-        """Refresh until `stopping` is set; a failure is counted and tried at the next turn."""
-        while not stopping.is_set():
-            try:
-                await self.refresh()
-            except StoreUnavailable as error:
-                self._metrics.store_errors["settings"] += 1
-                logger.warning("store unavailable, reading queue settings again soon: %s", error)
-            except Exception:
-                # policy: a surprise must not freeze the settings (or keep `ready` unset) for good
-                self._metrics.store_errors["settings"] += 1
-                logger.exception("reading queue settings failed; trying again")
-            stop = asyncio.ensure_future(stopping.wait())
-            try:
-                await asyncio.wait({stop}, timeout=self.refresh_s)
-            finally:
-                stop.cancel()
 
 
 Running = tuple[tuple[str, str], ...]  # (target key, member) of each concurrency unit held

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from tickwheel.service.dashboard import static_routes
 from tickwheel.service.errors import install_error_handlers
 from tickwheel.service.gate import Gate
+from tickwheel.service.queue_cap import QueueCap
 from tickwheel.service.quotas import Quotas
 from tickwheel.service.request_metrics import RequestMetrics
 from tickwheel.service.routes import dead, limits, ops, queues, schedules, timers
@@ -83,14 +84,15 @@ def create_app(
     """
     registry = CollectorRegistry() if registry is None else registry
     tenants = tenants_of(settings.tenants, settings.token)
-    context = Context(settings, store, registry, None if tenants is None else Quotas(tenants))
+    quotas = None if tenants is None else Quotas(tenants)
+    context = Context(settings, store, registry, QueueCap(settings.max_queues), quotas)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if store is not None:
             yield
             return
-        opened = context.store = open_store(settings.store_url)
+        opened = context.store = open_store(settings.store_url, settings.store_settings())
         try:
             yield
         finally:

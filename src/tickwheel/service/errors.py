@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from tickwheel.errors import (
+    CapReached,
     Closed,
     InvalidArgument,
     NotReplicated,
@@ -149,6 +150,9 @@ def describe(error: Exception) -> tuple[int, ErrorDetail, dict[str, str]]:
             "store's master fails first; check it by id rather than send it again"
         )
         return NOT_REPLICATED, error_detail(NOT_REPLICATED, message), {}
+    if isinstance(error, CapReached):
+        # no Retry-After: the cap holds until something is deleted or the operator raises it
+        return 429, ErrorDetail(code="cap_reached", message=str(error), field=error.field), {}
     if isinstance(error, StoreUnavailable | Closed):
         # the cause (a host, a path) is the operator's business: it goes to the log
         detail = error_detail(503, "the timer store is unavailable; try again shortly")
@@ -175,6 +179,7 @@ def install_error_handlers(app: FastAPI) -> None:
         InvalidArgument,
         TimerExists,
         ScheduleExists,
+        CapReached,
         StoreUnavailable,
         Closed,
         Exception,

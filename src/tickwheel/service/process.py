@@ -20,6 +20,7 @@ from tickwheel.runtime.pauses import steady_gc
 
 if TYPE_CHECKING:
     from tickwheel.engine.worker import Worker
+    from tickwheel.stores.base import StoreSettings
 
 logger = logging.getLogger("tickwheel.service")
 
@@ -35,8 +36,11 @@ class Process:
     closes in reverse order what was opened: the worker's HTTP target, then the store, last.
     """
 
-    def __init__(self, store_url: str, stop: asyncio.Event) -> None:
+    def __init__(
+        self, store_url: str, stop: asyncio.Event, store_settings: StoreSettings | None = None
+    ) -> None:
         self.store_url = store_url
+        self.store_settings = store_settings
         self.stop = stop
         self.cleanup = contextlib.AsyncExitStack()
         self.worker: Worker | None = None
@@ -51,7 +55,7 @@ class Process:
         from tickwheel.service.queue_metrics import QueueGauges
         from tickwheel.stores.open import open_store
 
-        self.store = open_store(self.store_url)
+        self.store = open_store(self.store_url, self.store_settings)
         self.cleanup.push_async_callback(self.store.close)
         self.registry = CollectorRegistry()
         self.queue_gauges = QueueGauges(self.store)

@@ -20,7 +20,7 @@ from tickwheel.errors import StoreUnavailable
 from tickwheel.service.gate import MAX_REQUEST_HEADER_BYTES
 from tickwheel.service.process import Process
 from tickwheel.service.settings import ServiceSettings
-from tickwheel.stores.base import Store
+from tickwheel.stores.base import Store, StoreSettings
 from tickwheel.stores.urls import redact
 
 if TYPE_CHECKING:
@@ -58,7 +58,8 @@ async def serve(
 
     from tickwheel.service.api import create_app
 
-    async with Process(settings.store_url, stop or asyncio.Event()) as process:
+    stopping = stop or asyncio.Event()
+    async with Process(settings.store_url, stopping, settings.store_settings()) as process:
         sock = process.cleanup.enter_context(_listen(settings.host, settings.port))
         app = create_app(settings, process.store, registry=process.registry)
         config = uvicorn.Config(
@@ -109,6 +110,7 @@ async def work(
     allow_private_targets: bool = False,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
+    store_settings: StoreSettings | None = None,
     stop: asyncio.Event | None = None,
     out: TextIO | None = None,
 ) -> None:
@@ -120,7 +122,7 @@ async def work(
     Raises:
         OSError: the metrics port cannot be listened on.
     """
-    async with Process(store_url, stop or asyncio.Event()) as process:
+    async with Process(store_url, stop or asyncio.Event(), store_settings) as process:
         shown = ""
         if metrics_port is not None:
             exporter = _export(metrics_host, metrics_port, process.registry)

@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tickwheel.errors import InvalidArgument
+from tickwheel.stores.base import DAY_MS, HOUR_MS, MAX_LIMITS, MAX_SCHEDULES, StoreSettings
 from tickwheel.stores.urls import redact
 
 if TYPE_CHECKING:
     from tickwheel.service.tenants import Tenants
 
+MAX_QUEUES = 100_000
+"""Queues one store may hold by default: ten times a deployment with many queues."""
 MIB = 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 4 * MIB
 """Room for a batch of 1,000 timers of up to ~4 KiB each as JSON (the batch route's limit)."""
@@ -39,6 +42,11 @@ _ENV = {
     "TICKWHEEL_MAX_BODY_BYTES": "max_body_bytes",
     "TICKWHEEL_INSECURE": "insecure",
     "TICKWHEEL_ALLOWED_HOSTS": "allowed_hosts",
+    "TICKWHEEL_MAX_QUEUES": "max_queues",
+    "TICKWHEEL_MAX_SCHEDULES": "max_schedules",
+    "TICKWHEEL_MAX_LIMITS": "max_limits",
+    "TICKWHEEL_MIN_SCHEDULE_INTERVAL": "min_schedule_interval_s",
+    "TICKWHEEL_OCCURRENCE_RETENTION": "occurrence_retention_s",
 }
 # a secret may come from a file instead, so that it is not in the environment of every child
 _SECRET_FILES = {
@@ -46,7 +54,17 @@ _SECRET_FILES = {
     "TICKWHEEL_SIGNING_SECRET_FILE": ("signing_secret", "TICKWHEEL_SIGNING_SECRET"),
 }
 _HOST = re.compile(r"\*|(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]{1,253})(:[0-9]{1,5})?")
-_INTS = frozenset({"port", "max_body_bytes"})
+_INTS = frozenset(
+    {
+        "port",
+        "max_body_bytes",
+        "max_queues",
+        "max_schedules",
+        "max_limits",
+        "min_schedule_interval_s",
+        "occurrence_retention_s",
+    }
+)
 _BOOLS = frozenset({"allow_private_targets", "worker", "insecure"})
 
 
@@ -68,6 +86,14 @@ class ServiceSettings:
             a service behind a proxy that checks the Host); others get 421.
         tenants: the tokens of a tokens file (``--tokens``), each with its role, queues and
             quotas; `token`, when set too, is one more admin.
+        max_queues: queues the store may hold (with pending timers or settings); a timer,
+            schedule or setting for a new queue past it gets 429.
+        max_schedules: schedules the store may hold; a new one past it gets 429.
+        max_limits: host limits the store may hold; a new one past it gets 429.
+        min_schedule_interval_s: the least time between two occurrences of a schedule; a
+            rule that fires more often is refused (422).
+        occurrence_retention_s: how long a schedule's done occurrence is kept (at most the
+            day every done timer is kept).
     """
 
     store_url: str = "sqlite:///./tickwheel.db"
@@ -81,6 +107,11 @@ class ServiceSettings:
     insecure: bool = False
     allowed_hosts: tuple[str, ...] = ()
     tenants: Tenants | None = None
+    max_queues: int = MAX_QUEUES
+    max_schedules: int = MAX_SCHEDULES
+    max_limits: int = MAX_LIMITS
+    min_schedule_interval_s: int = 1
+    occurrence_retention_s: int = HOUR_MS // 1000
 
     def __post_init__(self) -> None:
         from tickwheel.service.tenants import Tenants
@@ -115,6 +146,24 @@ class ServiceSettings:
                 f"got {self.max_body_bytes!r}",
             )
         check_allowed_hosts(self.allowed_hosts)
+
+        for name in ("max_queues", "max_schedules", "max_limits", "min_schedule_interval_s"):
+            value = getattr(self, name)
+            if _not_int(value) or not 1 <= value <= 1_000_000_000:
+                raise InvalidArgument(name, f"must be a positive integer, got {value!r}")
+        retention = self.occurrence_retention_s
+        if _not_int(retention) or not 0 <= retention <= DAY_MS // 1000:
+            raise InvalidArgument(
+                "occurrence_retention_s", f"must be 0 to 86400 seconds, got {retention!r}"
+            )
+
+    def store_settings(self) -> StoreSettings:
+        """The store's settings these call for: its caps and the occurrences' retention."""
+        return StoreSettings(
+            occurrence_retention_ms=self.occurrence_retention_s * 1000,
+            max_schedules=self.max_schedules,
+            max_limits=self.max_limits,
+        )
 
     def __repr__(self) -> str:
         shown = []

@@ -12,6 +12,7 @@ from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule, ScheduleState
 
 DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
 ANY_QUEUE = "*"
 """`Store.wait` on this hears of changes to queues no one waits on: a queue that is new, say.
 No queue can have this name (queue names are ids)."""
@@ -84,6 +85,11 @@ class Stats:
     earliest_due_ms: int | None = None
 
 
+MAX_SCHEDULES = 100_000
+"""Schedules one store holds at most by default: ten times what a big deployment needs."""
+MAX_LIMITS = 100_000
+"""Host limits one store holds at most by default."""
+
 MIN_RATE = 1 / 86_400  # one a day: slower would hold a limited timer back for good
 MAX_RATE = 100_000.0
 MAX_BURST = 100_000
@@ -153,19 +159,36 @@ class DueQueues:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreSettings:
-    """Limits and policies shared by every store."""
+    """Limits and policies shared by every store: how long done timers are kept (a schedule's
+    done occurrences at most `occurrence_retention_ms`), and caps on what it holds."""
 
     retention_ms: int = DAY_MS
     max_horizon_ms: int = 10 * 365 * DAY_MS
     max_claim: int = 10_000
+    occurrence_retention_ms: int = HOUR_MS
+    max_schedules: int = MAX_SCHEDULES
+    max_limits: int = MAX_LIMITS
 
     def __post_init__(self) -> None:
-        if self.retention_ms < 0:
-            raise InvalidArgument("retention_ms", "must not be negative")
+        for name in ("retention_ms", "occurrence_retention_ms"):
+            if getattr(self, name) < 0:
+                raise InvalidArgument(name, "must not be negative")
+        for name in ("max_schedules", "max_limits"):
+            if getattr(self, name) < 1:
+                raise InvalidArgument(name, "must be at least 1")
         if self.max_horizon_ms <= 0:
             raise InvalidArgument("max_horizon_ms", "must be positive")
         if self.max_claim < 1:
             raise InvalidArgument("max_claim", "must be at least 1")
+
+    def occurrence_retention(self) -> int:
+        """How long a schedule's done occurrence is kept, in ms: the shorter retention (a
+        schedule firing each second would otherwise keep 86,400 a day)."""
+        return min(self.retention_ms, self.occurrence_retention_ms)
+
+    def retention_of(self, timer_id: str) -> int:
+        """How long the done timer `timer_id` is kept, in ms (an occurrence's id holds '@')."""
+        return self.occurrence_retention() if "@" in timer_id else self.retention_ms
 
 
 class Store(Protocol):
@@ -307,7 +330,9 @@ class Store(Protocol):
         """Store a schedule and, in the same atomic step, its first occurrence's timer.
 
         The same id with the same spec returns the stored schedule, paused or not
-        (idempotent); another spec raises `ScheduleExists`.
+        (idempotent); another spec raises `ScheduleExists`. A new one raises `CapReached`
+        when the store holds `settings.max_schedules` (on Redis, concurrent adds in different
+        shards may pass the cap by as many as there are).
         """
         ...
 
@@ -389,11 +414,21 @@ class Store(Protocol):
         ...
 
     async def set_limit(self, host: str, limit: Limit) -> None:
-        """Store the limit on callbacks to `host`, replacing any it had."""
+        """Store the limit on callbacks to `host`, replacing any it had.
+
+        Raises:
+            CapReached: `host` has no limit and the store holds `settings.max_limits`.
+        """
         ...
 
     async def delete_limit(self, host: str) -> bool:
         """Remove `host`'s limit; return whether it had one."""
+        ...
+
+    async def settings_versions(self) -> tuple[int, int]:
+        """Return the versions of the queue settings and of the host limits: each changes with
+        every write of its table, atomically with it (and may change with none), so a worker
+        asks this each second and reads a table again only when its version moved."""
         ...
 
     async def list(

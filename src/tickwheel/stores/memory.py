@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from tickwheel.core import DelayHeap
-from tickwheel.errors import Closed, LeaseLost, ScheduleExists, TimerExists
+from tickwheel.errors import CapReached, Closed, LeaseLost, ScheduleExists, TimerExists
 from tickwheel.model import State, Timer, occurrence_id, occurrence_of, truncate_error
 from tickwheel.schedule import (
     Schedule,
@@ -68,6 +68,8 @@ class MemoryStore:
         self._schedules: dict[str, ScheduleState] = {}
         self._queue_settings: dict[str, QueueSettings] = {}
         self._limits: dict[str, Limit] = {}
+        self._queue_settings_version = 0
+        self._limits_version = 0
         self._closed = False
 
     def now_ms(self) -> int:
@@ -195,7 +197,7 @@ class MemoryStore:
         timer = self._settle(lease)
         now = self._clock()
         self._timers[timer.id] = timer.evolve(state=State.DONE, updated_ms=now)
-        self._expiry.push(timer.id, now + self.settings.retention_ms, None)
+        self._expiry.push(timer.id, now + self.settings.retention_of(timer.id), None)
 
     async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
         acked = []
@@ -259,6 +261,8 @@ class MemoryStore:
             if existing.schedule.spec() == schedule.spec():
                 return existing
             raise ScheduleExists(schedule.id)
+        if len(self._schedules) >= self.settings.max_schedules:
+            raise CapReached("schedules", self.settings.max_schedules, "id")
         now = self._clock()
         step = plan_create(schedule, now)
         if step.add is not None:
@@ -400,11 +404,20 @@ class MemoryStore:
     async def set_limit(self, host: str, limit: Limit) -> None:
         self._open()
         check_host(host)
+        cap = self.settings.max_limits
+        if host not in self._limits and len(self._limits) >= cap:
+            raise CapReached("limits", cap, "host")
         self._limits[host] = limit
+        self._limits_version += 1
 
     async def delete_limit(self, host: str) -> bool:
         self._open()
+        self._limits_version += 1
         return self._limits.pop(host, None) is not None
+
+    async def settings_versions(self) -> tuple[int, int]:
+        self._open()
+        return self._queue_settings_version, self._limits_version
 
     async def list(
         self,
@@ -473,6 +486,7 @@ class MemoryStore:
             self._queue_settings.pop(queue, None)
         else:
             self._queue_settings[queue] = settings
+        self._queue_settings_version += 1
         self._wakeups.notify(queue)
 
     def _schedule(self, timer: Timer) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tickwheel.engine.guard import check_target_url
-from tickwheel.errors import InvalidArgument, NotReplicated, TimerExists
+from tickwheel.errors import CapReached, InvalidArgument, NotReplicated, TimerExists
 from tickwheel.model import Timer
 from tickwheel.service.errors import ApiError, describe
 from tickwheel.service.routes import access
@@ -115,6 +115,11 @@ async def batch(
         else:
             results[index] = _item_error(TimerExists(timer.id))
     await access.admit(context, store, tenant, [timer for _, timer, _ in new])
+    refused = await context.queue_cap.refused(store, {timer.queue for _, timer, _ in new})
+    if refused:
+        cap = CapReached("queues", context.queue_cap.max_queues, "queue")
+        results.update((i, _item_error(cap)) for i, timer, _ in new if timer.queue in refused)
+        new = [entry for entry in new if entry[1].queue not in refused]
     # stored in request order, so equal due times fire in the order the client listed them
     results.update(await _add_new(store, sorted(new, key=lambda entry: entry[0])))
     for index, timer in repeats:

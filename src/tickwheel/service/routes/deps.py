@@ -13,8 +13,10 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry
 
+from tickwheel.errors import CapReached
 from tickwheel.model import MAX_ID_CHARS, Timer, occurrence_of
 from tickwheel.service.errors import ApiError
+from tickwheel.service.queue_cap import QueueCap
 from tickwheel.service.quotas import Quotas
 from tickwheel.service.schemas import ID_PATTERN, ErrorOut
 from tickwheel.service.settings import ServiceSettings
@@ -35,7 +37,13 @@ class Context:
     settings: ServiceSettings
     store: Store | None
     registry: CollectorRegistry
+    queue_cap: QueueCap
     quotas: Quotas | None = None
+
+    async def admit_queue(self, store: Store, queue: str) -> None:
+        """Refuse a new `queue` past the store's cap on queues (`CapReached`, 429)."""
+        if await self.queue_cap.refused(store, (queue,)):
+            raise CapReached("queues", self.queue_cap.max_queues, "queue")
 
 
 def served(request: Request) -> tuple[Context, Store]:

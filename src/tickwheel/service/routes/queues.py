@@ -54,6 +54,8 @@ async def _set_paused(
     """Change the queue's pause alone, in one atomic store call: a concurrent change of its
     limit is kept."""
     await _writable(context, store, tenant, queue)
+    if paused:  # a pause is a setting: a new queue's counts against the cap
+        await context.admit_queue(store, queue)
     await store.pause_queue(queue, paused)
     return await queue_out(store, queue)
 
@@ -88,7 +90,10 @@ def router() -> APIRouter:
     ) -> QueueOut:
         """Replace the queue's settings (paused, limit); the defaults remove them."""
         await _writable(context, store, tenant, queue)
-        await store.set_queue(queue, body.settings())
+        settings = body.settings()
+        if settings != QueueSettings():  # the defaults remove settings: never refused
+            await context.admit_queue(store, queue)
+        await store.set_queue(queue, settings)
         return await queue_out(store, queue)
 
     @routes.put("/v1/queues/{queue}/limit", responses=errors(403, 429))
@@ -97,6 +102,7 @@ def router() -> APIRouter:
     ) -> QueueOut:
         """Set the queue's limit, replacing any it had; its pause stays as it is."""
         await _writable(context, store, tenant, queue)
+        await context.admit_queue(store, queue)
         await store.set_queue_limit(queue, body.limit())
         return await queue_out(store, queue)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import replace
+from itertools import pairwise
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
@@ -17,6 +18,7 @@ from fastapi import APIRouter, Query, Response
 from tickwheel.engine.guard import check_target_url
 from tickwheel.errors import InvalidArgument, ScheduleExists
 from tickwheel.model import new_id
+from tickwheel.recurrence import upcoming
 from tickwheel.schedule import Schedule, ScheduleState
 from tickwheel.service.errors import ApiError
 from tickwheel.service.routes import access
@@ -49,12 +51,31 @@ VALID_SCHEDULE_ID = re.compile(SCHEDULE_ID_PATTERN)
 ScheduleLimit = Annotated[int, Query(ge=1, le=MAX_LIST, description="schedules per page")]
 
 
+GAP_SAMPLES = 200
+"""Occurrences of a cron rule looked at for its shortest gap: over three minutes of one with
+seconds, so the gaps within a minute and across two minutes are both among them."""
+
+
 def _checked(context: Context, schedule: Schedule) -> Schedule:
-    """Refuse a callback URL the service may not call, as a timer's is refused."""
+    """Refuse a callback URL the service may not call, as a timer's is refused, and a rule
+    that fires more often than the operator allows (`min_schedule_interval_s`)."""
     if schedule.callback is not None:
         check_target_url(
             schedule.callback.url, allow_private=context.settings.allow_private_targets
         )
+    least_ms = context.settings.min_schedule_interval_s * 1000
+    if schedule.every_s is not None and schedule.every_s * 1000 < least_ms:
+        raise InvalidArgument(
+            "every", f"must be at least {least_ms // 1000} s on this service (its minimum)"
+        )
+    if schedule.cron is not None and least_ms > 1000:
+        times = upcoming(schedule.rule, schedule.start_ms - 1, GAP_SAMPLES)
+        if any(later - earlier < least_ms for earlier, later in pairwise(times)):
+            raise InvalidArgument(
+                "cron",
+                f"fires more often than once every {least_ms // 1000} s, this service's "
+                "minimum interval between occurrences",
+            )
     return schedule
 
 
@@ -151,6 +172,7 @@ def router() -> APIRouter:
                 raise ScheduleExists(schedule.id)
             response.status_code = 200
             return ScheduleDetailOut.of(existing)
+        await context.admit_queue(store, schedule.queue)
         try:
             state = await store.add_schedule(schedule)
         except InvalidArgument as error:  # the first occurrence beyond the store's horizon

@@ -122,6 +122,7 @@ def router() -> APIRouter:
         context, store = served(request)
         tenant = tenant_of(request)
         timer = create.build(context, item, store.now_ms(), tenant=tenant)
+        await context.admit_queue(store, timer.queue)
         admit = None
         if tenant is not None and context.quotas is not None:
 
@@ -199,6 +200,7 @@ def router() -> APIRouter:
             raise refusal
         timer = create.build(context, item, store.now_ms(), timer_id, tenant)
         await access.guard_timer(store, tenant, timer_id)
+        await context.admit_queue(store, timer.queue)
 
         async def admit(timer: Timer) -> None:
             await access.admit(context, store, tenant, [timer])

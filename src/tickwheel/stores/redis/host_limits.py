@@ -4,11 +4,12 @@
 
     <p>:limits              hash   callback host → `codec.encode_limit` JSON
     {<p>:limits}:hosts      zset   callback host, score 0: the hosts in byte order
+    {<p>:limits}:v          string a count of the writes to the hash (`queue_settings.py`)
 
 The hash is what workers read whole (`RedisStore.limits`); the index lets ``GET /v1/limits``
 read one page by ``ZRANGEBYLEX`` instead of 20,000 rows. Its hash tag is the hash's whole
-name, so both keys sit in one Cluster slot and one script (``lua/host_limit_set.lua``) writes
-both. A store written before the index existed gets it built by the first page read
+name, so the three keys sit in one Cluster slot and one script (``lua/host_limit_set.lua``)
+writes them together. A store written before the index existed gets it built by the first page read
 (``lua/host_limit_page.lua``).
 """
 
@@ -17,9 +18,11 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any
 
+from tickwheel.errors import CapReached
 from tickwheel.stores.base import Limit
 from tickwheel.stores.codec import decode_limit, encode_limit
 from tickwheel.stores.redis.keys import limits_key
+from tickwheel.stores.redis.queue_settings import REFUSED, version_key
 from tickwheel.stores.redis.scripts import Client, unavailable
 
 
@@ -33,6 +36,7 @@ class HostLimits:
     def __init__(self, client: Client, prefix: str) -> None:
         self._client = client
         self._keys = (limits_key(prefix), "{%s}:hosts" % limits_key(prefix))  # noqa: UP031
+        self.version_key = version_key(limits_key(prefix))
         self._set = _source("host_limit_set.lua")
         self._page = _source("host_limit_page.lua")
 
@@ -42,12 +46,16 @@ class HostLimits:
             stored: Any = await self._client.hgetall(self._keys[0])
         return {host.decode(): decode_limit(text) for host, text in stored.items()}
 
-    async def put(self, host: str, limit: Limit | None) -> bool:
-        """Set (None: remove) `host`'s limit; return whether it had one."""
+    async def put(self, host: str, limit: Limit | None, cap: int = 0) -> bool:
+        """Set (None: remove) `host`'s limit; return whether it had one. Raises `CapReached`
+        for a new host when `cap` are stored (0: no cap)."""
         record = "" if limit is None else encode_limit(limit)
+        keys = (*self._keys, self.version_key)
         # EVAL, not EVALSHA: a rare call (see queue_settings.py)
         with unavailable("host_limit_set"):
-            had: Any = await self._client.eval(self._set, 2, *self._keys, host, record)
+            had: Any = await self._client.eval(self._set, 3, *keys, host, record, cap)
+        if had == REFUSED:
+            raise CapReached("limits", cap, "host")
         return bool(had)
 
     async def page(self, limit: int, cursor: str | None) -> list[tuple[str, Limit]]:

@@ -8,6 +8,8 @@ slot and every script runs on one node::
                                    holding a lease
     {p:s}:x                 list   the done timers in ack order: a mark @<expiry ms>, then
                                    the ids acked with that expiry
+    {p:s}:xo                list   the same for schedules' occurrences, whose retention may
+                                   be shorter (`StoreSettings.occurrence_retention_ms`)
     {p:s}:n                 hash   <state code>|<queue> → the queue's timers in that state
                                    here; <deadline>|<queue> → leases that batch still holds
     {p:s}:dead              zset   id, score 0: the dead letters, in id order
@@ -49,6 +51,8 @@ one command or script (so on a Cluster each sits in its own slot)::
     <p>:limits              hash   callback host → `codec.encode_limit` JSON
     {<p>:limits}:hosts      zset   callback host, score 0: the index pages of limits are read
                                    from, in the hash's slot (`host_limits.py`)
+    {<p>:queue-settings}:v  string the version of each, counting its writes (in its slot)
+    {<p>:limits}:v
 
 A paused timer keeps its record (state code 4) and leaves its queue's near set and slots.
 

@@ -1,15 +1,22 @@
-"""Queue settings in Redis: one hash, each part of a queue's settings in a field of its own.
+"""What an operator sets in Redis: queue settings and host limits, each hash with a version.
 
 ::
 
-    <p>:queue-settings   hash   paused:<queue> → "1" while the queue is paused
-                                limit:<queue>  → `codec.encode_limit` JSON
+    <p>:queue-settings        hash    paused:<queue> → "1" while the queue is paused
+                                      limit:<queue>  → `codec.encode_limit` JSON
+    <p>:limits                hash    callback host → `codec.encode_limit` JSON
+    {<p>:queue-settings}:v    string  a count of the writes to the queue settings
+    {<p>:limits}:v            string  a count of the writes to the host limits
 
-Pausing, resuming, setting or removing a limit is then one HSET or HDEL of one field, atomic
-with no read: two operators changing the two parts at once both keep their change. Replacing
-both parts is one script (``lua/queue_set.lua``). One JSON record per queue would need a script
-that decodes and re-encodes it, and Lua's cjson writes 14 significant digits, so a rate of one
-a day would come back below the least rate `Limit` accepts.
+Pausing, resuming, setting or removing a limit is then one field of one hash, written with no
+decode (``lua/settings_field.lua``): two operators changing the two parts at once both keep
+their change. Replacing both parts is ``lua/queue_set.lua``. One JSON record per queue would
+need a script that decodes and re-encodes it, and Lua's cjson writes 14 significant digits, so
+a rate of one a day would come back below the least rate `Limit` accepts.
+
+A version key's hash tag is its hash's whole name, so on a Cluster it sits in the hash's slot
+and each script counts a write atomically with it. Workers read the two versions each second
+and a hash only when its version moved (`Store.settings_versions`).
 """
 
 from __future__ import annotations
@@ -24,28 +31,57 @@ from tickwheel.stores.redis.scripts import Client, unavailable
 
 _PAUSED = "paused:"
 _LIMIT = "limit:"
+REFUSED = -1  # settings_field.lua's answer when a new field would pass the cap
 
 
-def _source() -> str:
-    return (resources.files("tickwheel.stores.redis") / "lua" / "queue_set.lua").read_text()
+def _source(name: str) -> str:
+    return (resources.files("tickwheel.stores.redis") / "lua" / f"{name}.lua").read_text()
 
 
-class QueueSettingsHash:
-    """The queue settings of the store on `prefix`; every call is one Redis command."""
+def version_key(hash_key: str) -> str:
+    """The version of the hash `hash_key`, in its Cluster slot (see the module's docstring)."""
+    return "{%s}:v" % hash_key  # noqa: UP031 -- braces would need doubling
+
+
+class SettingsHash:
+    """One settings hash and its version; every write is one script that counts it."""
+
+    def __init__(self, client: Client, key: str) -> None:
+        self._client = client
+        self.key = key
+        self.version_key = version_key(key)
+        self._field = _source("settings_field")
+
+    async def read(self) -> dict[str, bytes]:
+        """Every field, by name."""
+        with unavailable("HGETALL"):
+            stored: Any = await self._client.hgetall(self.key)
+        return {field.decode(): value for field, value in stored.items()}
+
+    async def write(self, field: str, value: str, cap: int = 0) -> int:
+        """Set `field` to `value` ('' deletes it); 1 if it was there, 0 if not, `REFUSED` if
+        it was not and the hash holds `cap` fields (0: no cap)."""
+        # EVAL, not EVALSHA: a rare call, and a cold Cluster client loses connections when
+        # many calls load one script at once after NOSCRIPT
+        with unavailable("settings_field"):
+            had: Any = await self._client.eval(
+                self._field, 2, self.key, self.version_key, field, value, cap
+            )
+        return int(had)
+
+
+class QueueSettingsHash(SettingsHash):
+    """The queue settings of the store on `prefix`."""
 
     def __init__(self, client: Client, prefix: str) -> None:
-        self._client = client
-        self._key = queue_settings_key(prefix)
-        self._replace = _source()
+        super().__init__(client, queue_settings_key(prefix))
+        self._replace = _source("queue_set")
 
-    async def read(self) -> dict[str, QueueSettings]:
+    async def settings(self) -> dict[str, QueueSettings]:
         """Every queue that has settings, by name."""
-        with unavailable("HGETALL"):
-            stored: Any = await self._client.hgetall(self._key)
         paused: set[str] = set()
         limits: dict[str, Limit] = {}
-        for raw_field, value in stored.items():
-            field = raw_field.decode()
+        for field, value in (await self.read()).items():
             if field.startswith(_PAUSED):
                 paused.add(field.removeprefix(_PAUSED))
             elif field.startswith(_LIMIT):
@@ -59,29 +95,26 @@ class QueueSettingsHash:
         """Store both parts of `queue`'s settings at once; the defaults delete them."""
         limit = "" if settings.limit is None else encode_limit(settings.limit)
         paused = "1" if settings.paused else ""
-        # EVAL, not EVALSHA: a rare call, and a cold Cluster client loses connections when
-        # many calls load one script at once after NOSCRIPT
         with unavailable("queue_set"):
-            await self._client.eval(self._replace, 1, self._key, queue, paused, limit)
+            await self._client.eval(
+                self._replace, 2, self.key, self.version_key, queue, paused, limit
+            )
 
     async def pause(self, queue: str, paused: bool) -> bool:
         """Set or clear `queue`'s pause; return whether that changed it."""
-        field = _PAUSED + queue
-        with unavailable("HSET" if paused else "HDEL"):
-            changed: Any = await (
-                self._client.hset(self._key, field, "1")
-                if paused
-                else self._client.hdel(self._key, field)
-            )
-        return bool(changed)
+        had = await self.write(_PAUSED + queue, "1" if paused else "")
+        return had == (0 if paused else 1)
 
     async def set_limit(self, queue: str, limit: Limit | None) -> bool:
         """Set (None: remove) `queue`'s limit; return whether it had one."""
-        field = _LIMIT + queue
-        if limit is None:
-            with unavailable("HDEL"):
-                deleted: Any = await self._client.hdel(self._key, field)
-            return bool(deleted)
-        with unavailable("HSET"):
-            added: Any = await self._client.hset(self._key, field, encode_limit(limit))
-        return not added
+        return await self.write(_LIMIT + queue, "" if limit is None else encode_limit(limit)) == 1
+
+
+async def read_versions(client: Client, keys: tuple[str, str]) -> list[int]:
+    """The versions at `keys`, in one pipeline (0 for a hash never written)."""
+    with unavailable("GET"):
+        async with client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.get(key)
+            replies: Any = await pipe.execute()
+    return [int(reply or 0) for reply in replies]

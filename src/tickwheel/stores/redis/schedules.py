@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, TypeAlias
 
-from tickwheel.errors import InvalidArgument, ScheduleExists, StoreUnavailable
+from tickwheel.errors import CapReached, InvalidArgument, ScheduleExists, StoreUnavailable
 from tickwheel.model import Timer, occurrence_id, occurrence_of
 from tickwheel.schedule import Schedule, ScheduleState, plan_advance, plan_create, plan_update
 from tickwheel.stores.base import Lease, SchedulePage, StoreSettings
@@ -113,6 +113,9 @@ class Schedules:
                 if existing.schedule.spec() == schedule.spec():
                     return existing
                 raise ScheduleExists(schedule_id)
+            cap = self._settings.max_schedules
+            if await self.count() >= cap:
+                raise CapReached("schedules", cap, "id")
             step = plan_create(schedule, now)
             if step.add is not None:
                 check_due(step.add.due_ms, now, self._settings)
@@ -124,6 +127,12 @@ class Schedules:
             if await self._step(schedule_id, args, now) == APPLIED:
                 return state
         raise _contended(schedule_id)
+
+    async def count(self) -> int:
+        """How many schedules the store holds: one script call per shard, in one pipeline."""
+        shards = self._shards
+        calls = [shards.schedule_call("schedule_count", n, ()) for n in range(shards.count)]
+        return sum(int(n) for n in await shards.run_many(calls))
 
     async def get(self, schedule_id: str) -> ScheduleState | None:
         now = await self._now()

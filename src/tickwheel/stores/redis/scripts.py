@@ -55,6 +55,7 @@ NAMES = (
     "resume",
     "retry",
     "scan",
+    "schedule_count",
     "schedule_get",
     "schedule_scan",
     "schedule_step",

@@ -68,7 +68,10 @@ from tickwheel.stores.redis.keys import (
 )
 from tickwheel.stores.redis.limits import RedisGrants
 from tickwheel.stores.redis.listen import Listener
-from tickwheel.stores.redis.queue_settings import QueueSettingsHash
+from tickwheel.stores.redis.queue_settings import (
+    QueueSettingsHash,
+    read_versions,
+)
 from tickwheel.stores.redis.record import RecordCodec, SeqSource, base36
 from tickwheel.stores.redis.resends import InDoubt
 from tickwheel.stores.redis.schedules import Schedules
@@ -343,6 +346,7 @@ class RedisStore:
             for start in range(0, len(positions), ACK_BATCH)
         ]
         expiry = now + self.settings.retention_ms
+        occurrence_expiry = now + self.settings.occurrence_retention()
         doubts = self._in_doubt
         calls = [
             self._shards.call(
@@ -353,6 +357,7 @@ class RedisStore:
                     expiry,
                     "".join([f"{leases[n].timer.id} {leases[n].token} " for n in positions]),
                     doubts.ids([leases[n] for n in positions]) if doubts else "",
+                    occurrence_expiry,
                 ),
             )
             for shard, positions in batches
@@ -447,7 +452,7 @@ class RedisStore:
 
     async def queue_settings(self) -> dict[str, QueueSettings]:
         self._open()
-        return await self._queue_settings.read()
+        return await self._queue_settings.settings()
 
     async def set_queue(self, queue: str, settings: QueueSettings) -> None:
         """Write (or with the defaults delete) the queue's settings fields in one script, then
@@ -458,7 +463,7 @@ class RedisStore:
         await self._wake_queue(queue)
 
     async def pause_queue(self, queue: str, paused: bool) -> bool:
-        """Set or clear the queue's pause field alone (one HSET or HDEL), then wake its
+        """Set or clear the queue's pause field alone (settings_field.lua), then wake its
         waiters."""
         self._open()
         check_queue_pause(queue, paused)
@@ -467,7 +472,7 @@ class RedisStore:
         return changed
 
     async def set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
-        """Set or delete the queue's limit field alone (one HSET or HDEL), then wake its
+        """Set or delete the queue's limit field alone (settings_field.lua), then wake its
         waiters."""
         self._open()
         check_queue_limit(queue, limit)
@@ -509,11 +514,18 @@ class RedisStore:
     async def set_limit(self, host: str, limit: Limit) -> None:
         self._open()
         check_host(host)
-        await self._host_limits.put(host, limit)
+        await self._host_limits.put(host, limit, self.settings.max_limits)
 
     async def delete_limit(self, host: str) -> bool:
         self._open()
         return await self._host_limits.put(host, None)
+
+    async def settings_versions(self) -> tuple[int, int]:
+        """Both versions in one pipeline (`queue_settings.py`)."""
+        self._open()
+        keys = (self._queue_settings.version_key, self._host_limits.version_key)
+        queues, limits = await read_versions(self._client, keys)
+        return queues, limits
 
     def limit_grants(self) -> RedisGrants:
         """Return the limit grants every worker of this store shares (`limits.RedisGrants`)."""

@@ -170,6 +170,11 @@ LIMITS = "SELECT host, record FROM limits"
 LIMIT_PAGE = "SELECT host, record FROM limits WHERE host > :cursor ORDER BY host LIMIT :limit"
 PUT_LIMIT = "INSERT OR REPLACE INTO limits (host, record) VALUES (?, ?)"
 DELETE_LIMIT = "DELETE FROM limits WHERE host = ?"
+HAS_LIMIT = "SELECT 1 FROM limits WHERE host = ?"
+COUNT_LIMITS = "SELECT count(*) FROM limits"
+COUNT_SCHEDULES = "SELECT count(*) FROM schedules"
+SETTINGS_VERSIONS = """SELECT (SELECT version FROM versions WHERE name = 'queue_settings'),
+                              (SELECT version FROM versions WHERE name = 'limits')"""
 
 
 def list_page(

@@ -73,6 +73,20 @@ _QUEUE_HEADS = (
 
 
 _DEFERRALS = "ALTER TABLE timers ADD COLUMN deferrals INTEGER NOT NULL DEFAULT 0"
+
+
+# a version per settings table, moved by triggers in the transaction of every write to it, so a
+# worker reads one row a second instead of every setting (`Store.settings_versions`)
+_VERSIONS = (
+    "CREATE TABLE versions (name TEXT PRIMARY KEY, version INTEGER NOT NULL) WITHOUT ROWID",
+    "INSERT INTO versions (name, version) VALUES ('queue_settings', 0), ('limits', 0)",
+    *(
+        f"""CREATE TRIGGER {table}_{event.lower()} AFTER {event} ON {table} BEGIN
+            UPDATE versions SET version = version + 1 WHERE name = '{table}'; END"""
+        for table in ("queue_settings", "limits")
+        for event in ("INSERT", "UPDATE", "DELETE")
+    ),
+)
 SCHEMA = (
     """CREATE TABLE timers (
         id TEXT NOT NULL UNIQUE,
@@ -98,6 +112,7 @@ SCHEMA = (
     _SCHEDULES,
     *_FLOW_CONTROL,
     *_QUEUE_HEADS,
+    *_VERSIONS,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 """The statements that make a new file's schema, the last one setting its version."""
@@ -182,6 +197,8 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
                     SELECT queue, deadline_ms FROM timers WHERE state = {LEASED})
                 GROUP BY queue"""
         )
+        for statement in _VERSIONS:
+            conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 
 from tickwheel.errors import (
+    CapReached,
     Closed,
     InvalidArgument,
     LeaseLost,
@@ -319,7 +320,8 @@ class SqliteStore:
 
     async def ack(self, lease: Lease) -> None:
         def work(conn: sqlite3.Connection, now: int) -> None:
-            _settle(conn, lease, sql.ACK, end=now + self.settings.retention_ms, now=now)
+            end = now + self.settings.retention_of(lease.timer.id)
+            _settle(conn, lease, sql.ACK, end=end, now=now)
 
         await self._run(None, work)
 
@@ -327,8 +329,16 @@ class SqliteStore:
         """Ack many leases, up to 1,000 per transaction."""
 
         def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Lease]) -> list[bool]:
-            values = {"end": now + self.settings.retention_ms, "now": now}
-            held = [{"id": lease.timer.id, "token": lease.token, **values} for lease in chunk]
+            retention_of = self.settings.retention_of
+            held = [
+                {
+                    "id": lease.timer.id,
+                    "token": lease.token,
+                    "end": now + retention_of(lease.timer.id),
+                    "now": now,
+                }
+                for lease in chunk
+            ]
             return [conn.execute(sql.ACK, params).rowcount > 0 for params in held]
 
         acked: list[bool] = []
@@ -373,6 +383,9 @@ class SqliteStore:
                 if self._same_spec(existing.schedule, schedule):
                     return existing, None
                 raise ScheduleExists(schedule.id)
+            cap = self.settings.max_schedules
+            if conn.execute(sql.COUNT_SCHEDULES).fetchone()[0] >= cap:
+                raise CapReached("schedules", cap, "id")
             step = plan_create(schedule, now)
             assert step.state is not None  # a new schedule always has a state to write
             if step.add is not None:
@@ -571,12 +584,27 @@ class SqliteStore:
     async def set_limit(self, host: str, limit: Limit) -> None:
         check_host(host)
         record = encode_limit(limit)
-        await self._run(None, lambda conn, now: conn.execute(sql.PUT_LIMIT, (host, record)))
+        cap = self.settings.max_limits
+
+        def work(conn: sqlite3.Connection, now: int) -> None:
+            new = conn.execute(sql.HAS_LIMIT, (host,)).fetchone() is None
+            if new and conn.execute(sql.COUNT_LIMITS).fetchone()[0] >= cap:
+                raise CapReached("limits", cap, "host")
+            conn.execute(sql.PUT_LIMIT, (host, record))
+
+        await self._run("BEGIN IMMEDIATE", work)
 
     async def delete_limit(self, host: str) -> bool:
         return await self._run(
             None, lambda conn, now: conn.execute(sql.DELETE_LIMIT, (host,)).rowcount > 0
         )
+
+    async def settings_versions(self) -> tuple[int, int]:
+        def work(conn: sqlite3.Connection, now: int) -> tuple[int, int]:
+            queues, limits = conn.execute(sql.SETTINGS_VERSIONS).fetchone()
+            return queues, limits
+
+        return await self._run(None, work)
 
     async def list(
         self,

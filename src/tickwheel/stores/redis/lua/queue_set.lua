@@ -1,6 +1,6 @@
 -- queue_set.lua: replace a queue's settings, both parts at once (a change of one part alone is
--- one HSET or HDEL, and needs no script).
--- KEYS[1] <p>:queue-settings
+-- settings_field.lua), and count the change in the hash's version.
+-- KEYS[1] <p>:queue-settings  KEYS[2] its version, {<p>:queue-settings}:v
 -- ARGV[1] queue  ARGV[2] '1' when paused, '' when not
 -- ARGV[3] the limit as codec.encode_limit writes it, '' for none
 -- returns: 1
@@ -12,4 +12,5 @@ end
 if ARGV[3] ~= '' then
   redis.call('HSET', key, 'limit:' .. queue, ARGV[3])
 end
+redis.call('INCR', KEYS[2])
 return 1
