@@ -26,6 +26,15 @@ if TYPE_CHECKING:
 START_TIMEOUT_S = 10.0
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` (as `make test` runs) starts two workers per usable core: the suite spends
+    most of its time waiting on servers, processes and timers, not computing (serial, 30% of
+    one core). ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return 2 * len(os.sched_getaffinity(0))
+
+
 def _binary(name: str) -> str:
     path = shutil.which(name)
     if path is None:

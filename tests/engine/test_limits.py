@@ -57,6 +57,8 @@ from .conftest import MakeReceiver
 if TYPE_CHECKING:
     from conftest import RedisServer
 
+pytestmark = pytest.mark.latency  # tight bounds on real time: `make test` runs these alone
+
 QUICK = WorkerSettings(lookahead_ms=200, lease_ms=10_000, grace_s=1.0)
 
 
@@ -302,11 +304,15 @@ async def test_redis_buckets_are_shared_by_workers(
     limits = {"host:a": Limit(rate=10, burst=5)}
     unnamed = (4, 1000, ("host:a",), [], 0)  # a rate alone needs no members
     assert await one.take(limits, [], [unnamed]) == [(4, 0, 0)]
+    started = time.monotonic()
     granted, wait_ms, _ = (await two.take(limits, [], [ask(4, "host:a")]))[0]
     assert granted == 1
     assert 80 <= wait_ms <= 100  # the next token, by the server's clock
     await asyncio.sleep(0.25)
-    assert (await two.take(limits, [], [ask(4, "host:a")]))[0][0] == 2
+    granted = (await two.take(limits, [], [ask(4, "host:a")]))[0][0]
+    # 2.5 tokens in the 0.25 s slept (plus at most 0.2 left over): 2; more only as far as a
+    # loaded machine overslept, by the time measured around both takes
+    assert 2 <= granted <= int(0.2 + 10 * (time.monotonic() - started))
 
 
 async def test_redis_grants_a_batch_of_asks_in_one_call_in_order(

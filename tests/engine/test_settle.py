@@ -18,6 +18,8 @@ from tickwheel.stores import Lease, MemoryStore, Store
 
 from .support import wall_ms
 
+pytestmark = pytest.mark.latency  # tight bounds on real time: `make test` runs these alone
+
 
 class AckRecorder:
     """Records each ack_many call's size and start time; every ack lands."""

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from conftest import RedisClusterProcesses
 
 CLUSTER_NODE_TIMEOUT_MS = 2000
-_REPORTS = pytest.StashKey[list[FaultReport]]()
+_FAULT_PROPERTY = "fault"
 
 
 @pytest.fixture
@@ -45,18 +45,29 @@ def replicated_cluster(
 
 @pytest.fixture
 def record_fault(request: pytest.FixtureRequest) -> Callable[[FaultReport], None]:
-    """Print a fault's figures now and again in the run's summary (seen without `-s`)."""
+    """Print a fault's figures now and again in the run's summary (seen without `-s`).
+
+    The line travels as a user property of the test's report: under pytest-xdist the test runs
+    in a worker and only its reports reach the process that writes the summary.
+    """
 
     def record(report: FaultReport) -> None:
         print(report.line())
-        request.config.stash.setdefault(_REPORTS, []).append(report)
+        request.node.user_properties.append((_FAULT_PROPERTY, report.line()))
 
     return record
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    reports = terminalreporter.config.stash.get(_REPORTS, [])
-    if reports:
+    lines = [
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == _FAULT_PROPERTY
+    ]
+    if lines:
         terminalreporter.section("faults (issue 17)")
-        for report in reports:
-            terminalreporter.write_line(report.line())
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -52,7 +52,7 @@ async def test_sqlite_serve_killed_mid_batch_and_restarted(
         await asyncio.sleep(0.02)  # the request is out; its answer is not
         start_ms = now_ms()
         assert server.process is not None
-        server.process.send_signal(signal.SIGKILL)
+        server.send_signal(signal.SIGKILL)
         with pytest.raises(httpx.HTTPError):
             await posting
     assert await server.stop() == -signal.SIGKILL

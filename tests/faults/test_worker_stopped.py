@@ -61,10 +61,10 @@ async def test_worker_stopped_past_its_lease_loses_it(
             if await scrape(sleeper_metrics, "tickwheel_in_flight") > 0:
                 break
             await asyncio.sleep(0.02)
-        sleeper.process.send_signal(signal.SIGSTOP)
+        sleeper.send_signal(signal.SIGSTOP)
         start_ms = now_ms()
         await asyncio.sleep(STOPPED_S)
-        sleeper.process.send_signal(signal.SIGCONT)
+        sleeper.send_signal(signal.SIGCONT)
         end_ms = now_ms()
         lost_leases = 0.0
 

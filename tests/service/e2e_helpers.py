@@ -1,4 +1,11 @@
-"""Run ``tickwheel`` commands as real processes for the CLI and end-to-end tests."""
+"""Run ``tickwheel`` commands as real processes for the CLI and end-to-end tests.
+
+Signals go through a pidfd, never through ``asyncio.subprocess.Process.send_signal``: on Python
+3.11 and 3.12 that calls ``Popen.poll()``, a ``waitpid`` that can reap a child which has just
+exited before asyncio's child watcher does, and the watcher then reports "Unknown child
+process" and exit status 255 instead of the real one (CPython gh-87744). A pidfd names this
+very process, so a signal can neither reap it nor reach another process that reused its pid.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ class TickwheelProcess:
         self.log = log
         self.first_line = ""
         self.process: asyncio.subprocess.Process | None = None
+        self._pidfd: int | None = None
 
     @property
     def url(self) -> str:
@@ -45,6 +53,8 @@ class TickwheelProcess:
                 stderr=log,
                 env=env,
             )
+        with contextlib.suppress(ProcessLookupError):  # gone already: nothing to signal
+            self._pidfd = os.pidfd_open(self.process.pid)
         assert self.process.stdout is not None
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
@@ -60,8 +70,7 @@ class TickwheelProcess:
     async def stop(self, sig: int = signal.SIGTERM) -> int:
         """Send `sig` and return the exit status (it must exit by itself in time)."""
         assert self.process is not None
-        if self.process.returncode is None:
-            self.process.send_signal(sig)
+        self.send_signal(sig)
         try:
             async with asyncio.timeout(STOP_TIMEOUT_S):
                 await self.process.wait()
@@ -71,10 +80,20 @@ class TickwheelProcess:
         assert self.process.returncode is not None
         return self.process.returncode
 
-    def kill(self) -> None:
-        if self.process is not None and self.process.returncode is None:
+    def send_signal(self, sig: int) -> None:
+        """Signal the process unless it has exited (an exited one is left to the watcher)."""
+        if self._pidfd is not None and self.process is not None and self.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
+                signal.pidfd_send_signal(self._pidfd, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def close(self) -> None:
+        """Release the pidfd (the process itself is waited for by its owner)."""
+        pidfd, self._pidfd = self._pidfd, None
+        if pidfd is not None:
+            os.close(pidfd)
 
     def stderr(self) -> str:
         return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
@@ -101,6 +120,7 @@ class Processes:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(10):
                         await process.process.wait()
+            process.close()
 
 
 @contextlib.asynccontextmanager

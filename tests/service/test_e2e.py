@@ -231,7 +231,7 @@ async def test_second_signal_stops_without_waiting_for_callbacks(
             assert (await client.post("/v1/timers", json=body)).status_code == 201
         await receiver.wait_for(1, 15)
         assert server.process is not None
-        server.process.send_signal(signal.SIGTERM)
+        server.send_signal(signal.SIGTERM)
         await asyncio.sleep(1.0)
         assert server.process.returncode is None, "the first signal waits for the callback"
         started = asyncio.get_running_loop().time()

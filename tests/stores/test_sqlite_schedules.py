@@ -165,7 +165,7 @@ async def test_new_occurrences_wake_a_waiting_worker(
     store: SqliteStore, clock: ManualClock
 ) -> None:
     # the watcher's first look at the file wakes every waiter; after it only a change does
-    await store.wait("jobs", 0.05)
+    assert await store.wait("jobs", 5) is True
     await store.next_due_ms("jobs")  # as a worker looks before it waits
     assert await store.wait("jobs", 0.05) is False
     waiter = asyncio.create_task(store.wait("jobs", 5))
