@@ -71,7 +71,7 @@ async def test_an_unanswered_probe_makes_its_origin_suspect_and_bounded() -> Non
     while taken < 10 and await try_take(fair, "hang.example:1"):
         taken += 1
     assert taken == SUSPECT_PER_ORIGIN
-    assert MIN_DEFER_S <= fair.defer_s("hang.example:1") <= MAX_DEFER_S
+    assert MIN_DEFER_S <= fair.defer_s("hang.example:1") <= 2 * MAX_DEFER_S
 
 
 async def test_an_origin_that_answered_turns_suspect_after_stuck_s() -> None:

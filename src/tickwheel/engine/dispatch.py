@@ -37,6 +37,8 @@ MAX_CLAIM_LOOPS = 1024
 """Claim loops at once when serving every queue; past it, due queues take turns."""
 DUE_QUEUES_PER_LOOK = 1000
 """Due queues one look at the index asks for beyond those served or paused already."""
+CLAIMS_AT_ONCE = 16
+"""Claims one dispatcher has in flight at most, whatever the number of queues it serves."""
 FORGET_AFTER_S = 1.0
 """A discovered queue's loop ends when its next due time is this far off."""
 
@@ -113,6 +115,9 @@ class Dispatcher:
         # serving every queue: the claim loop of each queue served, and the due queues in line
         # for a loop (a dict as an ordered set)
         self._serving: dict[str, asyncio.Task[None]] = {}
+        # claims in flight at once, in turns: a thousand due queues must not take every store
+        # connection at the same instant
+        self._claiming = asyncio.Semaphore(CLAIMS_AT_ONCE)
         self._line: dict[str, None] = {}
         self._paused_of: object = None
         self._paused: set[str] = set()
@@ -363,8 +368,9 @@ class Dispatcher:
             if rate is not None:
                 limit = min(limit, controls.claim_bound(queue))
             try:
-                horizon_ms = self._store.now_ms() + settings.lookahead_ms
-                leases = await self._store.claim(queue, horizon_ms, limit, settings.lease_ms)
+                async with self._claiming:
+                    horizon_ms = self._store.now_ms() + settings.lookahead_ms
+                    leases = await self._store.claim(queue, horizon_ms, limit, settings.lease_ms)
                 self._hold(await self._advance(leases))
                 if not stays and self._hand_on(queue, len(leases) == limit):
                     return

@@ -21,6 +21,7 @@ origins, in order within one.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections import deque
 from collections.abc import Callable
@@ -35,7 +36,7 @@ SUSPECT_PER_ORIGIN = 4
 RECOUNT_S = 0.02
 """Classes are counted again at most this often (a scan of the origins with calls in flight),
 and waiters looked at again this often while any wait: classes change with time alone."""
-MIN_DEFER_S = 1.0
+MIN_DEFER_S = 5.0
 MAX_DEFER_S = 60.0
 
 
@@ -70,12 +71,13 @@ class Fairness:
 
     def defer_s(self, key: str) -> float:
         """How long a callback to a suspect origin should wait in the store: as long as the
-        origin has hung so far, within bounds, so a flood comes back ever more rarely."""
+        origin has hung so far, within bounds, so a flood comes back ever more rarely; spread
+        over up to twice that, so it comes back as a trickle, not a wave."""
         origin = self._origins.get(key)
-        if origin is None:
-            return MIN_DEFER_S
-        hung_s = self._clock() - max(origin.busy_since, origin.last_answer)
-        return min(MAX_DEFER_S, max(MIN_DEFER_S, hung_s))
+        hung_s = 0.0
+        if origin is not None:
+            hung_s = self._clock() - max(origin.busy_since, origin.last_answer)
+        return min(MAX_DEFER_S, max(MIN_DEFER_S, hung_s)) * (1 + random.random())
 
     async def take(self, key: str, patience_s: float) -> bool:
         """Wait for a slot for a call to origin `key` (``host[:port]``); True once the slot is

@@ -24,6 +24,8 @@ T = TypeVar("T")
 
 STORE_RETRY_MIN_S = 0.05
 STORE_RETRY_MAX_S = 1.0
+DEFERS_AT_ONCE = 8
+"""Deferrals one settler has in flight at most."""
 """The longest pause between tries of an unavailable store: a store back from an outage is
 found within a second, at the cost of one failed connection a second per loop meanwhile."""
 LOG_EVERY_S = 10.0
@@ -72,6 +74,9 @@ class Settler:
         self, store: Store, metrics: Metrics, throttled: Throttled, *, ack_every_s: float = 0.0
     ) -> None:
         self._store = store
+        # a flood deferred at once (a target that hangs) must not take every store connection
+        # from the claims and acks of other queues
+        self._deferring = asyncio.Semaphore(DEFERS_AT_ONCE)
         self._max_ahead_ms = _max_ahead_ms(store)
         self._metrics = metrics
         self._throttled = throttled
@@ -196,9 +201,10 @@ class Settler:
         """
         reason = truncate_error(reason)
         try:
-            deferred = await self._settle(
-                "defer", lambda: self._store.defer(lease, due_ms, reason), lease
-            )
+            async with self._deferring:
+                deferred = await self._settle(
+                    "defer", lambda: self._store.defer(lease, due_ms, reason), lease
+                )
         except Exception as refused:
             logger.exception(
                 "timer=%s could not be deferred to %d; dead-lettering it",
