@@ -27,16 +27,17 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-PROBE_S = 0.05
-"""A new origin whose first call is unanswered this long is suspect."""
-STUCK_S = 1.0
+PROBE_S = 1.0
+"""A new origin whose first call is unanswered this long is suspect: long enough that a loop
+busy for a moment (with the flood itself) does not take a prompt target for a hung one."""
+STUCK_S = 2.0
 """An origin with calls in flight that has answered none for this long is suspect."""
 SUSPECT_PER_ORIGIN = 4
 """Calls one suspect origin has in flight at most."""
 RECOUNT_S = 0.02
 """Classes are counted again at most this often (a scan of the origins with calls in flight),
 and waiters looked at again this often while any wait: classes change with time alone."""
-MIN_DEFER_S = 5.0
+MIN_DEFER_S = 2.0
 MAX_DEFER_S = 60.0
 
 
@@ -81,8 +82,9 @@ class Fairness:
 
     async def take(self, key: str, patience_s: float) -> bool:
         """Wait for a slot for a call to origin `key` (``host[:port]``); True once the slot is
-        the caller's (give it back with `give`), False once the origin is suspect and has
-        waited `patience_s`: the call should rather wait in the store (`defer_s`)."""
+        the caller's (give it back with `give`), False when the origin is suspect and has no
+        slot for it now, or turns suspect and has waited `patience_s`: the call should rather
+        wait in the store (`defer_s`)."""
         origin = self._origins.get(key)
         if origin is None:
             origin = self._origins[key] = _Origin(_host_of(key))
@@ -90,6 +92,8 @@ class Fairness:
         if not origin.waiting and self._admits(origin, now):
             self._start(origin, now)
             return True
+        if self._is_suspect(origin, now):
+            return False  # its calls hang: waiting here would only hold the timer and its lease
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         if not origin.waiting:
