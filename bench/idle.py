@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from harness.machine import OtherLoad, machine_table, sample_other_load
 from harness.redis_server import private_redis
-from harness.report import Table, emit, fmt, markdown, progress, write_markdown
+from harness.report import Table, emit, finish, fmt, progress
 from scenarios.idle.serving import Fill, fill, fill_with, serve_cpu_s
 
 TARGET_RATIO = 1.2
@@ -117,16 +116,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     case.name: f"{server.url}/0?prefix=idle{uuid.uuid4().hex[:8]}" for case in CASES
                 }
                 emit(measure("Redis", urls, args, workdir), tables)
-    summary = (
-        f"run took {time.monotonic() - start_s:.0f} s; load average at the end "
-        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
-    print(summary, flush=True)
-    tables[-1].notes.append(summary)
-    if args.markdown == "-":
-        print("\n<!-- markdown for docs/benchmarks.md -->\n\n" + markdown(tables), flush=True)
-    elif args.markdown:
-        write_markdown(args.markdown, tables, "tickwheel idle benchmark")
+    finish(tables, start_s, args.markdown, "tickwheel idle benchmark")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import tempfile
 import time
 import uuid
@@ -25,7 +24,7 @@ from pathlib import Path
 import uvloop
 from harness.machine import machine_table, sample_other_load
 from harness.redis_server import OwnRedis, private_redis
-from harness.report import Table, emit, fmt, markdown, progress, write_markdown
+from harness.report import Table, emit, finish, fmt, progress
 from scenarios.engine.receivers import LEAN_RECEIVER_SOURCE, ReceiverProcess
 from scenarios.neighbours.hanging import hanging_ports
 from scenarios.neighbours.runs import Load, Result, run_once
@@ -129,16 +128,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         emit(machine, tables)
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(run(args, server, tables))
-    summary = (
-        f"run took {time.monotonic() - start_s:.0f} s; load average at the end "
-        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
-    print(summary, flush=True)
-    tables[-1].notes.append(summary)
-    if args.markdown == "-":
-        print("\n<!-- markdown for docs/benchmarks.md -->\n\n" + markdown(tables), flush=True)
-    elif args.markdown:
-        write_markdown(args.markdown, tables, "tickwheel noisy-neighbour benchmark")
+    finish(tables, start_s, args.markdown, "tickwheel noisy-neighbour benchmark")
 
 
 if __name__ == "__main__":

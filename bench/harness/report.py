@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -88,3 +89,18 @@ def pct(samples: Sequence[float], q: float) -> float:
 def progress(message: str) -> None:
     """Print one progress line on stderr, stamped with the seconds since the run began."""
     print(f"[{(time.perf_counter_ns() - _T0) / 1e9:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def finish(tables: list[Table], start_s: float, markdown_to: str | None, heading: str) -> None:
+    """End a run: note how long it took and the load at the end under the last table, and
+    print the tables as Markdown (``-``) or write them to the path `markdown_to`."""
+    summary = (
+        f"run took {time.monotonic() - start_s:.0f} s; load average at the end "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    print(summary, flush=True)
+    tables[-1].notes.append(summary)
+    if markdown_to == "-":
+        print("\n<!-- markdown for docs/benchmarks.md -->\n\n" + markdown(tables), flush=True)
+    elif markdown_to:
+        write_markdown(markdown_to, tables, heading)

@@ -36,6 +36,15 @@ LeaseOption = Annotated[
         "(renewed while alive; default: 6).",
     ),
 ]
+OccurrenceRetentionOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        max=86_400,
+        metavar="SECONDS",
+        help="How long a schedule's done occurrences are kept (default: 3600).",
+    ),
+]
 QueueOption = Annotated[
     list[str] | None,
     typer.Option("--queue", help="Fire only this queue (repeat for more; default: every queue)."),
@@ -190,15 +199,7 @@ def serve(
         int | None,
         typer.Option(min=1, metavar="SECONDS", help="Least time between occurrences (default: 1)."),
     ] = None,
-    occurrence_retention: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            max=86_400,
-            metavar="SECONDS",
-            help="How long a schedule's done occurrences are kept (default: 3600).",
-        ),
-    ] = None,
+    occurrence_retention: OccurrenceRetentionOption = None,
     queue: QueueOption = None,
     grace: GraceOption = None,
     lease: LeaseOption = None,
@@ -259,15 +260,7 @@ def worker(
     ] = None,
     grace: GraceOption = None,
     lease: LeaseOption = None,
-    occurrence_retention: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            max=86_400,
-            metavar="SECONDS",
-            help="How long a schedule's done occurrences are kept (default: 3600).",
-        ),
-    ] = None,
+    occurrence_retention: OccurrenceRetentionOption = None,
 ) -> None:
     """Run a worker alone: fire due timers of a shared store (Redis) next to `serve --no-worker`."""
     from tickwheel.service.serve import work

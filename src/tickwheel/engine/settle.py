@@ -168,54 +168,53 @@ class Settler:
         await self.retry_at(lease, self._store.now_ms() + delay_ms, error)
 
     async def retry_at(self, lease: Lease, due_ms: int, error: str) -> None:
-        """Schedule the timer again at `due_ms`; used for hand-backs, with no backoff.
-
-        A retry the store refuses (other than for an outage or a lost lease) dead-letters
-        the timer with both errors: a timer that can be neither retried nor dropped would
-        otherwise fire again each time its lease lapses.
-        """
+        """Schedule the timer again at `due_ms`; used for hand-backs, with no backoff."""
         error = truncate_error(error)
-        try:
-            retried = await self._settle(
-                "retry", lambda: self._store.retry(lease, due_ms, error), lease
-            )
-        except Exception as refused:
-            logger.exception(
-                "timer=%s could not be retried at %d; dead-lettering it",
-                lease.timer.id,
-                due_ms,
-                extra={"timer_id": lease.timer.id},
-            )
-            await self.kill(lease, f"retry refused ({type(refused).__name__}: {refused}): {error}")
-            return
-        if retried:
+        if await self._or_kill(
+            "retry", lambda: self._store.retry(lease, due_ms, error), lease, due_ms, error
+        ):
             self._metrics.retried[lease.timer.queue] += 1
 
     async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
         """Hand the timer back unsent, due at `due_ms`, without spending an attempt.
 
         For a callback that never went out: its turn under a limit is far off, its host asked
-        to be left alone, no connection came free, or its worker is stopping. A deferral the
-        store refuses (other than for an outage or a lost lease) dead-letters the timer, as a
-        refused retry does.
+        to be left alone, no connection came free, its target hangs, or its worker is stopping.
         """
         reason = truncate_error(reason)
-        try:
-            async with self._deferring:
-                deferred = await self._settle(
-                    "defer", lambda: self._store.defer(lease, due_ms, reason), lease
-                )
-        except Exception as refused:
-            logger.exception(
-                "timer=%s could not be deferred to %d; dead-lettering it",
-                lease.timer.id,
-                due_ms,
-                extra={"timer_id": lease.timer.id},
+        async with self._deferring:
+            deferred = await self._or_kill(
+                "defer", lambda: self._store.defer(lease, due_ms, reason), lease, due_ms, reason
             )
-            await self.kill(lease, f"defer refused ({type(refused).__name__}: {refused}): {reason}")
-            return
         if deferred:
             self._metrics.deferred[lease.timer.queue] += 1
+
+    async def _or_kill(
+        self,
+        name: str,
+        call: Callable[[], Awaitable[None]],
+        lease: Lease,
+        due_ms: int,
+        error: str,
+    ) -> bool:
+        """Settle by `call` (a retry or a deferral); whether it landed.
+
+        One the store refuses (other than for an outage or a lost lease) dead-letters the timer
+        with both errors: a timer that can be neither moved nor dropped would otherwise fire
+        again each time its lease lapses.
+        """
+        try:
+            return await self._settle(name, call, lease)
+        except Exception as refused:
+            logger.exception(
+                "timer=%s could not be moved to %d (%s); dead-lettering it",
+                lease.timer.id,
+                due_ms,
+                name,
+                extra={"timer_id": lease.timer.id},
+            )
+            await self.kill(lease, f"{name} refused ({type(refused).__name__}: {refused}): {error}")
+            return False
 
     async def drain(self) -> None:
         """Wait until every queued ack, retry and kill has landed or lapsed."""
