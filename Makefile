@@ -32,11 +32,10 @@ lint: setup
 
 # In parallel: two workers per core (tests/conftest.py says why); idle workers steal queued
 # tests, so a long fault test does not hold up short ones. Then, alone, the tests marked
-# `latency`, whose bounds on real time the other workers' load would break, and `serial`, which
-# failed now and then beside them for a cause not yet found.
+# `latency`, whose bounds on real time the other workers' load would break.
 test: setup tools lint
-	$(BIN)/pytest -n auto --dist worksteal -m "not latency and not serial"
-	$(BIN)/pytest -m "latency or serial"
+	$(BIN)/pytest -n auto --dist worksteal -m "not latency"
+	$(BIN)/pytest -m latency
 
 # the API and a worker on ./tickwheel.db; private targets allowed for the README's local receiver
 run: setup

@@ -443,8 +443,10 @@ async def test_a_failed_renewal_does_not_stop_the_renewal_of_other_leases() -> N
     target.hold_s = 2.5  # five leases
     now = store.now_ms()
     await store.add(Timer(due_ms=now, callback=CALLBACK, payload="breaks", retry=FAST_RETRY))
+    # another receiver: one never heard from gets one call at a time until it answers
+    elsewhere = Callback(url="https://elsewhere.example.com/t")
     kept = await store.add(
-        Timer(due_ms=now + 1, callback=CALLBACK, payload="kept", retry=FAST_RETRY)
+        Timer(due_ms=now + 1, callback=elsewhere, payload="kept", retry=FAST_RETRY)
     )
     async with running(Worker(store, target, WorkerSettings(lookahead_ms=100, lease_ms=500))):
         await until(lambda: state_of(store, kept.id, State.DONE), timeout_s=6)

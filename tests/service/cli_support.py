@@ -34,12 +34,22 @@ def stop_process(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) ->
     return process.returncode
 
 
+# ``python -m tickwheel`` as run from a terminal, where Ctrl-C reaches it: a command started in
+# the background of a non-interactive shell (``make test &``, as CI may run it) inherits SIGINT
+# ignored, Python then installs no KeyboardInterrupt handler, and ``ls --watch`` outlives the
+# SIGINT a test sends it
+_FROM_A_TERMINAL = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('tickwheel', run_name='__main__', alter_sys=True)"
+)
+
+
 class Process:
     """A ``python -m tickwheel ARGS`` process whose stdout is read line by line."""
 
     def __init__(self, directory: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.log = directory / f"{args[0]}.log"
-        command = [sys.executable, "-m", "tickwheel", *args]
+        command = [sys.executable, "-c", _FROM_A_TERMINAL, *args]
         env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")} | (env or {})
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(

@@ -477,9 +477,6 @@ def _read_until(watch: Process, pattern: str, timeout_s: float = 15.0) -> list[s
     return lines
 
 
-# the `ls --watch` children stayed past SIGINT until killed in two of three full parallel runs
-# (never alone or in this module under -n 4; cause not found): they run after the parallel part
-@pytest.mark.serial
 def test_watch_refreshes_until_ctrl_c(tw: Run, service: Service, tmp_path: Path) -> None:
     watch = _watch(tmp_path, service.url, "--queue", "watch-q")
     try:
@@ -498,7 +495,6 @@ def test_watch_refreshes_until_ctrl_c(tw: Run, service: Service, tmp_path: Path)
     tw("cancel", "watch-1")
 
 
-@pytest.mark.serial
 def test_watch_json_is_one_page_a_line(service: Service, tmp_path: Path) -> None:
     watch = _watch(tmp_path, service.url, "--json", "--queue", "watch-json")
     try:
@@ -509,7 +505,6 @@ def test_watch_json_is_one_page_a_line(service: Service, tmp_path: Path) -> None
     assert (status, watch.stderr()) == (0, "")
 
 
-@pytest.mark.serial
 @pytest.mark.parametrize("as_json", [False, True])
 def test_watch_outlives_the_service_going_away(tmp_path: Path, as_json: bool) -> None:
     gone = Service(tmp_path, "--store", "memory://", "--no-worker")
