@@ -124,6 +124,9 @@ async def test_two_redis_workers_one_killed_deliver_every_occurrence(
         assert await process.stop(signal.SIGTERM) == 0, process.stderr()
 
 
+# it stops the service between two occurrences by the clock and bounds lateness after the
+# restart: under the parallel run's load it once missed one occurrence of the gap
+@pytest.mark.latency
 async def test_downtime_follows_each_schedules_misfire_policy(
     procs: Processes, tmp_path: Path
 ) -> None:
