@@ -1,7 +1,9 @@
 """Per-queue gauges on ``/metrics``: timers per state, paused or not, the oldest overdue age.
 
 Counting a queue's timers costs the store a query per queue (per shard on Redis), so the counts
-are read every `EVERY_S` by a task of the process, not on each scrape: a scrape shows the last
+are read by a task of the process, not on each scrape: every `EVERY_S`, or less often when a
+read is dear, so that reading takes at most `READ_SHARE` of the time, and at least every
+`MAX_EVERY_S` (10,000 queues: a read of ~30 ms, about once a minute). A scrape shows the last
 reading, the overdue age as it was then (so an age never counts time after its timer fired).
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -23,6 +26,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger("tickwheel.service")
 
 EVERY_S = 5.0
+READ_SHARE = 0.0005
+"""Most of a core the gauges' reads may take: an idle service stays idle with many queues."""
+MAX_EVERY_S = 120.0
+"""Longest between two reads, however dear."""
 MAX_QUEUES = 256
 """Queues with gauges of their own at most (in name order): labels stay bounded."""
 STATES = (State.SCHEDULED, State.LEASED, State.PAUSED, State.DEAD)
@@ -34,18 +41,23 @@ class QueueGauges:
     def __init__(self, store: Store, every_s: float = EVERY_S) -> None:
         self._store = store
         self.every_s = every_s
+        self.next_in_s = every_s
         self.infos: list[QueueInfo] = []
         self.read_at_ms = 0
         self.failures = 0
 
     async def refresh(self) -> None:
-        """Read the queues once.
+        """Read the queues once; the next read waits for `every_s` or what keeps reads under
+        `READ_SHARE` of a core, whichever is longer.
 
         Raises:
             StoreUnavailable: the store did not answer; the last counts stay.
         """
+        started_s = time.perf_counter()
         infos = await self._store.queue_infos()
         self.infos, self.read_at_ms = infos[:MAX_QUEUES], self._store.now_ms()
+        took_s = time.perf_counter() - started_s
+        self.next_in_s = min(MAX_EVERY_S, max(self.every_s, took_s / READ_SHARE))
 
     async def run(self) -> None:
         """Refresh every `every_s` until cancelled; a failed read keeps the last counts."""
@@ -59,7 +71,7 @@ class QueueGauges:
                 # policy: the gauges are worth less than the process they would take down
                 self.failures += 1
                 logger.exception("reading the queues for their gauges failed")
-            await asyncio.sleep(self.every_s)
+            await asyncio.sleep(self.next_in_s)
 
     def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily
@@ -67,7 +79,8 @@ class QueueGauges:
         infos, read_at_ms = self.infos, self.read_at_ms
         timers = GaugeMetricFamily(
             "tickwheel_queue_timers",
-            f"Timers per queue and state, read every {self.every_s:g} s",
+            f"Timers per queue and state, read every {self.every_s:g} s or less often when a "
+            "read is dear",
             labels=["queue", "state"],
         )
         paused = GaugeMetricFamily(
