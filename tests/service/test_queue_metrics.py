@@ -7,7 +7,7 @@ import asyncio
 from prometheus_client import CollectorRegistry, generate_latest
 
 from tickwheel.model import Timer
-from tickwheel.service.queue_metrics import MAX_QUEUES, QueueGauges
+from tickwheel.service.queue_metrics import MAX_EVERY_S, MAX_QUEUES, QueueGauges
 from tickwheel.stores import MemoryStore
 from tickwheel.stores.base import QueueInfo, QueueSettings
 
@@ -48,7 +48,7 @@ async def test_gauges_show_counts_pauses_and_overdue_age_as_last_read() -> None:
 
 async def test_the_refresh_task_reads_every_few_seconds_and_survives_failures() -> None:
     store = CountingStore()
-    gauges = QueueGauges(store, every_s=0.05)
+    gauges = QueueGauges(store, every_s=0.05, read_share=1.0)  # a read is never dear here
     task = asyncio.create_task(gauges.run())
     await asyncio.sleep(0.22)
     await store.close()  # every read fails from now on
@@ -57,6 +57,22 @@ async def test_the_refresh_task_reads_every_few_seconds_and_survives_failures() 
     task.cancel()
     assert 4 <= store.reads <= 8
     assert gauges.failures >= 1
+
+
+class SlowStore(CountingStore):
+    async def queue_infos(self) -> list[QueueInfo]:
+        await asyncio.sleep(0.02)
+        return await super().queue_infos()
+
+
+async def test_a_dear_read_spaces_the_next_so_reading_keeps_to_its_share() -> None:
+    store = SlowStore()
+    gauges = QueueGauges(store, every_s=0.01, read_share=0.1)
+    await gauges.refresh()
+    assert 0.2 <= gauges.next_in_s <= 1.0  # 20 ms read at a 10 % share: 200 ms or more apart
+    capped = QueueGauges(store, every_s=0.01, read_share=1e-9)
+    await capped.refresh()
+    assert capped.next_in_s == MAX_EVERY_S
 
 
 async def test_queue_labels_are_bounded() -> None:

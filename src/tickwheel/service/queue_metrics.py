@@ -38,9 +38,12 @@ STATES = (State.SCHEDULED, State.LEASED, State.PAUSED, State.DEAD)
 class QueueGauges:
     """A registry collector for the store's queues, as `refresh` last read them."""
 
-    def __init__(self, store: Store, every_s: float = EVERY_S) -> None:
+    def __init__(
+        self, store: Store, every_s: float = EVERY_S, read_share: float = READ_SHARE
+    ) -> None:
         self._store = store
         self.every_s = every_s
+        self.read_share = read_share
         self.next_in_s = every_s
         self.infos: list[QueueInfo] = []
         self.read_at_ms = 0
@@ -48,7 +51,7 @@ class QueueGauges:
 
     async def refresh(self) -> None:
         """Read the queues once; the next read waits for `every_s` or what keeps reads under
-        `READ_SHARE` of a core, whichever is longer.
+        `read_share` of a core, whichever is longer.
 
         Raises:
             StoreUnavailable: the store did not answer; the last counts stay.
@@ -57,7 +60,7 @@ class QueueGauges:
         infos = await self._store.queue_infos()
         self.infos, self.read_at_ms = infos[:MAX_QUEUES], self._store.now_ms()
         took_s = time.perf_counter() - started_s
-        self.next_in_s = min(MAX_EVERY_S, max(self.every_s, took_s / READ_SHARE))
+        self.next_in_s = min(MAX_EVERY_S, max(self.every_s, took_s / self.read_share))
 
     async def run(self) -> None:
         """Refresh every `every_s` until cancelled; a failed read keeps the last counts."""
