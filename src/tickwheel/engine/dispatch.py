@@ -40,7 +40,10 @@ DUE_QUEUES_PER_LOOK = 1000
 CLAIMS_AT_ONCE = 16
 """Claims one dispatcher has in flight at most, whatever the number of queues it serves."""
 FORGET_AFTER_S = 1.0
-"""A discovered queue's loop ends when its next due time is this far off."""
+"""A prompt queue's loop ends when its next due time is this far off."""
+HUNG_CLAIMS_AT_ONCE = 2
+"""Claims in flight at once for queues whose timers last went back unsent because their
+targets hang: a flood of them waits in its own line, not in front of other queues' claims."""
 
 
 class StoreClock:
@@ -103,11 +106,18 @@ class Dispatcher:
         self._throttled = throttled
         self._abandon = abandon
         self._held: dict[str, Lease] = {}
+        # queues whose last callback was answered, and those whose last went back unsent
+        # because its target hangs; the others are unknown
+        self._prompt: set[str] = set()
+        self._hung: set[str] = set()
         # timers not yet delivered: one wheel entry per due ms (ids in claim order), not per
         # timer; `_unfired` says which due ms an id still waits for (it may be claimed again)
         self._waiting: dict[int, list[str]] = {}
         self._unfired: dict[str, int] = {}
-        self._room = asyncio.Event()
+        # the claim loops waiting for room, woken when there is room for them again: prompt
+        # queues' (the room kept for them may free first) and the others'
+        self._room: dict[str, asyncio.Event] = {}
+        self._room_prompt: dict[str, asyncio.Event] = {}
         self._emptied = asyncio.Event()
         self._stopping = asyncio.Event()
         self._grace = True
@@ -118,6 +128,8 @@ class Dispatcher:
         # claims in flight at once, in turns: a thousand due queues must not take every store
         # connection at the same instant
         self._claiming = asyncio.Semaphore(CLAIMS_AT_ONCE)
+        self._claiming_prompt = asyncio.Semaphore(CLAIMS_AT_ONCE)
+        self._claiming_hung = asyncio.Semaphore(HUNG_CLAIMS_AT_ONCE)
         self._line: dict[str, None] = {}
         self._paused_of: object = None
         self._paused: set[str] = set()
@@ -127,11 +139,22 @@ class Dispatcher:
         """Return the current lease on a held timer (renewals change its deadline), or None."""
         return self._held.get(timer_id)
 
+    def hung(self, queue: str, hangs: bool) -> None:
+        """Note whether a timer of `queue` last went back unsent because its target hangs
+        (True) or was answered (False): such a queue's claims take their own, short line."""
+        if hangs:
+            self._hung.add(queue)
+            self._prompt.discard(queue)
+        else:
+            self._prompt.add(queue)
+            self._hung.discard(queue)
+
     def settled(self, timer_id: str) -> None:
         """Forget a timer its owner has settled (or could not), freeing room to claim more."""
         if self._held.pop(timer_id, None) is not None:
             self._metrics.in_flight = len(self._held)
-            self._room.set()
+            if self._room or self._room_prompt:
+                self._wake_claims()
             if not self._held:
                 self._emptied.set()
 
@@ -248,8 +271,9 @@ class Dispatcher:
         """Serve every queue the store's due-queue index lists, each in a claim loop of its own.
 
         The default queue's loop starts at once and stays. Another queue's loop starts when
-        the index lists it as due within the lookahead, and ends once the queue has nothing
-        due within `FORGET_AFTER_S` (the index brings it back in time), so loops follow the
+        the index lists it as due within the lookahead, and ends once a claim leaves nothing
+        due by its horizon, or for a queue whose callbacks are answered nothing due within
+        `FORGET_AFTER_S` (the index brings it back in time), so loops follow the
         queues with work, not every queue ever seen. Past `MAX_CLAIM_LOOPS` due queues take
         turns: a loop that claimed while others wait hands its turn on after one claim, and
         its queue joins the back of the line. A change to a queue no loop waits on (a new
@@ -344,7 +368,7 @@ class Dispatcher:
 
     async def _claim_loop(self, queue: str, *, stays: bool = True) -> None:
         """Claim `queue` until stopping; unless it `stays`, until it is paused, has nothing
-        due within `FORGET_AFTER_S`, or hands its turn on to a queue waiting in line."""
+        due soon (`_discover_loop`), or hands its turn on to a queue waiting in line."""
         settings = self._settings
         controls = self.controls
         failures = 0
@@ -357,20 +381,31 @@ class Dispatcher:
                     return  # the due-queue look starts a loop again once it is resumed
                 await self._unless_stopping(controls.changed())
                 continue
-            room = self._room_to_claim()
+            room = self._room_to_claim(queue)
             if room <= 0:
                 # back-pressure: the local queue is full, claim again once some settle
-                self._room.clear()
-                await self._unless_stopping(self._room.wait())
+                waiters = self._room_prompt if queue in self._prompt else self._room
+                waiting = waiters[queue] = asyncio.Event()
+                try:
+                    await self._unless_stopping(waiting.wait())
+                finally:
+                    waiters.pop(queue, None)
                 continue
             limit = min(settings.batch, room)
             rate = controls.queue_rate(queue)
             if rate is not None:
                 limit = min(limit, controls.claim_bound(queue))
             try:
-                async with self._claiming:
-                    horizon_ms = self._store.now_ms() + settings.lookahead_ms
-                    leases = await self._store.claim(queue, horizon_ms, limit, settings.lease_ms)
+                async with self._lane(queue):
+                    # claims that went before while this one waited may have taken the room
+                    limit = min(limit, self._room_to_claim(queue))
+                    if limit > 0:
+                        horizon_ms = self._store.now_ms() + settings.lookahead_ms
+                        leases = await self._store.claim(
+                            queue, horizon_ms, limit, settings.lease_ms
+                        )
+                if limit <= 0:
+                    continue
                 self._hold(await self._advance(leases))
                 if not stays and self._hand_on(queue, len(leases) == limit):
                     return
@@ -380,6 +415,10 @@ class Dispatcher:
                         # waits in the store, not in this worker's leases
                         await self._unless_stopping(asyncio.sleep(len(leases) / rate / 2))
                     continue  # there may be more due already
+                if not stays and queue not in self._prompt:
+                    # nothing more due by the horizon: the due-queue index, which looks at
+                    # every queue at once, brings the queue back when its next timer nears
+                    return
                 next_due_ms = await self._store.next_due_ms(queue)
                 sleep_s = self._idle_s(next_due_ms, horizon_ms)
                 if not stays and sleep_s >= FORGET_AFTER_S:
@@ -401,15 +440,48 @@ class Dispatcher:
                 logger.exception("claiming %s failed; trying again", queue)
                 await self._unless_stopping(jittered_pause(failures))
 
-    def _room_to_claim(self) -> int:
-        """How many timers a claim may take now: the worker holds at most `max_in_flight`, and
-        at most `concurrency + 2 * batch`, so that an overloaded worker leaves its backlog in
-        the store, in due order and for any worker, instead of holding leases that lapse while
-        they wait for a slot; and a claim waits until a quarter of a batch fits."""
+    def _lane(self, queue: str) -> asyncio.Semaphore:
+        """The line a claim of `queue` waits in: queues whose callbacks are answered, unknown
+        ones, and hung ones each have their own, so that a flood of unknown or hanging
+        queues does not stand in front of a prompt queue's claims."""
+        if queue in self._prompt:
+            return self._claiming_prompt
+        return self._claiming_hung if queue in self._hung else self._claiming
+
+    def _wake_claims(self) -> None:
+        """Wake the claim loops waiting for room that there is room for now."""
+        if self._shared_room():
+            woken = [*self._room.values(), *self._room_prompt.values()]
+            self._room.clear()
+            self._room_prompt.clear()
+        elif self._room_prompt and self._room_to_claim(next(iter(self._room_prompt))):
+            woken = list(self._room_prompt.values())
+            self._room_prompt.clear()
+        else:
+            return
+        for waiting in woken:
+            waiting.set()
+
+    def _shared_room(self) -> int:
+        """Room in the worker for any queue: it holds at most `concurrency + 2 * batch`, so
+        that an overloaded worker leaves its backlog in the store, in due order and for any
+        worker, instead of holding leases that lapse while they wait for a slot; none until
+        a quarter of a batch fits."""
         settings = self._settings
         most = min(settings.max_in_flight, settings.concurrency + 2 * settings.batch)
         room = most - len(self._held)
         return room if room >= min(settings.batch, settings.concurrency) // 4 else 0
+
+    def _room_to_claim(self, queue: str) -> int:
+        """How many timers a claim of `queue` may take now: the worker's room, and for a
+        queue whose callbacks are answered as much again (up to `max_in_flight`), so that
+        timers of unknown or hanging queues cannot keep a prompt queue's from being claimed."""
+        room = self._shared_room()
+        if room or queue not in self._prompt:
+            return room
+        settings = self._settings
+        most = min(settings.max_in_flight, settings.concurrency + 2 * settings.batch)
+        return max(0, min(settings.max_in_flight, 2 * most) - len(self._held))
 
     async def _advance(self, leases: list[Lease]) -> list[Lease]:
         """Move the schedules of claimed occurrences on; return the leases to fire.

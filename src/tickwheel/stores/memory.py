@@ -18,6 +18,7 @@ from tickwheel.schedule import (
 )
 from tickwheel.stores.base import (
     ANY_QUEUE,
+    Deferral,
     DueQueues,
     Lease,
     Limit,
@@ -221,6 +222,17 @@ class MemoryStore:
                 last_error=truncate_error(error),
             )
         )
+
+    async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
+        deferred = []
+        for lease, due_ms, reason in deferrals:
+            try:
+                await self.defer(lease, due_ms, reason)
+            except LeaseLost:
+                deferred.append(False)
+            else:
+                deferred.append(True)
+        return deferred
 
     async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
         check_due(due_ms, self._clock(), self.settings)

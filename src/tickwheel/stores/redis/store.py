@@ -30,6 +30,7 @@ from tickwheel.model import State, Timer, occurrence_of, truncate_error
 from tickwheel.schedule import Schedule, ScheduleState
 from tickwheel.stores.base import (
     ANY_QUEUE,
+    Deferral,
     DueQueues,
     Lease,
     Limit,
@@ -388,6 +389,31 @@ class RedisStore:
         await self._settle(
             "defer", lease, now, base36(due_ms), self._next_seq(), truncate_error(reason)
         )
+
+    async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
+        """Defer many leases: one defer.lua call each, all in one pipeline."""
+        self._open()
+        now = await self._now()
+        for _, due_ms, _ in deferrals:
+            check_due(due_ms, now, self.settings)
+        doubts = self._in_doubt
+        calls = [
+            self._shards.call(
+                "defer",
+                self._shards.of(lease.timer.id),
+                (lease.timer.id, lease.token, now, base36(due_ms), self._next_seq(),
+                 truncate_error(reason), int(doubts.take(lease))),
+            )
+            for lease, due_ms, reason in deferrals
+        ]  # fmt: skip
+        try:
+            replies = await self._shards.run_many(calls)
+        except StoreUnavailable:
+            doubts.note([lease for lease, _, _ in deferrals], now)
+            raise
+        except NotReplicated as error:
+            raise error.of(tuple(lease.timer.id for lease, _, _ in deferrals)) from None
+        return [reply == 1 for reply in replies]
 
     async def kill(self, lease: Lease, error: str) -> None:
         self._open()

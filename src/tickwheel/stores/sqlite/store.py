@@ -44,6 +44,7 @@ from tickwheel.schedule import (
 )
 from tickwheel.stores.base import (
     ANY_QUEUE,
+    Deferral,
     DueQueues,
     Lease,
     Limit,
@@ -362,6 +363,29 @@ class SqliteStore:
 
         await self._run(None, work)
         self._wakeups.notify(lease.timer.queue)
+
+    async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
+        """Defer many leases, up to 1,000 per transaction."""
+
+        def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Deferral]) -> list[bool]:
+            for _, due_ms, _ in chunk:
+                check_due(due_ms, now, self.settings)
+            return [
+                conn.execute(
+                    sql.DEFER,
+                    {"id": lease.timer.id, "token": lease.token, "due": due_ms, "now": now,
+                     "error": truncate_error(reason)},
+                ).rowcount > 0
+                for lease, due_ms, reason in chunk
+            ]  # fmt: skip
+
+        deferred: list[bool] = []
+        for start in range(0, len(deferrals), _BATCH):
+            chunk = deferrals[start : start + _BATCH]
+            deferred += await self._run("BEGIN IMMEDIATE", partial(work, chunk=chunk))
+        for queue in {lease.timer.queue for lease, _, _ in deferrals}:
+            self._wakeups.notify(queue)
+        return deferred
 
     async def kill(self, lease: Lease, error: str) -> None:
         def work(conn: sqlite3.Connection, now: int) -> None:
