@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .cli_support import Run, ok_json, sqlite_service, wait_until
+from service.cli_support import Run, ok_json, sqlite_service, wait_until
 from .test_cli import Service
 
 pytestmark = pytest.mark.timeout(120)

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from tickwheel.cli import app
 from tickwheel.cli.parse import describe_rate, parse_instant, parse_rate
 
-from .cli_support import Run, ok_json, sqlite_service, wait_until
+from service.cli_support import Run, ok_json, sqlite_service, wait_until
 from .test_cli import Process, Service
 
 pytestmark = pytest.mark.timeout(120)
