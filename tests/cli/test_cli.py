@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 import typer
+from service.cli_support import Process, Run, Service, sqlite_service, wait_until
 from typer.testing import CliRunner
 
 from tickwheel.cli import app, parse_duration, parse_time
 from tickwheel.engine.signing import sign
 from tickwheel.stores.urls import redact
-
-from service.cli_support import Process, Run, Service, sqlite_service, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
