@@ -26,8 +26,8 @@ from tickwheel.model import replace_controls
 
 WIDTH = 100
 """Columns of piped output: tables fit it (long fields cut with …; --json has them whole)."""
-PROCESS_COMMANDS = frozenset({"serve", "worker", "receiver", "bench"})
-"""Commands that are no client of the API, and have their own ``--token`` (serve)."""
+PROCESS_COMMANDS = frozenset({"serve", "worker", "receiver", "bench", "migrate"})
+"""Commands that are no client of the API: their options stay theirs (serve has a ``--token``)."""
 GLOBAL_FLAGS = frozenset({"--json"})
 GLOBAL_VALUES = frozenset({"--api", "--token", "--token-file"})
 
