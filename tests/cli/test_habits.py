@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from service.cli_support import Run, Service, ok_json, sqlite_service
+from service.cli_support import Run, Service, ok_json, sqlite_service, wait_until
 from typer.testing import CliRunner
 
 from tickwheel.cli import app
@@ -98,13 +98,13 @@ def test_tables_fit_100_columns_without_trailing_spaces(tw: Run, service: Servic
     ok_json(
         tw("schedule", "add", "--every", "1h", "--url", long_url, "--id", "h-" + "s" * 70, "--json")
     )
-    ok_json(tw("limit", "set", "h-" + "l" * 60 + ".limits." + "l" * 30 + ".example", "--rate", "5/s", "--json"))
-    dead = tw("dead")
-    assert "h-iii" in dead.stdout or "no dead timers" in dead.stdout
-    views = [
-        tw(*args) for args in (["ls"], ["dead"], ["queues"], ["schedule", "ls"], ["limit", "ls"])
-    ]
-    views += [tw("get", "h-wide"), tw("stats")]
+    host = "h-" + "l" * 60 + ".limits." + "l" * 30 + ".example"
+    ok_json(tw("limit", "set", host, "--rate", "5/s", "--json"))
+    # the dead letter, with its long last error, is among the rows shown
+    wait_until(lambda: long_id in {t["id"] for t in ok_json(tw("dead", "--json"))["timers"]})
+    listings = (["ls"], ["dead"], ["queues"], ["schedule", "ls"], ["limit", "ls"], ["stats"])
+    views = [tw(*args) for args in listings] + [tw("get", "h-wide")]
+    assert "LAST ERROR" in views[1].stdout
     for shown in views:
         assert shown.exit_code == 0, shown.output
         for line in shown.stdout.splitlines():

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from tickwheel.service.api import create_app
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.stores.base import Store

@@ -17,22 +17,27 @@ from tickwheel.cli.parse import describe_rate
 from tickwheel.model import replace_controls
 
 QUEUE_STATES = ("scheduled", "leased", "paused", "done", "dead")
-FLEXIBLE_FLOOR = 10
-"""The narrowest a long free-text column (a URL, an error) is cut to before the others are."""
+TEXT_FLOOR = 10
+"""The narrowest a free-text column (a URL, an error) is cut to before a name is cut."""
+NAME_FLOOR = 12
+"""The narrowest a name (an id, a queue, a host) is cut to before anything else is."""
 
 
 @dataclass(frozen=True, slots=True)
 class Column:
-    """A column of a listing; `flexible` ones (free text) are cut first when a row is too long."""
+    """A column of a listing. When a row is too long, `text` columns (free text) are cut first,
+    then `name` ones (ids, queues, hosts), and the others (times, counts) only if that is not
+    enough."""
 
     header: str
     right: bool = False
-    flexible: bool = False
+    text: bool = False
+    name: bool = False
 
 
 def listing(columns: list[Column], rows: list[list[str]], title: str | None = None) -> Table:
     """A table of `rows` that fits the console's width: the longest cells are cut with …,
-    free-text columns first, so that ids and times stay whole while they can."""
+    free text first, then names, so that times and counts stay whole while they can."""
     cells = [[replace_controls(value) for value in row] for row in rows]
     natural = [
         max([cell_len(column.header), *(cell_len(row[at]) for row in cells)])
@@ -53,12 +58,14 @@ def listing(columns: list[Column], rows: list[list[str]], title: str | None = No
 
 
 def _narrowed(natural: list[int], columns: list[Column], budget: int) -> list[int]:
-    """Widths within `budget`: the widest flexible column loses a cell at a time down to
-    `FLEXIBLE_FLOOR`, then the widest of all down to its header."""
+    """Widths within `budget`: the widest free-text column loses a cell at a time down to
+    `TEXT_FLOOR`, then the widest name down to `NAME_FLOOR`, then the widest of all down to
+    its header."""
     widths = list(natural)
     pairs = list(zip(columns, natural, strict=True))
     for floors in (
-        [FLEXIBLE_FLOOR if column.flexible else width for column, width in pairs],
+        [min(TEXT_FLOOR, width) if column.text else width for column, width in pairs],
+        [min(NAME_FLOOR, width) if column.name else width for column, width in pairs],
         [min(max(cell_len(column.header), 3), width) for column, width in pairs],
     ):
         while sum(widths) > budget:
@@ -86,12 +93,17 @@ def describe_target(timer: dict[str, Any]) -> str:
 def timers_table(timers: list[dict[str, Any]], title: str) -> Table:
     queues = any(timer["queue"] != "default" for timer in timers)
     errors = any(timer.get("last_error") for timer in timers)
-    columns = [Column("ID"), Column("STATE"), Column("DUE"), Column("ATTEMPT", right=True)]
+    columns = [
+        Column("ID", name=True),
+        Column("STATE"),
+        Column("DUE"),
+        Column("ATTEMPT", right=True),
+    ]
     if queues:
-        columns.append(Column("QUEUE", flexible=True))
-    columns.append(Column("CALLBACK", flexible=True))
+        columns.append(Column("QUEUE", name=True))
+    columns.append(Column("CALLBACK", text=True))
     if errors:
-        columns.append(Column("LAST ERROR", flexible=True))
+        columns.append(Column("LAST ERROR", text=True))
     rows = []
     for timer in timers:
         row = [timer["id"], timer["state"], timer["due"], str(timer["attempt"])]
@@ -143,12 +155,12 @@ def describe_rule(schedule: dict[str, Any]) -> str:
 
 def schedules_table(schedules: list[dict[str, Any]], title: str) -> Table:
     columns = [
-        Column("ID"),
-        Column("RULE", flexible=True),
+        Column("ID", name=True),
+        Column("RULE", text=True),
         Column("NEXT RUN"),
         Column("RUNS", right=True),
         Column("STATE"),
-        Column("TARGET", flexible=True),
+        Column("TARGET", text=True),
     ]
     rows = [
         [
@@ -212,9 +224,14 @@ def schedule_table(schedule: dict[str, Any]) -> Table:
 
 def runs_table(runs: list[dict[str, Any]], title: str) -> Table:
     errors = any(run.get("last_error") for run in runs)
-    columns = [Column("NOMINAL"), Column("TIMER"), Column("STATE"), Column("ATTEMPT", right=True)]
+    columns = [
+        Column("NOMINAL"),
+        Column("TIMER", name=True),
+        Column("STATE"),
+        Column("ATTEMPT", right=True),
+    ]
     if errors:
-        columns.append(Column("LAST ERROR", flexible=True))
+        columns.append(Column("LAST ERROR", text=True))
     rows = []
     for run in runs:
         # a null state: the store no longer keeps that occurrence's timer
@@ -245,7 +262,7 @@ def describe_limit(limit: dict[str, Any] | None) -> str:
 def limits_table(limits: list[dict[str, Any]], title: str, key: str) -> Table:
     """A table of limits, each named by its `key` field (``host`` or ``queue``)."""
     columns = [
-        Column(key.upper(), flexible=True),
+        Column(key.upper(), name=True),
         Column("RATE", right=True),
         Column("BURST", right=True),
         Column("CONCURRENCY", right=True),
@@ -264,11 +281,11 @@ def limits_table(limits: list[dict[str, Any]], title: str, key: str) -> Table:
 
 def queues_table(queues: list[dict[str, Any]]) -> Table:
     columns = [
-        Column("QUEUE", flexible=True),
+        Column("QUEUE", name=True),
         Column(""),
         *(Column(state.upper(), right=True) for state in QUEUE_STATES),
         Column("OLDEST OVERDUE", right=True),
-        Column("LIMIT", flexible=True),
+        Column("LIMIT", text=True),
     ]
     rows = []
     for queue in queues:
