@@ -133,3 +133,18 @@ def test_make_run_takes_a_port_and_a_store() -> None:
         "--store",
         "'sqlite:///tmp/run.db'",
     ]
+
+
+@pytest.mark.parametrize("command", [["ls"], ["dead", "replay"], ["schedule", "add"], ["import"]])
+def test_a_client_command_s_help_names_the_global_options(command: list[str]) -> None:
+    shown = CliRunner().invoke(app, [*command, "--help"])
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.stdout.split())
+    assert "Global options, before or after the command: --api URL" in text
+    assert "--json" in text
+
+
+def test_the_service_s_help_keeps_its_own_token() -> None:
+    shown = CliRunner().invoke(app, ["serve", "--help"])
+    assert "Global options" not in shown.stdout
+    assert "--token" in shown.stdout

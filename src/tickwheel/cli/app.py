@@ -30,6 +30,10 @@ PROCESS_COMMANDS = frozenset({"serve", "worker", "receiver", "bench", "migrate"}
 """Commands that are no client of the API: their options stay theirs (serve has a ``--token``)."""
 GLOBAL_FLAGS = frozenset({"--json"})
 GLOBAL_VALUES = frozenset({"--api", "--token", "--token-file"})
+GLOBAL_HELP = (
+    "Global options, before or after the command: --api URL, --token T or --token-file PATH, "
+    "--json (tickwheel --help says more)."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,12 @@ class Options:
 
 class CliGroup(TyperGroup):
     """The root command: global options anywhere, usage errors in one line."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        for name, command in self.commands.items():
+            if name not in PROCESS_COMMANDS:
+                _name_global_options(command)
 
     def main(  # type: ignore[override]
         self,
@@ -72,6 +82,13 @@ class CliGroup(TyperGroup):
         if not standalone_mode:
             return result
         sys.exit(result if isinstance(result, int) else 0)
+
+
+def _name_global_options(command: Any) -> None:
+    """End the help of `command`, and of its subcommands, with the global options."""
+    command.epilog = command.epilog or GLOBAL_HELP
+    for sub in getattr(command, "commands", {}).values():
+        _name_global_options(sub)
 
 
 def usage_line(error: ClickException) -> str:
