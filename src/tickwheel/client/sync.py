@@ -44,7 +44,7 @@ class Client:
 
     def __init__(
         self,
-        api_url: str = transport.DEFAULT_API,
+        api_url: str,
         token: str | None = None,
         *,
         timeout_s: float = transport.TIMEOUT_S,
