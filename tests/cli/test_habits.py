@@ -45,6 +45,7 @@ def test_a_value_that_looks_like_a_global_option_stays_a_value(tw: Run, service:
         (["ls", "--bogus"], "error: No such option: --bogus (see tickwheel ls --help)"),
         (["add", "--in", "1s"], "error: Missing option '--url'. (see tickwheel add --help)"),
         (["schedule", "nope"], "error: No such command 'nope'. (see tickwheel schedule --help)"),
+        (["ls", "--api"], "error: Option '--api' requires an argument."),
     ],
 )
 def test_a_usage_error_is_one_line_with_status_2(args: list[str], message: str) -> None:

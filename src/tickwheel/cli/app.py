@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -117,13 +118,15 @@ def hoisted(root: TyperGroup, args: list[str]) -> list[str]:
         if arg == "--":
             kept.extend([arg, *rest])
             break
-        name = arg.partition("=")[0]
-        if name in GLOBAL_VALUES:
-            moved.extend([arg] if "=" in arg else [arg, next(rest, "")])
+        if arg.partition("=")[0] in GLOBAL_VALUES:
+            value = [] if "=" in arg else list(islice(rest, 1))
+            if "=" not in arg and not value:  # last, without its value: click says so
+                return [*args[:at], *moved, arg]
+            moved.extend([arg, *value])
         elif arg in GLOBAL_FLAGS:
             moved.append(arg)
-        elif arg in takes_value:
-            kept.extend([arg, next(rest, "")])
+        elif arg in takes_value:  # a value missing at the end stays missing, for click to say
+            kept.extend([arg, *islice(rest, 1)])
         else:
             kept.append(arg)
             sub = getattr(command, "commands", {}).get(arg)
