@@ -268,3 +268,15 @@ def _free_api() -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("proxy", [1.5], indirect=True)
+async def test_the_async_client_makes_a_lost_create_once_too(
+    proxy: _Proxy, service: Service
+) -> None:
+    async with AsyncClient(proxy.url) as client:
+        timer = await client.add(url=f"{service.url}/healthz", delay=3600, queue="py-lost-async")
+    async with AsyncClient(service.url) as direct:
+        stored = (await direct.ls(queue="py-lost-async")).items
+    assert proxy.requests >= 2
+    assert [found.id for found in stored] == [timer.id]
