@@ -29,7 +29,8 @@ STANDS_ON: dict[str, tuple[str, ...]] = {
     "engine": ("runtime", "stores"),
     "service": ("engine",),
     "testing": ("engine",),
-    "cli": ("service", "testing"),
+    "client": ("model",),
+    "cli": ("service", "testing", "client"),
 }
 
 

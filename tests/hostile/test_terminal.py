@@ -116,7 +116,7 @@ def tw(service: Service) -> Run:
 
 
 def test_get_dead_and_ls_print_no_terminal_escapes(tw: Run, hostile_url: str) -> None:
-    added = tw("add", "--in", "0s", "--url", hostile_url, "--id", "esc-1", "-d", ESCAPES)
+    added = tw("add", "--in", "0s", "--url", hostile_url, "--id", "esc-1", "--text", ESCAPES)
     assert added.exit_code == 0, added.output
 
     def dead() -> bool:

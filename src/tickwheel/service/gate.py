@@ -29,8 +29,9 @@ class Gate:
     (415).
 
     The body is read here, counted against `max_body_bytes` as it streams in, and handed on
-    whole, so no route ever parses more than the limit. ``/healthz``, ``/docs`` and
-    ``/openapi.json`` need no token; everything else does when one is set, ``/metrics`` included.
+    whole, so no route ever parses more than the limit. ``/healthz``, ``/docs`` (and its files)
+    and ``/openapi.json`` need no token; everything else does when one is set, ``/metrics``
+    included.
     """
 
     OPEN_PATHS = frozenset(
@@ -38,6 +39,8 @@ class Gate:
             "/healthz",
             "/docs",
             "/docs.js",
+            "/docs/swagger-ui-bundle.js",
+            "/docs/swagger-ui.css",
             "/openapi.json",
             "/dashboard",
             "/dashboard.js",

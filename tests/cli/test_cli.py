@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 import typer
+from service.cli_support import Process, Run, Service, sqlite_service, wait_until
 from typer.testing import CliRunner
 
 from tickwheel.cli import app, parse_duration, parse_time
 from tickwheel.engine.signing import sign
 from tickwheel.stores.urls import redact
-
-from .cli_support import Process, Run, Service, sqlite_service, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -388,7 +387,7 @@ def test_receiver_refuses_v1_alone_unless_told_to_accept_it(
 
 def test_user_text_is_printed_as_is(tw: Run, service: Service) -> None:
     url = f"{service.url}/x?a=[b]"
-    added = tw("add", "--in", "1h", "--url", url, "--id", "cli-markup", "-d", "[/bold] [red]x")
+    added = tw("add", "--in", "1h", "--url", url, "--id", "cli-markup", "--text", "[/bold] [red]x")
     assert added.exit_code == 0, added.output
     shown = tw("get", "cli-markup")
     assert shown.exit_code == 0, shown.output
