@@ -23,9 +23,9 @@ from tickwheel.stores.base import Limit, LimitPage
 from tickwheel.stores.checks import check_host, check_list
 from tickwheel.stores.codec import decode_limit, encode_limit
 from tickwheel.stores.redis.keys import limits_key
-from tickwheel.stores.redis.limits import RedisGrants
 from tickwheel.stores.redis.queue_settings import REFUSED, version_key
 from tickwheel.stores.redis.scripts import Client, unavailable
+from tickwheel.stores.redis.shared_grants import RedisGrants
 from tickwheel.stores.redis.store_base import RedisStoreBase
 
 
@@ -98,5 +98,5 @@ class RedisHostLimits(RedisStoreBase):
         return await self._host_limits.put(host, None)
 
     def limit_grants(self) -> RedisGrants:
-        """Return the limit grants every worker of this store shares (`limits.RedisGrants`)."""
+        """Return the limit grants every worker of this store shares (`RedisGrants`)."""
         return RedisGrants(self._client, self.prefix)
