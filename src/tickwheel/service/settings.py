@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.stores.base import DAY_MS, HOUR_MS, MAX_LIMITS, MAX_SCHEDULES, StoreSettings
-from tickwheel.stores.urls import redact
+from tickwheel.stores.redaction import redact
 
 if TYPE_CHECKING:
     from tickwheel.service.tenants import Tenants
