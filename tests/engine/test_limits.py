@@ -33,6 +33,7 @@ from tickwheel.engine import (
     consume,
 )
 from tickwheel.engine.controls import REFRESH_S, Controls
+from tickwheel.engine.counts import OTHER_HOST, TOP_HOSTS, HostCounts
 from tickwheel.engine.grants import LocalGrants
 from tickwheel.engine.limiter import (
     HOST,
@@ -43,7 +44,6 @@ from tickwheel.engine.limiter import (
     Limiter,
     host_key,
 )
-from tickwheel.engine.metrics import OTHER_HOST, TOP_HOSTS, HostCounts
 from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import MemoryStore, Store
