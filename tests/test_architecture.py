@@ -28,8 +28,9 @@ STANDS_ON: dict[str, tuple[str, ...]] = {
     "schedule": ("model", "recurrence"),
     "stores": ("core", "schedule"),
     "engine": ("runtime", "stores"),
-    "service": ("engine",),
-    "testing": ("engine",),
+    "callbacks": ("engine",),
+    "service": ("callbacks",),
+    "testing": ("callbacks",),
     "cli": ("service", "testing"),
 }
 

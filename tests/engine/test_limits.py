@@ -22,6 +22,7 @@ import pytest
 from redis.asyncio import Redis
 
 from engine.support import running, until
+from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.engine import (
     ACKED,
     HttpTarget,
@@ -44,7 +45,6 @@ from tickwheel.engine.limiter import (
     Limiter,
     host_key,
 )
-from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import MemoryStore, Store
 from tickwheel.stores.base import Limit, QueueSettings

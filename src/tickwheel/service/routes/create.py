@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tickwheel.engine.guard import check_target_url
+from tickwheel.callbacks.guard import check_target_url
 from tickwheel.errors import CapReached, InvalidArgument, NotReplicated, TimerExists
 from tickwheel.model import Timer
 from tickwheel.service.api_errors import ApiError, describe

@@ -15,7 +15,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from tickwheel.engine.guard import check_target_url
+from tickwheel.callbacks.guard import check_target_url
 from tickwheel.errors import InvalidArgument, ScheduleExists
 from tickwheel.model import new_id
 from tickwheel.recurrence import upcoming
