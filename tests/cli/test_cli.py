@@ -22,9 +22,9 @@ import typer
 from service.cli_support import Process, Run, Service, sqlite_service, wait_until
 from typer.testing import CliRunner
 
+from tickwheel.callbacks.signing import sign
 from tickwheel.cli import app, parse_duration, parse_time
-from tickwheel.engine.signing import sign
-from tickwheel.stores.urls import redact
+from tickwheel.stores.redaction import redact
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,7 +6,7 @@ import typer
 
 from tickwheel.cli.app import fail
 from tickwheel.errors import InvalidArgument
-from tickwheel.service.settings import read_secret_file
+from tickwheel.service.secret_file import read_secret_file
 
 Given = tuple[str | None, bool, str, str]
 """An option's value, whether it came from the command line, its flag and its variable."""
