@@ -11,15 +11,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Protocol, runtime_checkable
 
+from tickwheel.engine.claim_room import ClaimRoom
 from tickwheel.engine.controls import Controls
 from tickwheel.engine.metrics import Metrics
+from tickwheel.engine.renewals import Renewals
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled, jittered_pause
-from tickwheel.errors import LeaseLost, StoreUnavailable
+from tickwheel.engine.store_clock import StoreClock, sync_first
+from tickwheel.errors import StoreUnavailable
 from tickwheel.runtime import AsyncScheduler
-from tickwheel.runtime.clock import NS_PER_MS, unwatched
 from tickwheel.stores import Lease, Store
 from tickwheel.stores.base import ANY_QUEUE
 from tickwheel.stores.checks import MAX_DUE_QUEUES
@@ -27,7 +28,6 @@ from tickwheel.stores.checks import MAX_DUE_QUEUES
 logger = logging.getLogger("tickwheel.engine")
 
 HAND_BACK_CONCURRENCY = 64
-RENEW_CONCURRENCY = 64
 DISCOVER_EVERY_S = 1.0
 """With every queue to serve, the longest wait between two listings of the store's queues."""
 DISCOVER_SPACING_S = 0.05
@@ -37,36 +37,8 @@ MAX_CLAIM_LOOPS = 1024
 """Claim loops at once when serving every queue; past it, due queues take turns."""
 DUE_QUEUES_PER_LOOK = 1000
 """Due queues one look at the index asks for beyond those served or paused already."""
-CLAIMS_AT_ONCE = 16
-"""Claims one dispatcher has in flight at most, whatever the number of queues it serves."""
 FORGET_AFTER_S = 1.0
 """A prompt queue's loop ends when its next due time is this far off."""
-HUNG_CLAIMS_AT_ONCE = 2
-"""Claims in flight at once for queues whose timers last went back unsent because their
-targets hang: a flood of them waits in its own line, not in front of other queues' claims."""
-
-
-class StoreClock:
-    """The store's clock as a runtime `Clock`: the local wheel fires by the clock that says due."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def now_ns(self) -> int:
-        return self._store.now_ms() * NS_PER_MS
-
-    def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
-        """The store's clock moves on its own; the scheduler computes its own sleeps."""
-        return unwatched
-
-
-@runtime_checkable
-class SyncsClock(Protocol):
-    """A store whose clock follows a server's and must be measured before it is trusted."""
-
-    async def sync_clock(self) -> None:
-        """Measure the server clock now; raises `StoreUnavailable` if the server is down."""
-        ...
 
 
 class Dispatcher:
@@ -106,18 +78,14 @@ class Dispatcher:
         self._throttled = throttled
         self._abandon = abandon
         self._held: dict[str, Lease] = {}
-        # queues whose last callback was answered, and those whose last went back unsent
-        # because its target hangs; the others are unknown
-        self._prompt: set[str] = set()
-        self._hung: set[str] = set()
         # timers not yet delivered: one wheel entry per due ms (ids in claim order), not per
         # timer; `_unfired` says which due ms an id still waits for (it may be claimed again)
         self._waiting: dict[int, list[str]] = {}
         self._unfired: dict[str, int] = {}
-        # the claim loops waiting for room, woken when there is room for them again: prompt
-        # queues' (the room kept for them may free first) and the others'
-        self._room: dict[str, asyncio.Event] = {}
-        self._room_prompt: dict[str, asyncio.Event] = {}
+        self._room = ClaimRoom(settings)
+        self._renewals = Renewals(
+            store, settings.lease_ms, self._held, self._lost, metrics=metrics, throttled=throttled
+        )
         self._emptied = asyncio.Event()
         self._stopping = asyncio.Event()
         self._grace = True
@@ -125,11 +93,6 @@ class Dispatcher:
         # serving every queue: the claim loop of each queue served, and the due queues in line
         # for a loop (a dict as an ordered set)
         self._serving: dict[str, asyncio.Task[None]] = {}
-        # claims in flight at once, in turns: a thousand due queues must not take every store
-        # connection at the same instant
-        self._claiming = asyncio.Semaphore(CLAIMS_AT_ONCE)
-        self._claiming_prompt = asyncio.Semaphore(CLAIMS_AT_ONCE)
-        self._claiming_hung = asyncio.Semaphore(HUNG_CLAIMS_AT_ONCE)
         self._line: dict[str, None] = {}
         self._paused_of: object = None
         self._paused: set[str] = set()
@@ -141,20 +104,14 @@ class Dispatcher:
 
     def hung(self, queue: str, hangs: bool) -> None:
         """Note whether a timer of `queue` last went back unsent because its target hangs
-        (True) or was answered (False): such a queue's claims take their own, short line."""
-        if hangs:
-            self._hung.add(queue)
-            self._prompt.discard(queue)
-        else:
-            self._prompt.add(queue)
-            self._hung.discard(queue)
+        (True) or was answered (False): it decides the queue's room and line (`ClaimRoom`)."""
+        self._room.note(queue, hangs=hangs)
 
     def settled(self, timer_id: str) -> None:
         """Forget a timer its owner has settled (or could not), freeing room to claim more."""
         if self._held.pop(timer_id, None) is not None:
             self._metrics.in_flight = len(self._held)
-            if self._room or self._room_prompt:
-                self._wake_claims()
+            self._room.freed(len(self._held))
             if not self._held:
                 self._emptied.set()
 
@@ -176,14 +133,14 @@ class Dispatcher:
         loops: list[asyncio.Task[None]] = []
         try:
             loops.append(asyncio.create_task(self.controls.run(self._stopping)))
-            await self._sync_clock()
+            await sync_first(self._store, self._stopping, self._metrics, self._throttled)
             # the wheel starts at the store's time: read it only once it is the server's
             self._scheduler = AsyncScheduler(clock=StoreClock(self._store))
             if self._settings.queues is None:
                 loops.append(asyncio.create_task(self._discover_loop(loops)))
             else:
                 loops += [asyncio.create_task(self._claim_loop(q)) for q in self._settings.queues]
-            loops.append(asyncio.create_task(self._renew_loop()))
+            loops.append(asyncio.create_task(self._renewals.run(self._stopping)))
             await self._stopping.wait()
         finally:
             # loops are asked to stop, not cancelled: a claim cancelled mid-call may still
@@ -191,27 +148,6 @@ class Dispatcher:
             self._stopping.set()
             await asyncio.gather(*loops, return_exceptions=True)
             await self._wind_down()
-
-    async def _sync_clock(self) -> None:
-        """Measure the store's clock before the first claim, if it follows a server's.
-
-        Until then such a store can only guess the time from this host's clock, and a host
-        running ahead would fire timers early by its lead.
-        """
-        if not isinstance(self._store, SyncsClock):
-            return
-        failures = 0
-        while not self._stopping.is_set():
-            try:
-                await self._store.sync_clock()
-                return
-            except StoreUnavailable as error:
-                failures += 1
-                self._metrics.store_errors["clock"] += 1
-                self._throttled.warning(
-                    "clock", "store unavailable, reading its clock again soon: %s", error
-                )
-                await self._unless_stopping(jittered_pause(failures))
 
     async def _wind_down(self) -> None:
         if self._scheduler is not None:
@@ -381,24 +317,21 @@ class Dispatcher:
                     return  # the due-queue look starts a loop again once it is resumed
                 await self._unless_stopping(controls.changed())
                 continue
-            room = self._room_to_claim(queue)
+            room = self._room.room(queue, len(self._held))
             if room <= 0:
-                # back-pressure: the local queue is full, claim again once some settle
-                waiters = self._room_prompt if queue in self._prompt else self._room
-                waiting = waiters[queue] = asyncio.Event()
-                try:
-                    await self._unless_stopping(waiting.wait())
-                finally:
-                    waiters.pop(queue, None)
+                # back-pressure: the worker is full, claim again once some settle
+                await self._unless_stopping(self._room.wait(queue))
                 continue
             limit = min(settings.batch, room)
             rate = controls.queue_rate(queue)
             if rate is not None:
                 limit = min(limit, controls.claim_bound(queue))
             try:
-                async with self._lane(queue):
+                # claims in flight at once, in lines: a thousand due queues must not take
+                # every store connection at the same instant
+                async with self._room.line(queue):
                     # claims that went before while this one waited may have taken the room
-                    limit = min(limit, self._room_to_claim(queue))
+                    limit = min(limit, self._room.room(queue, len(self._held)))
                     if limit > 0:
                         horizon_ms = self._store.now_ms() + settings.lookahead_ms
                         leases = await self._store.claim(
@@ -415,7 +348,7 @@ class Dispatcher:
                         # waits in the store, not in this worker's leases
                         await self._unless_stopping(asyncio.sleep(len(leases) / rate / 2))
                     continue  # there may be more due already
-                if not stays and queue not in self._prompt:
+                if not stays and not self._room.prompt(queue):
                     # nothing more due by the horizon: the due-queue index, which looks at
                     # every queue at once, brings the queue back when its next timer nears
                     return
@@ -439,49 +372,6 @@ class Dispatcher:
                 self._metrics.store_errors["claim"] += 1
                 logger.exception("claiming %s failed; trying again", queue)
                 await self._unless_stopping(jittered_pause(failures))
-
-    def _lane(self, queue: str) -> asyncio.Semaphore:
-        """The line a claim of `queue` waits in: queues whose callbacks are answered, unknown
-        ones, and hung ones each have their own, so that a flood of unknown or hanging
-        queues does not stand in front of a prompt queue's claims."""
-        if queue in self._prompt:
-            return self._claiming_prompt
-        return self._claiming_hung if queue in self._hung else self._claiming
-
-    def _wake_claims(self) -> None:
-        """Wake the claim loops waiting for room that there is room for now."""
-        if self._shared_room():
-            woken = [*self._room.values(), *self._room_prompt.values()]
-            self._room.clear()
-            self._room_prompt.clear()
-        elif self._room_prompt and self._room_to_claim(next(iter(self._room_prompt))):
-            woken = list(self._room_prompt.values())
-            self._room_prompt.clear()
-        else:
-            return
-        for waiting in woken:
-            waiting.set()
-
-    def _shared_room(self) -> int:
-        """Room in the worker for any queue: it holds at most `concurrency + 2 * batch`, so
-        that an overloaded worker leaves its backlog in the store, in due order and for any
-        worker, instead of holding leases that lapse while they wait for a slot; none until
-        a quarter of a batch fits."""
-        settings = self._settings
-        most = min(settings.max_in_flight, settings.concurrency + 2 * settings.batch)
-        room = most - len(self._held)
-        return room if room >= min(settings.batch, settings.concurrency) // 4 else 0
-
-    def _room_to_claim(self, queue: str) -> int:
-        """How many timers a claim of `queue` may take now: the worker's room, and for a
-        queue whose callbacks are answered as much again (up to `max_in_flight`), so that
-        timers of unknown or hanging queues cannot keep a prompt queue's from being claimed."""
-        room = self._shared_room()
-        if room or queue not in self._prompt:
-            return room
-        settings = self._settings
-        most = min(settings.max_in_flight, settings.concurrency + 2 * settings.batch)
-        return max(0, min(settings.max_in_flight, 2 * most) - len(self._held))
 
     async def _advance(self, leases: list[Lease]) -> list[Lease]:
         """Move the schedules of claimed occurrences on; return the leases to fire.
@@ -566,55 +456,11 @@ class Dispatcher:
             self._deliver(ready)
 
     async def renew(self, lease: Lease) -> Lease:
-        """Push a held lease's deadline `lease_ms` from now and hold the renewed lease.
+        """Push a held lease's deadline `lease_ms` from now and hold the renewed lease
+        (`Renewals.renew`)."""
+        return await self._renewals.renew(lease)
 
-        Raises:
-            LeaseLost: the lease lapsed and the timer went to another claim.
-            StoreUnavailable: the store did not answer; the lease stands as it was.
-        """
-        renewed = await self._store.extend(lease, self._settings.lease_ms)
-        if self._held.get(lease.timer.id) is lease:
-            self._held[lease.timer.id] = renewed
-        return renewed
-
-    async def _renew_loop(self) -> None:
-        """Renew leases that run short, waiting or running, by `lease_ms` each time.
-
-        A lease is checked every quarter `lease_ms` and renewed once under half is left, so
-        it holds for as long as its callback runs and this process lives, and lapses within
-        one `lease_ms` of a crash, however long the callback's timeout.
-        """
-        lease_ms = self._settings.lease_ms
-        while not self._stopping.is_set():
-            await self._unless_stopping(asyncio.sleep(lease_ms / 4000))
-            if self._stopping.is_set():
-                return
-            now = self._store.now_ms()
-            short = [
-                lease for lease in self._held.values() if lease.deadline_ms - now < lease_ms // 2
-            ]
-            if short:
-                limit = asyncio.Semaphore(RENEW_CONCURRENCY)
-                await asyncio.gather(*(self._renew_one(lease, limit) for lease in short))
-
-    async def _renew_one(self, lease: Lease, limit: asyncio.Semaphore) -> None:
-        """Renew one lease; a failure is logged and touches no other lease."""
-        timer_id = lease.timer.id
-        try:
-            async with limit:
-                if self._held.get(timer_id) is lease:  # not settled or renewed meanwhile
-                    await self.renew(lease)
-        except LeaseLost:
-            self._metrics.leases_lost += 1
-            if self._held.get(timer_id) is lease:
-                self._unfired.pop(timer_id, None)
-                self.settled(timer_id)
-        except StoreUnavailable as error:
-            self._metrics.store_errors["extend"] += 1
-            self._throttled.warning("extend", "store unavailable, lease not renewed: %s", error)
-        except Exception:
-            # policy: a surprise from the store must not end the renewing of other leases
-            self._metrics.store_errors["extend"] += 1
-            logger.exception(
-                "renewing the lease on timer=%s failed", timer_id, extra={"timer_id": timer_id}
-            )
+    def _lost(self, timer_id: str) -> None:
+        """Forget a held timer whose lease passed on while it waited or ran."""
+        self._unfired.pop(timer_id, None)
+        self.settled(timer_id)
