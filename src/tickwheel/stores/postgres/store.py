@@ -1,0 +1,579 @@
+"""`PostgresStore`: timers in PostgreSQL, in the database an application already runs.
+
+Every call takes a connection from a `psycopg_pool` pool (opened on first use) and is one
+statement in autocommit or one transaction. `add`, `add_many`, `cancel` and `reschedule` also
+take ``tx=``, the caller's open psycopg `AsyncConnection`: the change commits or rolls back with
+the caller's own writes. Their ``*_sync`` forms do the same on a sync psycopg connection (the
+one under a Django ``transaction.atomic()`` or a SQLAlchemy ``session.begin()``).
+
+Claims lease rows with ``FOR UPDATE SKIP LOCKED`` over the partial index of scheduled timers by
+(queue, due time); a claim also returns expired leases and deletes up to `PURGE_BATCH` finished
+timers past their retention. Workers wake through ``LISTEN``/``NOTIFY`` (`listen`).
+
+The schema is `schema.py`'s; the SQL and rows are `queries.py`'s; the operations, which run on
+either kind of connection, are `ops.py`'s, `schedule_ops.py`'s and `flow_ops.py`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import psycopg
+
+from tickwheel.errors import Closed, InvalidArgument, LeaseLost, StoreUnavailable, TimerExists
+from tickwheel.model import State, Timer, occurrence_of, truncate_error
+from tickwheel.schedule import Schedule, ScheduleState
+from tickwheel.stores.base import (
+    ANY_QUEUE,
+    DueQueues,
+    Lease,
+    Limit,
+    LimitPage,
+    Page,
+    QueueInfo,
+    QueueSettings,
+    SchedulePage,
+    Stats,
+    StoreSettings,
+    new_lease,
+    wall_ms,
+)
+from tickwheel.stores.checks import (
+    check_claim,
+    check_due,
+    check_due_queues,
+    check_host,
+    check_lease,
+    check_list,
+    check_list_filters,
+    check_queue_limit,
+    check_queue_pause,
+    check_queue_settings,
+    check_timeout,
+)
+from tickwheel.stores.coalesce import Coalescer
+from tickwheel.stores.postgres import flow_ops as flow
+from tickwheel.stores.postgres import ops
+from tickwheel.stores.postgres import queries as sql
+from tickwheel.stores.postgres.connect import Connector
+from tickwheel.stores.postgres.listen import Listener
+from tickwheel.stores.postgres.ops import Op, R
+from tickwheel.stores.postgres.queries import RowCodec
+from tickwheel.stores.postgres.schedule_ops import ScheduleOps
+from tickwheel.stores.rebuild import as_scheduled
+
+AsyncTx = psycopg.AsyncConnection[Any]
+SyncTx = psycopg.Connection[Any] | psycopg.Cursor[Any]
+
+
+class PostgresStore:
+    """Timers in one schema of a PostgreSQL database, shared by any number of processes.
+
+    Construction does no I/O; `clock` decides what is due (the wall clock of this host unless
+    a test gives another).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        settings: StoreSettings | None = None,
+        *,
+        schema: str | None = None,
+        clock: Callable[[], int] = wall_ms,
+        pool_size: int = 10,
+    ) -> None:
+        self.settings = settings or StoreSettings()
+        self._clock = clock
+        self._connector = Connector(url, schema, pool_size)
+        self.names = self._connector.names
+        self._rows = RowCodec()
+        self._schedules = ScheduleOps(self._rows, self.settings)
+        self._listener = Listener(self._connector.listener, self.names.channel)
+        self._wakeups = self._listener.wakeups
+        self._adding = Coalescer(self._add_new, ops.BATCH)
+        self._replacing = Coalescer(self._add_replacing, ops.BATCH)
+        self._closed = False
+
+    def now_ms(self) -> int:
+        return self._clock()
+
+    async def add(self, timer: Timer, *, replace: bool = False, tx: AsyncTx | None = None) -> Timer:
+        """Add one timer; with `tx`, inside the caller's transaction on that connection.
+
+        Without `tx`, adds made while one is being written share the next transaction (group
+        commit), each with its own result or error.
+        """
+        self._check_open()
+        if tx is not None:
+            return await self._in(
+                tx, lambda now: ops.add(self._rows, timer, now, self.settings, replace)
+            )
+        return await (self._replacing if replace else self._adding).submit(timer)
+
+    def add_sync(self, timer: Timer, *, tx: SyncTx, replace: bool = False) -> Timer:
+        """`add` inside the transaction of the sync psycopg connection (or cursor) `tx`."""
+        return self._in_sync(
+            tx, lambda now: ops.add(self._rows, timer, now, self.settings, replace)
+        )
+
+    async def _add_new(self, timers: list[Timer]) -> list[Timer | Exception]:
+        return await self._add_each(timers, replace=False)
+
+    async def _add_replacing(self, timers: list[Timer]) -> list[Timer | Exception]:
+        return await self._add_each(timers, replace=True)
+
+    async def _add_each(self, timers: list[Timer], *, replace: bool) -> list[Timer | Exception]:
+        """Add `timers` in one transaction, a lone new one in one statement (autocommit)."""
+        results: list[Timer | Exception]
+        if len(timers) == 1 and not replace:
+            (timer,) = timers
+            try:
+                results = [await self._add_lone(timer)]
+            except (TimerExists, InvalidArgument) as refused:
+                results = [refused]
+        else:
+            results = await self._run(
+                lambda now: ops.add_batch(self._rows, timers, now, self.settings, replace),
+                transaction=True,
+            )
+        for queue in ops.queues_of(results):
+            self._wakeups.notify(queue)
+        return results
+
+    async def _add_lone(self, timer: Timer) -> Timer:
+        async with self._connection() as conn:
+            now = self._clock()
+            if await ops.run_async(conn, self.names, ops.insert_new(timer, now, self.settings)):
+                return as_scheduled(timer, now)
+            async with conn.transaction():
+                return await ops.run_async(
+                    conn, self.names, ops.add_over(self._rows, timer, now, replace=False)
+                )
+
+    async def add_many(
+        self, timers: Sequence[Timer], *, replace: bool = False, tx: AsyncTx | None = None
+    ) -> list[Timer]:
+        """Add many timers, up to 1,000 per transaction (all in `tx`'s when given); return them
+        as stored, in order. An id held by a timer with another spec raises `TimerExists` once
+        the rest are stored."""
+        self._check_open()
+        results: list[Timer | Exception] = []
+        for batch in self._batches(timers, replace):
+            results += await (
+                self._run(batch, transaction=True) if tx is None else self._in(tx, batch)
+            )
+        if tx is None:
+            for queue in ops.queues_of(results):
+                self._wakeups.notify(queue)
+        return _stored(results)
+
+    def add_many_sync(
+        self, timers: Sequence[Timer], *, tx: SyncTx, replace: bool = False
+    ) -> list[Timer]:
+        """`add_many` inside the transaction of the sync psycopg connection (or cursor) `tx`."""
+        results: list[Timer | Exception] = []
+        for batch in self._batches(timers, replace):
+            results += self._in_sync(tx, batch)
+        return _stored(results)
+
+    def _batches(
+        self, timers: Sequence[Timer], replace: bool
+    ) -> list[Callable[[int], Op[list[Timer | Exception]]]]:
+        """`add_many`'s operations, one per 1,000 timers; a due time past the horizon refuses
+        its whole batch."""
+
+        def batch(now: int, chunk: Sequence[Timer]) -> Op[list[Timer | Exception]]:
+            for timer in chunk:
+                check_due(timer.due_ms, now, self.settings)
+            return (yield from ops.add_batch(self._rows, chunk, now, self.settings, replace))
+
+        return [
+            functools.partial(batch, chunk=timers[start : start + ops.BATCH])
+            for start in range(0, len(timers), ops.BATCH)
+        ]
+
+    async def get(self, timer_id: str) -> Timer | None:
+        return await self._run(lambda now: ops.get(self._rows, timer_id, now))
+
+    async def cancel(self, timer_id: str, *, tx: AsyncTx | None = None) -> bool:
+        """Delete a scheduled or paused timer (in `tx`'s transaction when given)."""
+        if tx is not None:
+            return await self._in(tx, lambda now: ops.cancel(timer_id))
+        return await self._run(lambda now: ops.cancel(timer_id))
+
+    def cancel_sync(self, timer_id: str, *, tx: SyncTx) -> bool:
+        """`cancel` inside the transaction of the sync psycopg connection (or cursor) `tx`."""
+        return self._in_sync(tx, lambda now: ops.cancel(timer_id))
+
+    async def reschedule(self, timer_id: str, due_ms: int, *, tx: AsyncTx | None = None) -> bool:
+        """Move a scheduled or paused timer (in `tx`'s transaction when given)."""
+
+        def move(now: int) -> Op[str | None]:
+            return ops.reschedule(timer_id, due_ms, now, self.settings)
+
+        if tx is not None:
+            return await self._in(tx, move) is not None
+        return self._woke(await self._run(move))
+
+    def reschedule_sync(self, timer_id: str, due_ms: int, *, tx: SyncTx) -> bool:
+        """`reschedule` inside the transaction of the sync psycopg connection (or cursor)."""
+        return (
+            self._in_sync(tx, lambda now: ops.reschedule(timer_id, due_ms, now, self.settings))
+            is not None
+        )
+
+    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+        """Lease due timers of `queue`: one round trip (a pipeline) of one transaction that
+        returns expired leases, claims, sets the queue's head and purges finished timers."""
+        self._check_open()
+        check_claim(limit, lease_ms, self.settings)
+        self._wakeups.mark(queue)
+        names = self.names
+        async with self._connection() as conn:
+            now = self._clock()
+            deadline = now + lease_ms
+            params = {"queue": queue, "horizon": horizon_ms, "limit": limit}
+            params |= {"deadline": deadline, "now": now}
+            try:
+                async with conn.pipeline(), conn.transaction():
+                    await conn.execute(names(sql.UNLEASE), params)
+                    claimed = await conn.execute(names(sql.CLAIM), params)
+                    await conn.execute(names(sql.SET_HEAD), params)
+                    await conn.execute(names(sql.PURGE_DONE), params)
+                rows = await claimed.fetchall()
+            except psycopg.Error as error:
+                raise StoreUnavailable(f"postgres store: {error}") from error
+        rows.sort(key=lambda row: row[0])  # RETURNING order is unspecified
+        timers = [self._rows.timer(row[1:]) for row in rows]
+        return [new_lease(timer, timer.attempt, deadline) for timer in timers]
+
+    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
+        check_lease(lease_ms)
+
+        def work(now: int) -> Op[Lease]:
+            yield from _settle(lease, sql.EXTEND, deadline=now + lease_ms)
+            return Lease(lease.timer, lease.token, now + lease_ms)
+
+        return await self._run(work)
+
+    async def next_due_ms(self, queue: str) -> int | None:
+        self._wakeups.mark(queue)
+
+        def work(now: int) -> Op[int | None]:
+            ((due,),), _ = yield sql.NEXT_DUE, {"queue": queue}
+            return None if due is None else int(due)
+
+        return await self._run(work)
+
+    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+        check_due_queues(horizon_ms, limit)
+        self._wakeups.mark(ANY_QUEUE)
+
+        def work(now: int) -> Op[DueQueues]:
+            params = {"horizon": horizon_ms, "limit": limit}
+            due, _ = yield sql.DUE_HEADS, params
+            ((at,),), _ = yield sql.NEXT_HEAD, params
+            return DueQueues([queue for (queue,) in due], None if at is None else int(at))
+
+        return await self._run(work)
+
+    async def queues(self) -> list[str]:
+        self._wakeups.mark(ANY_QUEUE)
+
+        def work(now: int) -> Op[list[str]]:
+            found, _ = yield sql.QUEUES, {}
+            return [name for (name,) in found]
+
+        return await self._run(work)
+
+    async def wait(self, queue: str, timeout_s: float) -> bool:
+        """Wait for a change to `queue` by this store, or a NOTIFY of it by any other."""
+        self._check_open()
+        check_timeout(timeout_s)
+        self._listener.start()
+        return await self._wakeups.wait(queue, timeout_s)
+
+    async def ack(self, lease: Lease) -> None:
+        end = self.settings.retention_of(lease.timer.id)
+        await self._run(lambda now: _settle(lease, sql.ACK, end=now + end, now=now))
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Ack many leases, up to 1,000 per statement."""
+        acked: list[bool] = []
+        for start in range(0, len(leases), ops.BATCH):
+            chunk = leases[start : start + ops.BATCH]
+            acked += await self._run(functools.partial(self._ack_many, chunk))
+        return acked
+
+    def _ack_many(self, leases: Sequence[Lease], now: int) -> Op[list[bool]]:
+        retention_of = self.settings.retention_of
+        params = {
+            "now": now,
+            "ids": [lease.timer.id for lease in leases],
+            "tokens": [lease.token for lease in leases],
+            "ends": [now + retention_of(lease.timer.id) for lease in leases],
+        }
+        found, _ = yield sql.ACK_MANY, params
+        held = set(found)
+        acked = []
+        for lease in leases:  # the same lease twice: the first acks, the second finds it done
+            key = (lease.timer.id, lease.token)
+            acked.append(key in held)
+            held.discard(key)
+        return acked
+
+    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+        await self._hand_back(lease, due_ms, sql.RETRY, error)
+
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        await self._hand_back(lease, due_ms, sql.DEFER, reason)
+
+    async def _hand_back(self, lease: Lease, due_ms: int, update: str, error: str) -> None:
+        def work(now: int) -> Op[None]:
+            check_due(due_ms, now, self.settings)
+            yield from _settle(lease, update, due=due_ms, now=now, error=truncate_error(error))
+
+        await self._run(work)
+        self._wakeups.notify(lease.timer.queue)
+
+    async def kill(self, lease: Lease, error: str) -> None:
+        await self._run(lambda now: _settle(lease, sql.KILL, now=now, error=truncate_error(error)))
+
+    async def replay(self, timer_id: str) -> bool:
+        return self._woke(await self._run(lambda now: _queue_of(sql.REPLAY, timer_id, now)))
+
+    async def add_schedule(self, schedule: Schedule) -> ScheduleState:
+        state, woken = await self._run(
+            lambda now: self._schedules.add(schedule, now), transaction=True
+        )
+        self._woke(woken)
+        return state
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleState | None:
+        return await self._run(lambda now: self._schedules.read(schedule_id))
+
+    async def list_schedules(self, limit: int = 100, cursor: str | None = None) -> SchedulePage:
+        self._check_open()
+        check_list(limit)
+        query = sql.schedule_page(after_cursor=cursor is not None)
+        decode = self._schedules.codec.decode
+
+        def work(now: int) -> Op[list[ScheduleState]]:
+            found, _ = yield query, {"cursor": cursor, "limit": limit + 1}
+            return [decode(schedule_id, record) for schedule_id, record in found]
+
+        states = await self._run(work)
+        if len(states) > limit:
+            return SchedulePage(states[:limit], states[limit - 1].schedule.id)
+        return SchedulePage(states, None)
+
+    async def update_schedule(self, schedule: Schedule) -> ScheduleState | None:
+        state, woken = await self._run(
+            lambda now: self._schedules.update(schedule, now), transaction=True
+        )
+        self._woke(woken)
+        return state
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        return await self._run(lambda now: self._schedules.delete(schedule_id), transaction=True)
+
+    async def advance(self, leases: Sequence[Lease]) -> list[bool]:
+        """Move on the series of the occurrences among `leases`, all in one transaction; a
+        batch of plain timers' leases touches no table."""
+        self._check_open()
+        occurrences = [
+            (index, lease, occurrence)
+            for index, lease in enumerate(leases)
+            if (occurrence := occurrence_of(lease.timer.id)) is not None
+        ]
+        fire = [True] * len(leases)
+        if not occurrences:
+            return fire
+        pairs = [(lease, occurrence) for _, lease, occurrence in occurrences]
+        decided, woken = await self._run(
+            lambda now: self._schedules.advance(pairs, now), transaction=True
+        )
+        for (index, _, _), fires in zip(occurrences, decided, strict=True):
+            fire[index] = fires
+        for queue in woken:
+            self._wakeups.notify(queue)
+        return fire
+
+    async def pause(self, timer_id: str) -> bool:
+        if occurrence_of(timer_id) is not None:
+            return False  # its schedule owns it
+
+        def work(now: int) -> Op[bool]:
+            _, changed = yield sql.PAUSE, {"id": timer_id, "now": now}
+            return changed > 0
+
+        return await self._run(work)
+
+    async def resume(self, timer_id: str) -> bool:
+        return self._woke(await self._run(lambda now: _queue_of(sql.RESUME, timer_id, now)))
+
+    async def queue_settings(self) -> dict[str, QueueSettings]:
+        return await self._run(lambda now: flow.queue_settings())
+
+    async def set_queue(self, queue: str, settings: QueueSettings) -> None:
+        check_queue_settings(queue, settings)
+        await self._run(lambda now: flow.write_queue(queue, settings))
+        self._wakeups.notify(queue)
+
+    async def pause_queue(self, queue: str, paused: bool) -> bool:
+        check_queue_pause(queue, paused)
+        before = await self._change_queue(
+            queue, lambda settings: dataclasses.replace(settings, paused=paused)
+        )
+        return before.paused != paused
+
+    async def set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
+        check_queue_limit(queue, limit)
+        before = await self._change_queue(
+            queue, lambda settings: dataclasses.replace(settings, limit=limit)
+        )
+        return before.limit is not None
+
+    async def _change_queue(
+        self, queue: str, change: Callable[[QueueSettings], QueueSettings]
+    ) -> QueueSettings:
+        before = await self._run(lambda now: flow.change_queue(queue, change), transaction=True)
+        self._wakeups.notify(queue)
+        return before
+
+    async def queue_infos(self) -> list[QueueInfo]:
+        return await self._run(flow.queue_infos, transaction=True)
+
+    async def limits(self) -> dict[str, Limit]:
+        return await self._run(lambda now: flow.limits())
+
+    async def list_limits(self, limit: int = 100, cursor: str | None = None) -> LimitPage:
+        self._check_open()
+        check_list(limit)
+        found = await self._run(lambda now: flow.limit_page(cursor, limit))
+        if len(found) > limit:
+            return LimitPage(found[:limit], found[limit - 1][0])
+        return LimitPage(found, None)
+
+    async def set_limit(self, host: str, limit: Limit) -> None:
+        check_host(host)
+        cap = self.settings.max_limits
+        await self._run(lambda now: flow.set_limit(host, limit, cap), transaction=True)
+
+    async def delete_limit(self, host: str) -> bool:
+        return await self._run(lambda now: flow.delete_limit(host))
+
+    async def settings_versions(self) -> tuple[int, int]:
+        return await self._run(lambda now: flow.settings_versions())
+
+    async def list(
+        self,
+        state: State | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        *,
+        queue: str | None = None,
+        due_from_ms: int | None = None,
+        due_to_ms: int | None = None,
+    ) -> Page:
+        self._check_open()
+        check_list(limit)
+        check_list_filters(queue, due_from_ms, due_to_ms)
+        query = sql.list_page(
+            state,
+            after_cursor=cursor is not None,
+            queue=queue is not None,
+            due_from=due_from_ms is not None,
+            due_to=due_to_ms is not None,
+        )
+
+        def work(now: int) -> Op[list[Timer]]:
+            params = {"now": now, "cursor": cursor, "limit": limit + 1, "queue": queue}
+            params |= {"due_from": due_from_ms, "due_to": due_to_ms}
+            return flow.page(self._rows, query, params)
+
+        timers = await self._run(work)
+        if len(timers) > limit:
+            return Page(timers[:limit], timers[limit - 1].id)
+        return Page(timers, None)
+
+    async def stats(self) -> Stats:
+        return await self._run(flow.stats)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._listener.close()
+        await self._connector.close()
+
+    def _woke(self, queue: str | None) -> bool:
+        """Wake the waiters of `queue` (a changed timer's), if any; return whether."""
+        if queue is None:
+            return False
+        self._wakeups.notify(queue)
+        return True
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        self._check_open()
+        async with self._connector.connection() as conn:
+            yield conn
+
+    async def _run(self, work: Callable[[int], Op[R]], *, transaction: bool = False) -> R:
+        """Run the operation `work(now)` on a pooled connection: one statement in autocommit,
+        or all of its statements in one transaction."""
+        async with self._connection() as conn:
+            if not transaction:
+                return await ops.run_async(conn, self.names, work(self._clock()))
+            try:
+                async with conn.transaction():
+                    return await ops.run_async(conn, self.names, work(self._clock()))
+            except psycopg.Error as error:  # the commit itself failed
+                raise StoreUnavailable(f"postgres store: {error}") from error
+
+    async def _in(self, tx: AsyncTx, work: Callable[[int], Op[R]]) -> R:
+        """Run `work(now)` in a savepoint of the caller's transaction on `tx`."""
+        self._check_open()
+        await self._connector.ready(tx)
+        try:
+            async with tx.transaction():
+                return await ops.run_async(tx, self.names, work(self._clock()))
+        except psycopg.Error as error:
+            raise StoreUnavailable(f"postgres store: {error}") from error
+
+    def _in_sync(self, tx: SyncTx, work: Callable[[int], Op[R]]) -> R:
+        self._check_open()
+        conn = tx.connection if isinstance(tx, psycopg.Cursor) else tx
+        self._connector.ready_sync(conn)
+        return ops.run_sync(conn, self.names, work(self._clock()))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Closed("store is closed")
+
+
+def _settle(lease: Lease, update: str, **values: object) -> Op[None]:
+    """Run `update` (a settling statement of `queries`) if `lease` still holds its timer, else
+    raise `LeaseLost`."""
+    _, changed = yield update, {"id": lease.timer.id, "token": lease.token, **values}
+    if changed == 0:
+        raise LeaseLost(lease.timer.id, lease.token)
+
+
+def _queue_of(update: str, timer_id: str, now: int) -> Op[str | None]:
+    found, _ = yield update, {"id": timer_id, "now": now}
+    return found[0][0] if found else None
+
+
+def _stored(results: Sequence[Timer | Exception]) -> list[Timer]:
+    """The timers stored; the first refusal raised once they are."""
+    stored = [result for result in results if isinstance(result, Timer)]
+    refused = [result for result in results if isinstance(result, Exception)]
+    if refused:
+        raise refused[0]
+    return stored
