@@ -36,32 +36,37 @@ BATCH = 1000
 async def run_async(conn: psycopg.AsyncConnection[Any], names: Names, op: Op[R]) -> R:
     """Run `op` on `conn` (in whatever transaction it is in)."""
     try:
-        ask = next(op)
         async with conn.cursor(row_factory=tuple_row) as cursor:
+            reply: Reply | None = None
             while True:
-                await cursor.execute(names(ask[0]), ask[1])
+                try:
+                    template, params = op.send(reply)  # type: ignore[arg-type]
+                except StopIteration as stop:
+                    result: R = stop.value
+                    return result
+                await cursor.execute(names(template), params)
                 rows = await cursor.fetchall() if cursor.description is not None else []
-                ask = op.send((rows, cursor.rowcount))
-    except StopIteration as stop:
-        result: R = stop.value
-        return result
+                reply = (rows, cursor.rowcount)
     except psycopg.Error as error:
         raise StoreUnavailable(f"postgres store: {error}") from error
 
 
 def run_sync(conn: psycopg.Connection[Any], names: Names, op: Op[R]) -> R:
     """Run `op` on the sync connection `conn`, in a savepoint of its open transaction (a
-    refusal such as `TimerExists` leaves the caller's transaction usable)."""
+    refusal such as `TimerExists` rolls back to it and leaves the caller's transaction
+    usable)."""
     try:
-        ask = next(op)
         with conn.transaction(), conn.cursor(row_factory=tuple_row) as cursor:
+            reply: Reply | None = None
             while True:
-                cursor.execute(names(ask[0]), ask[1])
+                try:
+                    template, params = op.send(reply)  # type: ignore[arg-type]
+                except StopIteration as stop:
+                    result: R = stop.value
+                    return result
+                cursor.execute(names(template), params)
                 rows = cursor.fetchall() if cursor.description is not None else []
-                ask = op.send((rows, cursor.rowcount))
-    except StopIteration as stop:
-        result: R = stop.value
-        return result
+                reply = (rows, cursor.rowcount)
     except psycopg.Error as error:
         raise StoreUnavailable(f"postgres store: {error}") from error
 
