@@ -162,5 +162,11 @@ def reschedule(timer_id: str, due_ms: int, now: int, settings: StoreSettings) ->
     return found[0][0] if found else None
 
 
+def queue_of(update: str, timer_id: str, now: int) -> Op[str | None]:
+    """Run `update` (resume, replay) on one timer; return its queue if it changed."""
+    found, _ = yield update, {"id": timer_id, "now": now}
+    return found[0][0] if found else None
+
+
 def queues_of(results: Iterable[Timer | Exception]) -> set[str]:
     return {result.queue for result in results if isinstance(result, Timer)}

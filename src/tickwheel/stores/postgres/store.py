@@ -11,33 +11,23 @@ Claims lease rows with ``FOR UPDATE SKIP LOCKED`` over the partial index of sche
 timers past their retention. Workers wake through ``LISTEN``/``NOTIFY`` (`listen`).
 
 The schema is `schema.py`'s; the SQL and rows are `queries.py`'s; the operations, which run on
-either kind of connection, are `ops.py`'s, `schedule_ops.py`'s and `flow_ops.py`'s.
+either kind of connection, are `ops.py`'s, `schedule_ops.py`'s and `flow_ops.py`'s; connections
+and the running of operations are `runner.py`'s; schedules, settings and reads `controls.py`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import functools
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import psycopg
 
-from tickwheel.errors import Closed, InvalidArgument, LeaseLost, StoreUnavailable, TimerExists
-from tickwheel.model import State, Timer, occurrence_of, truncate_error
-from tickwheel.schedule import Schedule, ScheduleState
+from tickwheel.errors import InvalidArgument, LeaseLost, StoreUnavailable, TimerExists
+from tickwheel.model import Timer, truncate_error
 from tickwheel.stores.base import (
     ANY_QUEUE,
     DueQueues,
     Lease,
-    Limit,
-    LimitPage,
-    Page,
-    QueueInfo,
-    QueueSettings,
-    SchedulePage,
-    Stats,
     StoreSettings,
     new_lease,
     wall_ms,
@@ -46,31 +36,19 @@ from tickwheel.stores.checks import (
     check_claim,
     check_due,
     check_due_queues,
-    check_host,
     check_lease,
-    check_list,
-    check_list_filters,
-    check_queue_limit,
-    check_queue_pause,
-    check_queue_settings,
     check_timeout,
 )
 from tickwheel.stores.coalesce import Coalescer
-from tickwheel.stores.postgres import flow_ops as flow
 from tickwheel.stores.postgres import ops
 from tickwheel.stores.postgres import queries as sql
-from tickwheel.stores.postgres.connect import Connector
-from tickwheel.stores.postgres.listen import Listener
-from tickwheel.stores.postgres.ops import Op, R
-from tickwheel.stores.postgres.queries import RowCodec
-from tickwheel.stores.postgres.schedule_ops import ScheduleOps
+from tickwheel.stores.postgres.controls import Controls
+from tickwheel.stores.postgres.ops import Op, queue_of
+from tickwheel.stores.postgres.runner import AsyncTx, SyncTx
 from tickwheel.stores.rebuild import as_scheduled
 
-AsyncTx = psycopg.AsyncConnection[Any]
-SyncTx = psycopg.Connection[Any] | psycopg.Cursor[Any]
 
-
-class PostgresStore:
+class PostgresStore(Controls):
     """Timers in one schema of a PostgreSQL database, shared by any number of processes.
 
     Construction does no I/O; `clock` decides what is due (the wall clock of this host unless
@@ -86,17 +64,9 @@ class PostgresStore:
         clock: Callable[[], int] = wall_ms,
         pool_size: int = 10,
     ) -> None:
-        self.settings = settings or StoreSettings()
-        self._clock = clock
-        self._connector = Connector(url, schema, pool_size)
-        self.names = self._connector.names
-        self._rows = RowCodec()
-        self._schedules = ScheduleOps(self._rows, self.settings)
-        self._listener = Listener(self._connector.listener, self.names.channel)
-        self._wakeups = self._listener.wakeups
+        super().__init__(url, settings, schema=schema, clock=clock, pool_size=pool_size)
         self._adding = Coalescer(self._add_new, ops.BATCH)
         self._replacing = Coalescer(self._add_replacing, ops.BATCH)
-        self._closed = False
 
     def now_ms(self) -> int:
         return self._clock()
@@ -344,217 +314,7 @@ class PostgresStore:
         await self._run(lambda now: _settle(lease, sql.KILL, now=now, error=truncate_error(error)))
 
     async def replay(self, timer_id: str) -> bool:
-        return self._woke(await self._run(lambda now: _queue_of(sql.REPLAY, timer_id, now)))
-
-    async def add_schedule(self, schedule: Schedule) -> ScheduleState:
-        state, woken = await self._run(
-            lambda now: self._schedules.add(schedule, now), transaction=True
-        )
-        self._woke(woken)
-        return state
-
-    async def get_schedule(self, schedule_id: str) -> ScheduleState | None:
-        return await self._run(lambda now: self._schedules.read(schedule_id))
-
-    async def list_schedules(self, limit: int = 100, cursor: str | None = None) -> SchedulePage:
-        self._check_open()
-        check_list(limit)
-        query = sql.schedule_page(after_cursor=cursor is not None)
-        decode = self._schedules.codec.decode
-
-        def work(now: int) -> Op[list[ScheduleState]]:
-            found, _ = yield query, {"cursor": cursor, "limit": limit + 1}
-            return [decode(schedule_id, record) for schedule_id, record in found]
-
-        states = await self._run(work)
-        if len(states) > limit:
-            return SchedulePage(states[:limit], states[limit - 1].schedule.id)
-        return SchedulePage(states, None)
-
-    async def update_schedule(self, schedule: Schedule) -> ScheduleState | None:
-        state, woken = await self._run(
-            lambda now: self._schedules.update(schedule, now), transaction=True
-        )
-        self._woke(woken)
-        return state
-
-    async def delete_schedule(self, schedule_id: str) -> bool:
-        return await self._run(lambda now: self._schedules.delete(schedule_id), transaction=True)
-
-    async def advance(self, leases: Sequence[Lease]) -> list[bool]:
-        """Move on the series of the occurrences among `leases`, all in one transaction; a
-        batch of plain timers' leases touches no table."""
-        self._check_open()
-        occurrences = [
-            (index, lease, occurrence)
-            for index, lease in enumerate(leases)
-            if (occurrence := occurrence_of(lease.timer.id)) is not None
-        ]
-        fire = [True] * len(leases)
-        if not occurrences:
-            return fire
-        pairs = [(lease, occurrence) for _, lease, occurrence in occurrences]
-        decided, woken = await self._run(
-            lambda now: self._schedules.advance(pairs, now), transaction=True
-        )
-        for (index, _, _), fires in zip(occurrences, decided, strict=True):
-            fire[index] = fires
-        for queue in woken:
-            self._wakeups.notify(queue)
-        return fire
-
-    async def pause(self, timer_id: str) -> bool:
-        if occurrence_of(timer_id) is not None:
-            return False  # its schedule owns it
-
-        def work(now: int) -> Op[bool]:
-            _, changed = yield sql.PAUSE, {"id": timer_id, "now": now}
-            return changed > 0
-
-        return await self._run(work)
-
-    async def resume(self, timer_id: str) -> bool:
-        return self._woke(await self._run(lambda now: _queue_of(sql.RESUME, timer_id, now)))
-
-    async def queue_settings(self) -> dict[str, QueueSettings]:
-        return await self._run(lambda now: flow.queue_settings())
-
-    async def set_queue(self, queue: str, settings: QueueSettings) -> None:
-        check_queue_settings(queue, settings)
-        await self._run(lambda now: flow.write_queue(queue, settings))
-        self._wakeups.notify(queue)
-
-    async def pause_queue(self, queue: str, paused: bool) -> bool:
-        check_queue_pause(queue, paused)
-        before = await self._change_queue(
-            queue, lambda settings: dataclasses.replace(settings, paused=paused)
-        )
-        return before.paused != paused
-
-    async def set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
-        check_queue_limit(queue, limit)
-        before = await self._change_queue(
-            queue, lambda settings: dataclasses.replace(settings, limit=limit)
-        )
-        return before.limit is not None
-
-    async def _change_queue(
-        self, queue: str, change: Callable[[QueueSettings], QueueSettings]
-    ) -> QueueSettings:
-        before = await self._run(lambda now: flow.change_queue(queue, change), transaction=True)
-        self._wakeups.notify(queue)
-        return before
-
-    async def queue_infos(self) -> list[QueueInfo]:
-        return await self._run(flow.queue_infos, transaction=True)
-
-    async def limits(self) -> dict[str, Limit]:
-        return await self._run(lambda now: flow.limits())
-
-    async def list_limits(self, limit: int = 100, cursor: str | None = None) -> LimitPage:
-        self._check_open()
-        check_list(limit)
-        found = await self._run(lambda now: flow.limit_page(cursor, limit))
-        if len(found) > limit:
-            return LimitPage(found[:limit], found[limit - 1][0])
-        return LimitPage(found, None)
-
-    async def set_limit(self, host: str, limit: Limit) -> None:
-        check_host(host)
-        cap = self.settings.max_limits
-        await self._run(lambda now: flow.set_limit(host, limit, cap), transaction=True)
-
-    async def delete_limit(self, host: str) -> bool:
-        return await self._run(lambda now: flow.delete_limit(host))
-
-    async def settings_versions(self) -> tuple[int, int]:
-        return await self._run(lambda now: flow.settings_versions())
-
-    async def list(
-        self,
-        state: State | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        *,
-        queue: str | None = None,
-        due_from_ms: int | None = None,
-        due_to_ms: int | None = None,
-    ) -> Page:
-        self._check_open()
-        check_list(limit)
-        check_list_filters(queue, due_from_ms, due_to_ms)
-        query = sql.list_page(
-            state,
-            after_cursor=cursor is not None,
-            queue=queue is not None,
-            due_from=due_from_ms is not None,
-            due_to=due_to_ms is not None,
-        )
-
-        def work(now: int) -> Op[list[Timer]]:
-            params = {"now": now, "cursor": cursor, "limit": limit + 1, "queue": queue}
-            params |= {"due_from": due_from_ms, "due_to": due_to_ms}
-            return flow.page(self._rows, query, params)
-
-        timers = await self._run(work)
-        if len(timers) > limit:
-            return Page(timers[:limit], timers[limit - 1].id)
-        return Page(timers, None)
-
-    async def stats(self) -> Stats:
-        return await self._run(flow.stats)
-
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        await self._listener.close()
-        await self._connector.close()
-
-    def _woke(self, queue: str | None) -> bool:
-        """Wake the waiters of `queue` (a changed timer's), if any; return whether."""
-        if queue is None:
-            return False
-        self._wakeups.notify(queue)
-        return True
-
-    @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        self._check_open()
-        async with self._connector.connection() as conn:
-            yield conn
-
-    async def _run(self, work: Callable[[int], Op[R]], *, transaction: bool = False) -> R:
-        """Run the operation `work(now)` on a pooled connection: one statement in autocommit,
-        or all of its statements in one transaction."""
-        async with self._connection() as conn:
-            if not transaction:
-                return await ops.run_async(conn, self.names, work(self._clock()))
-            try:
-                async with conn.transaction():
-                    return await ops.run_async(conn, self.names, work(self._clock()))
-            except psycopg.Error as error:  # the commit itself failed
-                raise StoreUnavailable(f"postgres store: {error}") from error
-
-    async def _in(self, tx: AsyncTx, work: Callable[[int], Op[R]]) -> R:
-        """Run `work(now)` in a savepoint of the caller's transaction on `tx`."""
-        self._check_open()
-        await self._connector.ready(tx)
-        try:
-            async with tx.transaction():
-                return await ops.run_async(tx, self.names, work(self._clock()))
-        except psycopg.Error as error:
-            raise StoreUnavailable(f"postgres store: {error}") from error
-
-    def _in_sync(self, tx: SyncTx, work: Callable[[int], Op[R]]) -> R:
-        self._check_open()
-        conn = tx.connection if isinstance(tx, psycopg.Cursor) else tx
-        self._connector.ready_sync(conn)
-        return ops.run_sync(conn, self.names, work(self._clock()))
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise Closed("store is closed")
+        return self._woke(await self._run(lambda now: queue_of(sql.REPLAY, timer_id, now)))
 
 
 def _settle(lease: Lease, update: str, **values: object) -> Op[None]:
@@ -563,11 +323,6 @@ def _settle(lease: Lease, update: str, **values: object) -> Op[None]:
     _, changed = yield update, {"id": lease.timer.id, "token": lease.token, **values}
     if changed == 0:
         raise LeaseLost(lease.timer.id, lease.token)
-
-
-def _queue_of(update: str, timer_id: str, now: int) -> Op[str | None]:
-    found, _ = yield update, {"id": timer_id, "now": now}
-    return found[0][0] if found else None
 
 
 def _stored(results: Sequence[Timer | Exception]) -> list[Timer]:
