@@ -1,4 +1,4 @@
-"""The PostgreSQL store (the ``postgres`` extra: psycopg 3 and its pool)."""
+"""The PostgreSQL store (the ``postgres`` extra: psycopg 3)."""
 
 from tickwheel.stores.postgres.store import PostgresStore
 

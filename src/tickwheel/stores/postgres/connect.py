@@ -1,16 +1,23 @@
-"""`Connector`: a `PostgresStore`'s connections (a pool opened on first use, the listener's), its
-URL, and the schema check each store makes once; `migrate` for ``tickwheel migrate``."""
+"""`Connector`: a `PostgresStore`'s connections (a small pool of its own, the listener's), its
+URL, and the schema check each store makes once; `migrate` for ``tickwheel migrate``.
+
+The pool keeps idle connections and makes new ones on demand, failing at once when the server
+is down: the caller (a worker) decides when to try again. After any connection error it drops
+every idle connection, as a server restart breaks them all; so a restarted server costs one
+failed call, not one per pooled connection, nor a reconnect backoff that outlasts a lease.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from contextlib import suppress
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg.pq import TransactionStatus
 
 from tickwheel.errors import InvalidArgument, StoreUnavailable
 from tickwheel.stores.postgres import schema as ddl
@@ -47,41 +54,57 @@ class Connector:
         self.conninfo, chosen = split_url(url, schema)
         self.names = Names(chosen)
         self._pool_size = pool_size
-        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+        self._idle: list[psycopg.AsyncConnection[Any]] = []
+        self._slots: asyncio.Semaphore | None = None
         self._checked = False
-        self._lock: asyncio.Lock | None = None
+        self._closed = False
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A pooled connection in autocommit; errors reaching the server are StoreUnavailable."""
-        pool = self._pool or await self._open()
+        """A connection in autocommit, back to the pool after the block unless it broke;
+        errors reaching the server are `StoreUnavailable`."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self._pool_size)
         try:
-            async with pool.connection() as conn:
-                yield conn
-        except (PoolTimeout, psycopg.OperationalError) as error:
+            async with asyncio.timeout(POOL_TIMEOUT_S):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"postgres store {redact(self.url)}: no free connection in {POOL_TIMEOUT_S:g} s"
+            ) from None
+        conn: psycopg.AsyncConnection[Any] | None = None
+        try:
+            conn = self._idle.pop() if self._idle else await self._connect()
+            yield conn
+        except psycopg.OperationalError as error:
+            self._drop_idle()
             raise StoreUnavailable(f"postgres store {redact(self.url)}: {error}") from error
+        except StoreUnavailable:
+            self._drop_idle()
+            raise
+        finally:
+            self._slots.release()
+            if conn is not None:
+                self._give_back(conn)
 
-    async def _open(self) -> AsyncConnectionPool[psycopg.AsyncConnection[Any]]:
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            if self._pool is None:
-                if not self._checked:
-                    async with await self.listener() as conn:
-                        await _ensure_async(conn, self.names, self.url)
-                    self._checked = True
-                pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
-                    self.conninfo,
-                    min_size=1,
-                    max_size=self._pool_size,
-                    kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
-                    timeout=POOL_TIMEOUT_S,
-                    open=False,
-                    name=f"tickwheel-{self.names.schema}",
-                )
-                await pool.open()
-                self._pool = pool
-            return self._pool
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        if not self._checked:
+            async with await self.listener() as conn:
+                await _ensure_async(conn, self.names, self.url)
+            self._checked = True
+        return await self.listener()
+
+    def _give_back(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        idle = conn.info.transaction_status == TransactionStatus.IDLE
+        if self._closed or conn.closed or conn.broken or not idle:
+            _close_soon(conn)
+        else:
+            self._idle.append(conn)
+
+    def _drop_idle(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            _close_soon(conn)
 
     async def listener(self) -> psycopg.AsyncConnection[Any]:
         """A new connection of its own, in autocommit (for LISTEN, and the schema check)."""
@@ -96,7 +119,8 @@ class Connector:
         """Check the schema before the first write in a caller's transaction (`tx` is not
         used: a schema made in it would roll back with it)."""
         if not self._checked:
-            await self._open()
+            async with self.connection():
+                pass
 
     def ready_sync(self, tx: psycopg.Connection[Any]) -> None:
         """`ready` for a sync caller, on a short connection of its own."""
@@ -110,9 +134,18 @@ class Connector:
         self._checked = True
 
     async def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            with suppress(psycopg.Error, OSError):
+                await conn.close()
+
+
+def _close_soon(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Close a connection the pool will not keep, without waiting on a server that may be gone
+    (closing a broken one sends nothing)."""
+    with suppress(psycopg.Error, OSError):
+        conn.pgconn.finish()
 
 
 async def _ensure_async(conn: psycopg.AsyncConnection[Any], names: Names, url: str) -> None:

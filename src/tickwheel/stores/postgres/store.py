@@ -1,6 +1,6 @@
 """`PostgresStore`: timers in PostgreSQL, in the database an application already runs.
 
-Every call takes a connection from a `psycopg_pool` pool (opened on first use) and is one
+Every call takes a connection from the store's pool (`connect`) and is one
 statement in autocommit or one transaction. `add`, `add_many`, `cancel` and `reschedule` also
 take ``tx=``, the caller's open psycopg `AsyncConnection`: the change commits or rolls back with
 the caller's own writes. Their ``*_sync`` forms do the same on a sync psycopg connection (the
