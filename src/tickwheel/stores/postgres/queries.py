@@ -41,7 +41,7 @@ INSERT_OVER = f"""{_INSERT} ON CONFLICT (id) DO UPDATE SET
 INSERT_MANY = f"""INSERT INTO {{s}}.timers ({COLUMNS}, seq)
     SELECT u.id, u.queue, {SCHEDULED}, u.due, 0, %(now)s, %(now)s, NULL, NULL, 0, u.spec,
            base.b + u.n
-    FROM unnest(%(ids)s::text[], %(queues)s::text[], %(dues)s::bigint[], %(specs)s::text[])
+    FROM unnest(%(ids)b::text[], %(queues)b::text[], %(dues)b::bigint[], %(specs)b::text[])
          WITH ORDINALITY AS u(id, queue, due, spec, n),
          (SELECT {NEXT_SEQ} AS b) AS base
     ORDER BY u.n
@@ -103,7 +103,7 @@ ACK = f"""UPDATE {{s}}.timers SET state = {DONE}, deadline_ms = %(end)s, updated
           WHERE {_HELD}"""
 ACK_MANY = f"""UPDATE {{s}}.timers AS t SET state = {DONE}, deadline_ms = u.end_ms,
                    updated_ms = %(now)s
-               FROM unnest(%(ids)s::text[], %(tokens)s::int[], %(ends)s::bigint[])
+               FROM unnest(%(ids)b::text[], %(tokens)b::int[], %(ends)b::bigint[])
                     AS u(id, token, end_ms)
                WHERE t.id = u.id AND t.state = {LEASED} AND t.attempt = u.token
                RETURNING t.id, t.attempt"""
