@@ -26,7 +26,7 @@ from tickwheel.cli import app
 from tickwheel.errors import StoreUnavailable, TimerExists
 from tickwheel.model import State, Timer
 from tickwheel.stores import Store, StoreSettings
-from tickwheel.stores.postgres import PostgresStore
+from tickwheel.stores.postgres import PostgresStore, ops
 from tickwheel.stores.postgres import queries as sql
 from tickwheel.stores.postgres import schema as ddl
 from tickwheel.stores.postgres.connect import migrate
@@ -370,3 +370,23 @@ def test_scenario(postgres_server: PostgresServer, steps: list[tuple[str, dict[s
             machine.same_timers()
     finally:
         machine.teardown()
+
+
+async def test_a_large_batch_with_taken_ids_falls_back_and_stores_the_rest(
+    pg: PostgresStore,
+) -> None:
+    """From `PLAIN_FIRST` timers on, a batch is first tried as a plain INSERT; a taken id (or
+    one twice in the batch) rolls that back and the batch goes one conflict at a time."""
+    now = pg.now_ms()
+    await pg.add(Timer(id="same", due_ms=now, payload=1))
+    await pg.add(Timer(id="other", due_ms=now, payload=1))
+    batch = [Timer(id=f"b{n}", due_ms=now) for n in range(ops.PLAIN_FIRST)]
+    batch += [Timer(id="same", due_ms=now, payload=1), Timer(id="other", due_ms=now, payload=2)]
+    batch += [Timer(id="twice", due_ms=now), Timer(id="twice", due_ms=now)]
+    with pytest.raises(TimerExists) as refused:
+        await pg.add_many(batch)
+    assert refused.value.timer_id == "other"
+    stats = await pg.stats()
+    assert stats.counts[State.SCHEDULED] == ops.PLAIN_FIRST + 3
+    fresh = [Timer(id=f"c{n}", due_ms=now) for n in range(ops.PLAIN_FIRST)]
+    assert [timer.id for timer in await pg.add_many(fresh)] == [timer.id for timer in fresh]

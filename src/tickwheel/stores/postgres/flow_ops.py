@@ -45,7 +45,8 @@ def queue_settings() -> Op[dict[str, QueueSettings]]:
 
 
 def queue_infos(now: int) -> Op[list[QueueInfo]]:
-    """Every queue with timers or settings (in a transaction: one snapshot)."""
+    """Every queue with timers or settings (first in a transaction: one snapshot)."""
+    yield "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", {}
     counts: dict[str, dict[State, int]] = {}
     earliest: dict[str, int] = {}
     found, _ = yield sql.QUEUE_COUNTS, {"now": now}

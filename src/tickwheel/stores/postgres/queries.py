@@ -38,15 +38,17 @@ INSERT_OVER = f"""{_INSERT} ON CONFLICT (id) DO UPDATE SET
     updated_ms = excluded.updated_ms, last_error = NULL, first_claimed_ms = NULL,
     deferrals = excluded.deferrals, spec = excluded.spec, seq = excluded.seq, deadline_ms = NULL"""
 """Schedule a timer in place of the row holding its id, if any: `RowCodec.new_row`."""
-INSERT_MANY = f"""INSERT INTO {{s}}.timers ({COLUMNS}, seq)
+_INSERT_MANY = f"""INSERT INTO {{s}}.timers ({COLUMNS}, seq)
     SELECT u.id, u.queue, {SCHEDULED}, u.due, 0, %(now)s, %(now)s, NULL, NULL, 0, u.spec,
            base.b + u.n
     FROM unnest(%(ids)b::text[], %(queues)b::text[], %(dues)b::bigint[], %(specs)b::text[])
          WITH ORDINALITY AS u(id, queue, due, spec, n),
          (SELECT {NEXT_SEQ} AS b) AS base
-    ORDER BY u.n
-    ON CONFLICT (id) DO NOTHING RETURNING id"""
+    ORDER BY u.n"""
+INSERT_MANY = f"{_INSERT_MANY} ON CONFLICT (id) DO NOTHING RETURNING id"
 """Schedule the timers of a batch whose ids are free; return the ids written."""
+INSERT_PLAIN = f"{_INSERT_MANY} RETURNING id"
+"""Schedule a batch of timers, failing (a unique violation) if any id is taken."""
 GET = f"SELECT {COLUMNS} FROM {{s}}.timers WHERE id = %(id)s AND {LIVE}"
 GET_LOCKED = f"{GET} FOR UPDATE"
 CANCEL = f"DELETE FROM {{s}}.timers WHERE id = %(id)s AND state IN ({SCHEDULED}, {PAUSED})"
