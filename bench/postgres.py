@@ -15,7 +15,12 @@ floor `--rounds` times and reports the median of each; the ratio is tickwheel / 
 
 The raw floors write a table with the store's columns, its primary key and a (queue, due) index.
 
-    python bench/postgres.py [--rounds 3] [--no-durable] [--markdown PATH|-]
+A second table churns `--churn` timers through add, claim and ack (1,000 at a time, retention 0,
+autovacuum on as by default) and reports the ``timers`` table's live and dead tuples and its
+size with its indexes at the end: claims delete finished timers in batches, so neither grows
+with the count.
+
+    python bench/postgres.py [--rounds 3] [--churn 200000] [--no-durable] [--markdown PATH|-]
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from pg_server import PostgresServer
 
 from tickwheel.engine.consume import consume
 from tickwheel.model import Timer
+from tickwheel.stores.base import StoreSettings
 from tickwheel.stores.codec import encode_spec
 from tickwheel.stores.postgres import PostgresStore
 
@@ -268,9 +274,46 @@ async def run(bench: Bench, rounds: int) -> Table:
     return table
 
 
+async def churn(bench: Bench, total: int) -> Table:
+    """Add, claim and ack `total` timers 1,000 at a time; sample the table as it goes."""
+    store = PostgresStore(
+        bench.url, StoreSettings(retention_ms=0), schema=f"c{uuid.uuid4().hex[:10]}"
+    )
+    table = Table(
+        f"Churn: {total:,} timers added, claimed and acked, 1,000 at a time (retention 0)",
+        ["after", "live tuples", "dead tuples", "table + indexes, MB", "cycles/s"],
+    )
+    schema = store.names.schema
+    stats = f"""SELECT n_live_tup, n_dead_tup, pg_total_relation_size('{schema}.timers')
+                FROM pg_stat_user_tables WHERE schemaname = '{schema}' AND relname = 'timers'"""
+    try:
+        done = 0
+        begin = time.perf_counter()
+        async with await psycopg.AsyncConnection.connect(bench.url, autocommit=True) as conn:
+            while done < total:
+                now = store.now_ms()
+                await store.add_many(_timers(f"k{done}", BATCH, now))
+                while leases := await store.claim("default", store.now_ms(), BATCH, 30_000):
+                    await store.ack_many(leases)
+                done += BATCH
+                if done % (total // 4) == 0:
+                    progress(f"churn: {done:,}")
+                    await asyncio.sleep(1)  # let the statistics collector catch up
+                    row = await (await conn.execute(stats)).fetchone()
+                    live, dead, size = row if row else (0, 0, 0)
+                    rate = done / (time.perf_counter() - begin)
+                    table.rows.append(
+                        [f"{done:,}", fmt(live), fmt(dead), fmt(size / 1e6, 1), fmt(rate)]
+                    )
+        return table
+    finally:
+        await store.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="0: the churn table alone")
+    parser.add_argument("--churn", type=int, default=200_000, help="timers in the churn table")
     parser.add_argument("--no-durable", action="store_true", help="fsync and sync commit off")
     parser.add_argument("--markdown", help="write the tables as Markdown here ('-': stdout)")
     args = parser.parse_args()
@@ -279,15 +322,18 @@ def main() -> None:
     tables: list[Table] = []
     try:
         server.start()
-        table = asyncio.run(run(Bench(server), args.rounds))
-        with psycopg.connect(server.url) as conn:
-            version = conn.execute("SHOW server_version").fetchone()
-        mode = "off" if args.no_durable else "on"
-        table.notes.append(
-            f"PostgreSQL {version[0] if version else '?'}, fsync and synchronous_commit {mode}; "
-            f"medians of {args.rounds} alternating rounds"
-        )
-        emit(table, tables)
+        if args.rounds:
+            table = asyncio.run(run(Bench(server), args.rounds))
+            with psycopg.connect(server.url) as conn:
+                version = conn.execute("SHOW server_version").fetchone()
+            mode = "off" if args.no_durable else "on"
+            table.notes.append(
+                f"PostgreSQL {version[0] if version else '?'}, fsync and synchronous_commit "
+                f"{mode}; medians of {args.rounds} alternating rounds"
+            )
+            emit(table, tables)
+        if args.churn:
+            emit(asyncio.run(churn(Bench(server), args.churn)), tables)
     finally:
         server.remove()
     finish(tables, start, args.markdown, "PostgreSQL store")
