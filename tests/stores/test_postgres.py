@@ -279,6 +279,7 @@ async def test_workers_claim_disjoint_timers_concurrently(
             await store.close()
 
 
+@pytest.mark.latency
 async def test_a_timer_due_sooner_wakes_a_sleeping_worker_on_time(
     postgres_server: PostgresServer, schema: str
 ) -> None:

@@ -66,7 +66,10 @@ class Connector:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self._pool_size)
         try:
-            async with asyncio.timeout(POOL_TIMEOUT_S):
+            if self._slots.locked():  # all in use: wait, within bounds
+                async with asyncio.timeout(POOL_TIMEOUT_S):
+                    await self._slots.acquire()
+            else:
                 await self._slots.acquire()
         except TimeoutError:
             raise StoreUnavailable(

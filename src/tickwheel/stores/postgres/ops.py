@@ -110,6 +110,17 @@ def insert_new(timer: Timer, now: int, settings: StoreSettings) -> Op[bool]:
     return written > 0
 
 
+def insert_alone(timer: Timer, now: int, settings: StoreSettings) -> Op[bool]:
+    """`insert_new` for a connection in autocommit: a plain INSERT, which fails (and so writes
+    nothing) on a taken id, at less of the server's work than ON CONFLICT."""
+    check_due(timer.due_ms, now, settings)
+    try:
+        yield sql.INSERT_ONE, RowCodec.new_row(timer, now, 0, None)
+    except IdTaken:
+        return False
+    return True
+
+
 def add_over(rows: RowCodec, timer: Timer, now: int, replace: bool) -> Op[Timer]:
     """Add `timer` where its id may be taken: idempotent, conflict or replace (in a
     transaction: the row is locked while it is compared)."""

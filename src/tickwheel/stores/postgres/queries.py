@@ -30,6 +30,8 @@ NEXT_SEQ = f"nextval('{{s}}.timer_seq') * {SEQ_BLOCK}"
 _INSERT = f"""INSERT INTO {{s}}.timers ({COLUMNS}, seq)
     VALUES (%(id)s, %(queue)s, {SCHEDULED}, %(due)s, %(attempt)s, %(now)s, %(now)s, NULL, NULL,
             %(deferrals)s, %(spec)s, {NEXT_SEQ})"""
+INSERT_ONE = _INSERT
+"""Schedule a timer, failing (a unique violation) if its id is taken: `RowCodec.new_row`."""
 INSERT_NEW = f"{_INSERT} ON CONFLICT (id) DO NOTHING"
 """Schedule a timer whose id is free (it writes no row otherwise): `RowCodec.new_row`."""
 INSERT_OVER = f"""{_INSERT} ON CONFLICT (id) DO UPDATE SET

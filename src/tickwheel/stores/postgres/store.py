@@ -117,7 +117,7 @@ class PostgresStore(Controls):
     async def _add_lone(self, timer: Timer) -> Timer:
         async with self._connection() as conn:
             now = self._clock()
-            if await ops.run_async(conn, self.names, ops.insert_new(timer, now, self.settings)):
+            if await ops.run_async(conn, self.names, ops.insert_alone(timer, now, self.settings)):
                 return as_scheduled(timer, now)
             async with conn.transaction():
                 return await ops.run_async(
