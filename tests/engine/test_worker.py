@@ -499,3 +499,26 @@ async def test_a_store_s_server_clock_is_read_before_anything_is_claimed() -> No
         await target.wait_for(1)
     assert store.syncs == 3
     assert store.claims_before_sync == 0
+
+
+async def test_an_overloaded_worker_leaves_its_backlog_in_the_store_and_fires_in_due_order() -> (
+    None
+):
+    store = MemoryStore()
+    recorder = Recorder(store)
+    recorder.hold_s = 0.01
+    settings = WorkerSettings(batch=20, concurrency=4, lookahead_ms=100, lease_ms=1000, grace_s=1)
+    due_ms = store.now_ms() + 100
+    timers = [Timer(id=f"t{n:03}", due_ms=due_ms, callback=CALLBACK) for n in range(300)]
+    await store.add_many(timers)
+    worker = Worker(store, recorder, settings)
+    most_held = 0
+    async with running(worker):
+        async with asyncio.timeout(20):
+            while len(recorder.fired) < len(timers):
+                most_held = max(most_held, worker.metrics.in_flight)
+                await asyncio.sleep(0.002)
+    assert most_held <= 4 + 2 * 20  # the rest waited in the store, not on leases here
+    fired = [f.timer_id for f in recorder.fired]
+    assert len(set(fired)) == len(fired) == len(timers)
+    assert worker.metrics.leases_lost == 0

@@ -357,7 +357,7 @@ class Dispatcher:
                     return  # the due-queue look starts a loop again once it is resumed
                 await self._unless_stopping(controls.changed())
                 continue
-            room = settings.max_in_flight - len(self._held)
+            room = self._room_to_claim()
             if room <= 0:
                 # back-pressure: the local queue is full, claim again once some settle
                 self._room.clear()
@@ -400,6 +400,16 @@ class Dispatcher:
                 self._metrics.store_errors["claim"] += 1
                 logger.exception("claiming %s failed; trying again", queue)
                 await self._unless_stopping(jittered_pause(failures))
+
+    def _room_to_claim(self) -> int:
+        """How many timers a claim may take now: the worker holds at most `max_in_flight`, and
+        at most `concurrency + 2 * batch`, so that an overloaded worker leaves its backlog in
+        the store, in due order and for any worker, instead of holding leases that lapse while
+        they wait for a slot; and a claim waits until a quarter of a batch fits."""
+        settings = self._settings
+        most = min(settings.max_in_flight, settings.concurrency + 2 * settings.batch)
+        room = most - len(self._held)
+        return room if room >= min(settings.batch, settings.concurrency) // 4 else 0
 
     async def _advance(self, leases: list[Lease]) -> list[Lease]:
         """Move the schedules of claimed occurrences on; return the leases to fire.

@@ -47,7 +47,9 @@ class _Origin:
     in_flight: int = 0
     busy_since: float = 0.0  # when in_flight last went from 0 to 1
     last_answer: float = -1.0  # when a call last came back answered (-1: never)
-    waiting: deque[asyncio.Future[None]] = field(default_factory=deque)
+    # each waiter, resolved True with a slot or False to go wait in the store, and the loop
+    # time from which it may give up while its origin is suspect
+    waiting: deque[tuple[asyncio.Future[bool], float]] = field(default_factory=deque)
 
 
 @dataclass(slots=True)
@@ -95,26 +97,20 @@ class Fairness:
         if self._is_suspect(origin, now):
             return False  # its calls hang: waiting here would only hold the timer and its lease
         loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
+        waiter: asyncio.Future[bool] = loop.create_future()
         if not origin.waiting:
             self._turns.append(key)
-        origin.waiting.append(waiter)
+        origin.waiting.append((waiter, loop.time() + patience_s))
         if self._ticking is None:
             self._ticking = loop.call_later(RECOUNT_S, self._tick)
         try:
-            while True:
-                await asyncio.wait({waiter}, timeout=patience_s)
-                if waiter.done():
-                    return True
-                if self._is_suspect(origin, self._clock()):
-                    return False
+            return await waiter
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
+            if waiter.done() and not waiter.cancelled() and waiter.result():
                 self.give(key, self._clock(), answered=False)  # granted as it was cancelled
             raise
         finally:
-            if not waiter.done():
-                waiter.cancel()
+            if waiter.cancelled():
                 self._forget_waiter(key, origin, waiter)
 
     def started(self) -> float:
@@ -138,9 +134,26 @@ class Fairness:
 
     def _tick(self) -> None:
         self._ticking = None
-        self._wake(self._clock())
+        now = self._clock()
+        self._wake(now)
+        self._send_to_store(now)
         if self._turns:
             self._ticking = asyncio.get_running_loop().call_later(RECOUNT_S, self._tick)
+
+    def _send_to_store(self, now: float) -> None:
+        """Resolve False the waiters of suspect origins that have waited their patience."""
+        loop_now = asyncio.get_running_loop().time()
+        for key in list(self._turns):
+            origin = self._origins[key]
+            if not self._is_suspect(origin, now):
+                continue
+            waiting = origin.waiting
+            while waiting and waiting[0][1] <= loop_now:
+                waiter, _ = waiting.popleft()
+                if not waiter.done():
+                    waiter.set_result(False)
+            if not waiting:
+                self._turns.remove(key)
 
     def _start(self, origin: _Origin, now: float) -> None:
         if self._is_suspect(origin, now):
@@ -210,27 +223,36 @@ class Fairness:
         while turns and self.used < self.total and passed < len(turns):
             key = turns[0]
             origin = self._origins[key]
+            waiting = origin.waiting
+            while waiting and waiting[0][0].done():  # cancelled, not yet forgotten
+                waiting.popleft()
+            if not waiting:
+                turns.popleft()
+                continue
             if not self._admits(origin, now):
                 turns.rotate(-1)
                 passed += 1
                 continue
             self._start(origin, now)
-            origin.waiting.popleft().set_result(None)
-            if origin.waiting:
+            waiting.popleft()[0].set_result(True)
+            if waiting:
                 turns.rotate(-1)
             else:
                 turns.popleft()
             passed = 0
 
-    def _forget_waiter(self, key: str, origin: _Origin, waiter: asyncio.Future[None]) -> None:
-        try:
-            origin.waiting.remove(waiter)
-        except ValueError:
+    def _forget_waiter(self, key: str, origin: _Origin, waiter: asyncio.Future[bool]) -> None:
+        waiting = origin.waiting
+        for at, (waiting_one, _) in enumerate(waiting):
+            if waiting_one is waiter:
+                del waiting[at]
+                break
+        if waiting:
             return
-        if not origin.waiting:
+        if key in self._turns:
             self._turns.remove(key)
-            if origin.in_flight == 0 and origin.last_answer < 0:
-                del self._origins[key]
+        if origin.in_flight == 0 and origin.last_answer < 0:
+            self._origins.pop(key, None)
 
 
 def _host_of(key: str) -> str:

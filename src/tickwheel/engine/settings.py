@@ -33,7 +33,8 @@ class WorkerSettings:
     # a dead worker's timers come back within about a lease (8 s is the bound on lateness
     # through faults); a store outage shorter than half a lease lapses no renewed lease
     lease_ms: int = 6_000
-    max_in_flight: int = 20_000  # claimed but not settled: beyond it the worker stops claiming
+    # claimed but not settled: beyond it, or beyond concurrency + 2 * batch, no more claims
+    max_in_flight: int = 20_000
     concurrency: int = 512  # callbacks running at once (the HTTP client also caps per host)
     grace_s: float = 10.0  # on stop, how long running callbacks may finish before hand-back
     idle_s: float = 60.0  # longest sleep between claims when the store reports nothing due

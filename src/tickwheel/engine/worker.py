@@ -65,6 +65,8 @@ class Worker:
         self.metrics = metrics or Metrics()
         self._store = store
         self._target = target
+        # a runtime Protocol check costs microseconds: once, not per callback
+        self._guarded = target if isinstance(target, GuardedTarget) else None
         self._throttled = Throttled()
         self._settler = Settler(store, self.metrics, self._throttled, ack_every_s=ACK_EVERY_S)
         self._firing: set[asyncio.Task[None]] = set()
@@ -178,16 +180,15 @@ class Worker:
     async def _attempt(self, lease: Lease) -> Outcome:
         """Fire the timer; whatever the target raises becomes a retry that records it, but
         `NotFired`: a guarded target sends only while the worker still holds the lease."""
-        target = self._target
         timer_id = lease.timer.id
         # the attempt the receiver sees: claims handed back unsent were no attempts
         attempt = lease.token - lease.timer.deferrals
         try:
-            if isinstance(target, GuardedTarget):
-                return await target.fire_guarded(
+            if self._guarded is not None:
+                return await self._guarded.fire_guarded(
                     lease.timer, attempt, lambda: self._still_held(timer_id)
                 )
-            return await target.fire(lease.timer, attempt)
+            return await self._target.fire(lease.timer, attempt)
         except NotFired:
             raise
         except Exception as error:

@@ -1,0 +1,156 @@
+"""HTTP callbacks through `tickwheel serve` (issue 24): the path a user deploys, beside an
+earlier release's code in the same run.
+
+Run ``python bench/serve_path.py --vs PATH`` (PATH: the ``src`` directory of an earlier
+checkout, e.g. ``git worktree add /tmp/first 4adfd91`` then ``--vs /tmp/first/src``).
+
+Each run starts `python -m tickwheel serve` (API and worker in one process) on a private
+redis-server (or a fresh SQLite file), creates ``rate * span`` timers through
+``POST /v1/timers/batch`` due evenly over ``span`` seconds from ``lead`` seconds after the
+creates began, and a lean receiver in its own process records each callback's lateness
+(arrival minus ``Tickwheel-Due``). The code under test and the earlier code run alternately,
+``--runs`` times each per rate, so a change in the machine's load hits both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import uvloop
+from harness.machine import OtherLoad, machine_table, sample_other_load
+from harness.redis_server import OwnRedis, private_redis
+from harness.report import Table, emit, finish, fmt, progress
+from scenarios.engine.receivers import LEAN_RECEIVER_SOURCE, ReceiverProcess
+from scenarios.serve_path.runs import Code, Result, run_once
+
+HERE = Path(__file__).resolve().parents[1] / "src"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--vs", type=Path, help="src directory of the earlier code to run beside")
+    parser.add_argument("--rates", default="5000,10000", help="offered rates, timers/s")
+    parser.add_argument("--span", type=float, default=4.0, help="seconds the due times span")
+    parser.add_argument("--lead", type=float, default=28.0, help="seconds from create to due")
+    parser.add_argument("--settle", type=float, default=8.0, help="seconds after the last due")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each code at each rate")
+    parser.add_argument("--store", choices=("redis", "sqlite"), default="redis")
+    parser.add_argument(
+        "--via", choices=("api", "store"), default="api",
+        help="create through serve's API, or add_many straight to the store (this checkout's)",
+    )  # fmt: skip
+    parser.add_argument("--logs", type=Path, help="keep serve's logs in this directory")
+    parser.add_argument("--quick", action="store_true", help="one run at 2,000/s over 2 s")
+    parser.add_argument(
+        "--markdown", nargs="?", const="-", metavar="PATH",
+        help="also print the tables as Markdown (to PATH when given)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rates, args.span, args.lead, args.settle, args.runs = "2000", 2.0, 8.0, 4.0, 1
+    return args
+
+
+def spread(values: list[float], digits: int = 0) -> str:
+    """Median and range of several runs."""
+    if not values:
+        return "-"
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{fmt(mid, digits)} ({fmt(low, digits)} to {fmt(high, digits)})"
+
+
+def summary(results: list[Result]) -> list[str]:
+    first = results[0]
+    return [
+        first.code,
+        f"{first.rate:,}",
+        str(len(results)),
+        spread([r.achieved_per_s for r in results]),
+        spread([r.p(0.5) for r in results], 1),
+        spread([r.p(0.99) for r in results], 1),
+        spread([max(r.late_ms, default=float("nan")) for r in results]),
+        " ".join(str(r.lost) for r in results),
+        " ".join(str(r.early) for r in results),
+        " ".join(str(r.duplicates) for r in results),
+        spread([r.serve_cpu_s * 1e6 / max(r.arrived, 1) for r in results]),
+    ]
+
+
+def store_url(args: argparse.Namespace, server: OwnRedis | None, directory: Path) -> str:
+    if args.store == "redis":
+        assert server is not None
+        return f"{server.url}?prefix=sp{uuid.uuid4().hex[:8]}"
+    return f"sqlite:///{directory}/{uuid.uuid4().hex[:8]}.db"
+
+
+async def run(args: argparse.Namespace, server: OwnRedis | None, tables: list[Table]) -> None:
+    codes = [Code("this checkout", HERE)]
+    if args.vs:
+        codes.append(Code(f"earlier ({args.vs})", args.vs.resolve()))
+    table = Table(
+        f"HTTP callbacks through one `tickwheel serve` on {args.store}: timers created through "
+        f"the {'API' if args.via == 'api' else 'store'} {args.lead:g} s ahead, due evenly over {args.span:g} s; median (range) of "
+        f"{args.runs} runs, the codes alternating",
+        ["code", "offered /s", "runs", "achieved /s", "p50 ms", "p99 ms", "max ms", "lost",
+         "early", "duplicates", "serve CPU µs each"],
+    )  # fmt: skip
+    meter = OtherLoad(server.pid if server else None)
+    receiver = ReceiverProcess(LEAN_RECEIVER_SOURCE)
+    meter.track(receiver.pid)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            logs = args.logs or Path(tmp)
+            for rate in (int(r) for r in args.rates.split(",")):
+                results: dict[str, list[Result]] = {code.label: [] for code in codes}
+                for n in range(args.runs):
+                    for code in codes if n % 2 == 0 else codes[::-1]:
+                        progress(f"{rate:,}/s, run {n + 1} of {args.runs}: {code.label}")
+                        result = await run_once(
+                            code, store_url(args, server, Path(tmp)), receiver, rate=rate,
+                            span_s=args.span, lead_s=args.lead, settle_s=args.settle, meter=meter,
+                            via_api=args.via == "api",
+                            log=logs / f"serve-{rate}-{n}-{len(results[code.label])}-"
+                            f"{codes.index(code)}.log",
+                        )  # fmt: skip
+                        progress(
+                            f"   {result.arrived:,} of {result.sent:,} arrived, "
+                            f"{result.achieved_per_s:,.0f}/s, p99 {result.p(0.99):,.1f} ms"
+                        )
+                        results[code.label].append(result)
+                table.rows += [summary(runs) for runs in results.values()]
+    finally:
+        receiver.stop()
+    table.notes += [
+        "achieved: arrived ÷ (last arrival - first due time), at least the span; lateness: "
+        "arrival minus Tickwheel-Due; lost: not arrived `--settle` s after the last due time",
+        "serve: `python -m tickwheel serve --allow-private-targets` with its defaults (one "
+        "process: API and worker, uvloop); receiver: httptools + uvloop in its own process",
+        meter.note(),
+    ]
+    emit(table, tables)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.logs:
+        args.logs.mkdir(parents=True, exist_ok=True)
+    tables: list[Table] = []
+    start_s = time.monotonic()
+    with private_redis("tickwheel-bench-serve-") as server:
+        machine = machine_table(sample_other_load())
+        machine.rows += server.rows()
+        emit(machine, tables)
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(run(args, server if args.store == "redis" else None, tables))
+    finish(tables, start_s, args.markdown, "tickwheel serve-path benchmark")
+
+
+if __name__ == "__main__":
+    main()
