@@ -15,12 +15,18 @@ floor `--rounds` times and reports the median of each; the ratio is tickwheel / 
 
 The raw floors write a table with the store's columns, its primary key and a (queue, due) index.
 
-A second table churns `--churn` timers through add, claim and ack (1,000 at a time, retention 0,
+A second table sets tickwheel beside procrastinate on the same server, one round each:
+one-at-a-time enqueue (``await task.defer_async()`` vs ``await store.add()``) and 20,000 jobs
+due at once drained (its worker, `PROCRASTINATE_CONCURRENCY` jobs at a time, the job deleted on
+success, vs ``consume`` with a plain ack loop).
+
+A third table churns `--churn` timers through add, claim and ack (1,000 at a time, retention 0,
 autovacuum on as by default) and reports the ``timers`` table's live and dead tuples and its
 size with its indexes at the end: claims delete finished timers in batches, so neither grows
 with the count.
 
-    python bench/postgres.py [--rounds 3] [--churn 200000] [--no-durable] [--markdown PATH|-]
+    python bench/postgres.py [--rounds 3] [--churn 200000] [--no-procrastinate] [--no-durable]
+                             [--markdown PATH|-]
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from harness.report import Table, emit, finish, fmt, progress, verdict
@@ -48,6 +56,7 @@ from tickwheel.stores.codec import encode_spec
 from tickwheel.stores.postgres import PostgresStore
 
 SEQUENTIAL = 2000
+PROCRASTINATE_CONCURRENCY = 8
 CONCURRENT_TASKS = 64
 CONCURRENT_EACH = 40
 BATCH = 1000
@@ -245,12 +254,15 @@ ROWS: list[tuple[str, str, Measure, Measure, float, bool]] = [
 ]  # fmt: skip
 
 
-async def run(bench: Bench, rounds: int) -> Table:
-    table = Table(
-        "PostgreSQL store vs raw psycopg, same server, same run",
-        ["measure", "unit", "tickwheel", "floor", "ratio", "limit", "result"],
-    )
-    for name, unit, ours, floor, limit, higher in ROWS:
+async def run(
+    bench: Bench,
+    rounds: int,
+    rows: list[tuple[str, str, Measure, Measure, float, bool]],
+    title: str,
+    other: str,
+) -> Table:
+    table = Table(title, ["measure", "unit", "tickwheel", other, "ratio", "limit", "result"])
+    for name, unit, ours, floor, limit, higher in rows:
         mine, theirs = [], []
         for round_ in range(rounds):  # alternate, so both see the same moments of load
             progress(f"{name}: round {round_ + 1}/{rounds}")
@@ -272,6 +284,59 @@ async def run(bench: Bench, rounds: int) -> Table:
             ]
         )
     return table
+
+
+async def _procrastinate_app(bench: Bench) -> Any:
+    """A procrastinate app with a no-op task, on a database of its own with its schema."""
+    import procrastinate  # a dev dependency, for this comparison only
+
+    bench._n += 1
+    database = f"procrastinate_{bench._n}"
+    async with await psycopg.AsyncConnection.connect(bench.url, autocommit=True) as conn:
+        await conn.execute(f"CREATE DATABASE {database}")
+    url = bench.url.rsplit("/", 1)[0] + f"/{database}"
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+
+    @app.task(name="noop", queue="default")
+    async def noop(n: int) -> None:
+        return None
+
+    return app, noop
+
+
+async def procrastinate_enqueue(bench: Bench) -> float:
+    app, noop = await _procrastinate_app(bench)
+    async with app.open_async():
+        await app.schema_manager.apply_schema_async()
+        start = time.perf_counter()
+        for n in range(SEQUENTIAL):
+            await noop.defer_async(n=n)
+        return SEQUENTIAL / (time.perf_counter() - start)
+
+
+async def procrastinate_burst(bench: Bench) -> float:
+    app, noop = await _procrastinate_app(bench)
+    async with app.open_async():
+        await app.schema_manager.apply_schema_async()
+        for start in range(0, BURST, 5000):
+            await noop.batch_defer_async(*({"n": n} for n in range(start, start + 5000)))
+        begin = time.perf_counter()
+        await app.run_worker_async(
+            queues=["default"],
+            wait=False,
+            concurrency=PROCRASTINATE_CONCURRENCY,
+            delete_jobs="successful",
+            install_signal_handlers=False,
+        )
+        return time.perf_counter() - begin
+
+
+PROCRASTINATE: list[tuple[str, str, Measure, Measure, float, bool]] = [
+    ("one-at-a-time enqueue: `store.add()` vs `task.defer_async()`", "adds/s",
+     sequential_store, procrastinate_enqueue, 1.0, True),
+    ("20k due at once, drained: `consume` + ack vs procrastinate's worker", "s to drain",
+     burst_store, procrastinate_burst, 1.0, False),
+]  # fmt: skip
 
 
 async def churn(bench: Bench, total: int) -> Table:
@@ -313,6 +378,7 @@ async def churn(bench: Bench, total: int) -> Table:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="0: the churn table alone")
+    parser.add_argument("--no-procrastinate", action="store_true", help="skip its table")
     parser.add_argument("--churn", type=int, default=200_000, help="timers in the churn table")
     parser.add_argument("--no-durable", action="store_true", help="fsync and sync commit off")
     parser.add_argument("--markdown", help="write the tables as Markdown here ('-': stdout)")
@@ -323,13 +389,23 @@ def main() -> None:
     try:
         server.start()
         if args.rounds:
-            table = asyncio.run(run(Bench(server), args.rounds))
+            title = "PostgreSQL store vs raw psycopg, same server, same run"
+            table = asyncio.run(run(Bench(server), args.rounds, ROWS, title, "floor"))
             with psycopg.connect(server.url) as conn:
                 version = conn.execute("SHOW server_version").fetchone()
             mode = "off" if args.no_durable else "on"
             table.notes.append(
                 f"PostgreSQL {version[0] if version else '?'}, fsync and synchronous_commit "
                 f"{mode}; medians of {args.rounds} alternating rounds"
+            )
+            emit(table, tables)
+        if args.rounds and not args.no_procrastinate:
+            title = "PostgreSQL store vs procrastinate, same server, same run"
+            # one round: its drain of 20k takes minutes, and the gap is far beyond the noise
+            table = asyncio.run(run(Bench(server), 1, PROCRASTINATE, title, "procrastinate"))
+            table.notes.append(
+                f"procrastinate {metadata.version('procrastinate')}, its worker at concurrency "
+                f"{PROCRASTINATE_CONCURRENCY}; one round each"
             )
             emit(table, tables)
         if args.churn:
