@@ -16,7 +16,9 @@ setup: $(BIN)/.installed
 # The store tests start their own redis-server, the README session test runs curl, the TLS
 # callback test makes its certificate with openssl, the clock-skew test runs a worker under
 # faketime and the dashboard's browser tests drive a headless chromium (/usr/bin/chromium);
-# install them when missing and we may (each tool's Debian package has its name).
+# install them when missing and we may (each tool's Debian package has its name). The
+# PostgreSQL store's tests run their own server with initdb, which Debian's postgresql package
+# puts in /usr/lib/postgresql/<version>/bin, off PATH.
 tools:
 	@for tool in redis-server curl openssl faketime chromium; do \
 	  command -v $$tool >/dev/null 2>&1 && continue; \
@@ -24,6 +26,10 @@ tools:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$tool >/dev/null || exit 1; \
 	  else echo "$$tool is missing: install it (apt-get install $$tool)" >&2; exit 1; fi; \
 	done
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null || exit 1; \
+	  else echo "initdb is missing: install PostgreSQL (apt-get install postgresql)" >&2; exit 1; fi
 
 lint: setup
 	$(BIN)/ruff check .

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from pg_server import PostgresServer
 
 if TYPE_CHECKING:
     import redis
@@ -336,3 +337,15 @@ def worker_process() -> Iterator[Callable[[str, int], subprocess.Popen[str]]]:
         process.wait(timeout=10)
         if process.stdout is not None:
             process.stdout.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL cluster shared by the session (one per xdist worker); tests keep apart by
+    schema."""
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.remove()

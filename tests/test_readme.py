@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -21,7 +22,10 @@ def test_readme_has_examples() -> None:
 
 
 @pytest.mark.parametrize("code", EXAMPLES, ids=[f"example{n}" for n in range(len(EXAMPLES))])
-def test_readme_example_runs(code: str, tmp_path: Path) -> None:
+def test_readme_example_runs(code: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    env = dict(os.environ)
+    if "DATABASE_URL" in code:  # the PostgreSQL examples, on the session's own server
+        env["DATABASE_URL"] = request.getfixturevalue("postgres_server").url
     # as `make run` serves it
     served = ("--store", "memory://", "--allow-private-targets")
     service = Service(tmp_path, *served) if SERVICE in code else None
@@ -29,7 +33,12 @@ def test_readme_example_runs(code: str, tmp_path: Path) -> None:
         if service is not None:
             code = code.replace(SERVICE, service.url)
         result = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env=env,
         )
     finally:
         if service is not None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tickwheel.stores import MemoryStore, Store, StoreSettings
+from tickwheel.stores.postgres import PostgresStore
 from tickwheel.stores.redis import RedisStore
 from tickwheel.stores.sqlite import SqliteStore
 
@@ -55,11 +56,19 @@ def _redis(server_fixture: str) -> Backend:
     return backend
 
 
+def _postgres(request: pytest.FixtureRequest) -> StoreFactory:
+    """Stores on the session's PostgreSQL, each test in a schema of its own."""
+    url = request.getfixturevalue("postgres_server").url
+    schema = f"t{uuid.uuid4().hex[:12]}"
+    return lambda clock, settings: PostgresStore(url, settings, schema=schema, clock=clock)
+
+
 BACKENDS: dict[str, Backend] = {
     "memory": _memory,
     "sqlite": _sqlite,
     "redis": _redis("redis_server"),
     "redis-cluster": _redis("redis_cluster"),
+    "postgres": _postgres,
 }
 
 

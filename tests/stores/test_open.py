@@ -11,6 +11,7 @@ from tickwheel.errors import InvalidArgument, StoreUnavailable
 from tickwheel.model import Timer
 from tickwheel.stores import MemoryStore, StoreSettings
 from tickwheel.stores.open import open_store
+from tickwheel.stores.postgres import PostgresStore
 from tickwheel.stores.sqlite import SqliteStore
 
 
@@ -45,10 +46,24 @@ async def test_sqlite_url_with_four_slashes_is_absolute(tmp_path: Path) -> None:
     await store.close()
 
 
+async def test_a_postgresql_url_opens_a_postgres_store_in_its_schema(postgres_server: Any) -> None:
+    store = open_store(f"{postgres_server.url}?schema=opened_here&application_name=t")
+    assert isinstance(store, PostgresStore)
+    assert store.names.schema == "opened_here"
+    await store.add(Timer(id="t", due_ms=0))
+    assert (await store.get("t")) is not None
+    await store.close()
+    other = open_store(postgres_server.url.replace("postgresql://", "postgres://"))
+    assert isinstance(other, PostgresStore)
+    assert other.names.schema == "tickwheel"
+    assert await other.get("t") is None
+    await other.close()
+
+
 @pytest.mark.parametrize(
     "url",
     [
-        "postgres://localhost/timers",
+        "mysql://localhost/timers",
         "timers.db",
         "",
         "sqlite://",

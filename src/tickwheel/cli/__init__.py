@@ -40,7 +40,7 @@ def _missing_service(error: ModuleNotFoundError) -> int:
 
 
 try:
-    from tickwheel.cli import commands, flow, importer, processes, schedules
+    from tickwheel.cli import commands, flow, importer, migrate, processes, schedules
     from tickwheel.cli.app import app
     from tickwheel.cli.parse import parse_duration, parse_header, parse_time
 except ModuleNotFoundError as _error:
@@ -69,6 +69,7 @@ __all__ = [
     "flow",
     "importer",
     "main",
+    "migrate",
     "parse_duration",
     "parse_header",
     "parse_time",

@@ -139,8 +139,8 @@ def serve(
         str | None,
         typer.Option(
             "--store",
-            help="memory://, sqlite:///path.db, redis://host:port/db or redis+cluster://host:port "
-            "(default: sqlite:///./tickwheel.db).",
+            help="memory://, sqlite:///path.db, redis://host:port/db, redis+cluster://host:port "
+            "or postgresql://user@host:port/db (default: sqlite:///./tickwheel.db).",
         ),
     ] = None,
     allow_private_targets: Annotated[

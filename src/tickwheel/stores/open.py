@@ -6,6 +6,7 @@
 ``sqlite:////absolute/path.db``    `SqliteStore` on an absolute path (four slashes)
 ``redis://host:port/db``           `RedisStore` on a standalone Redis (``rediss://`` for TLS)
 ``redis+cluster://host:port``      `RedisStore` on a Redis Cluster, from any one node
+``postgresql://user@host:port/db`` `PostgresStore` (``postgres://`` too), in schema ``tickwheel``
 =================================  ==========================================================
 
 A Redis URL may end in ``?prefix=NAME`` to keep its keys under NAME (default ``tickwheel``),
@@ -14,6 +15,9 @@ store must use the same count, as a timer's shard is a hash of its id modulo N.
 ``durability=replicated`` (with ``wait_ms=N``, 1 to 10,000, default 1,000) makes each create or
 change wait until a replica has it (`tickwheel.stores.redis.durability`); only a Redis store
 takes it.
+
+A PostgreSQL URL may end in ``?schema=NAME`` to keep the store's tables in schema NAME (default
+``tickwheel``); the rest of it is libpq's (``sslmode=``, ``application_name=`` ...).
 """
 
 from __future__ import annotations
@@ -119,6 +123,22 @@ def _redis(url: str, settings: StoreSettings | None) -> Store:
     )
 
 
+def _postgres(url: str, settings: StoreSettings | None) -> Store:
+    _refuse_durability(url, "postgresql://")
+    # imported here so that other stores' users never import psycopg
+    try:
+        from tickwheel.stores.postgres import PostgresStore
+    except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] not in {"psycopg", "psycopg_pool"}:
+            raise
+        raise ImportError(
+            "a PostgreSQL store needs psycopg, which comes with an extra: "
+            "pip install 'tickwheel[postgres]'",
+            name="psycopg",
+        ) from error
+    return PostgresStore(url, settings)
+
+
 _OPENERS: dict[str, Opener] = {
     "memory": _memory,
     "sqlite": _sqlite,
@@ -126,4 +146,6 @@ _OPENERS: dict[str, Opener] = {
     "rediss": _redis,
     "redis+cluster": _redis,
     "rediss+cluster": _redis,
+    "postgresql": _postgres,
+    "postgres": _postgres,
 }

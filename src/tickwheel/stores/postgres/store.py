@@ -1,0 +1,355 @@
+"""`PostgresStore`: timers in PostgreSQL, in the database an application already runs.
+
+Every call takes a connection from the store's pool (`connect`) and is one
+statement in autocommit or one transaction. `add`, `add_many`, `cancel` and `reschedule` also
+take ``tx=``, the caller's open psycopg `AsyncConnection`: the change commits or rolls back with
+the caller's own writes. Their ``*_sync`` forms do the same on a sync psycopg connection (the
+one under a Django ``transaction.atomic()`` or a SQLAlchemy ``session.begin()``).
+
+Claims lease rows with ``FOR UPDATE SKIP LOCKED`` over the partial index of scheduled timers by
+(queue, due time); a claim also returns expired leases and deletes up to `PURGE_BATCH` finished
+timers past their retention. Workers wake through ``LISTEN``/``NOTIFY`` (`listen`).
+
+The schema is `schema.py`'s; the SQL and rows are `queries.py`'s; the operations, which run on
+either kind of connection, are `ops.py`'s, `schedule_ops.py`'s and `flow_ops.py`'s; connections
+and the running of operations are `runner.py`'s; schedules, settings and reads `controls.py`'s.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import psycopg
+
+from tickwheel.errors import InvalidArgument, LeaseLost, StoreUnavailable, TimerExists
+from tickwheel.model import Timer, truncate_error
+from tickwheel.stores.base import (
+    ANY_QUEUE,
+    Deferral,
+    DueQueues,
+    Lease,
+    StoreSettings,
+    new_lease,
+    wall_ms,
+)
+from tickwheel.stores.checks import (
+    check_claim,
+    check_due,
+    check_due_queues,
+    check_lease,
+    check_timeout,
+)
+from tickwheel.stores.coalesce import Coalescer
+from tickwheel.stores.postgres import ops
+from tickwheel.stores.postgres import queries as sql
+from tickwheel.stores.postgres.beside_timers import BesideTimers
+from tickwheel.stores.postgres.ops import Op, queue_of
+from tickwheel.stores.postgres.runner import AsyncTx, SyncTx
+from tickwheel.stores.rebuild import as_scheduled
+
+
+class PostgresStore(BesideTimers):
+    """Timers in one schema of a PostgreSQL database, shared by any number of processes.
+
+    Construction does no I/O; `clock` decides what is due (the wall clock of this host unless
+    a test gives another).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        settings: StoreSettings | None = None,
+        *,
+        schema: str | None = None,
+        clock: Callable[[], int] = wall_ms,
+        pool_size: int = 10,
+    ) -> None:
+        super().__init__(url, settings, schema=schema, clock=clock, pool_size=pool_size)
+        self._adding = Coalescer(self._add_new, ops.BATCH)
+        self._replacing = Coalescer(self._add_replacing, ops.BATCH)
+
+    def now_ms(self) -> int:
+        return self._clock()
+
+    async def add(self, timer: Timer, *, replace: bool = False, tx: AsyncTx | None = None) -> Timer:
+        """Add one timer; with `tx`, inside the caller's transaction on that connection.
+
+        Without `tx`, adds made while one is being written share the next transaction (group
+        commit), each with its own result or error.
+        """
+        self._check_open()
+        if tx is not None:
+            return await self._in(
+                tx, lambda now: ops.add(self._rows, timer, now, self.settings, replace)
+            )
+        return await (self._replacing if replace else self._adding).submit(timer)
+
+    def add_sync(self, timer: Timer, *, tx: SyncTx, replace: bool = False) -> Timer:
+        """`add` inside the transaction of the sync psycopg connection (or cursor) `tx`."""
+        return self._in_sync(
+            tx, lambda now: ops.add(self._rows, timer, now, self.settings, replace)
+        )
+
+    async def _add_new(self, timers: list[Timer]) -> list[Timer | Exception]:
+        return await self._add_each(timers, replace=False)
+
+    async def _add_replacing(self, timers: list[Timer]) -> list[Timer | Exception]:
+        return await self._add_each(timers, replace=True)
+
+    async def _add_each(self, timers: list[Timer], *, replace: bool) -> list[Timer | Exception]:
+        """Add `timers` in one transaction, a lone new one in one statement (autocommit)."""
+        results: list[Timer | Exception]
+        if len(timers) == 1 and not replace:
+            (timer,) = timers
+            try:
+                results = [await self._add_lone(timer)]
+            except (TimerExists, InvalidArgument) as refused:
+                results = [refused]
+        else:
+            results = await self._run(
+                lambda now: ops.add_batch(self._rows, timers, now, self.settings, replace),
+                transaction=True,
+            )
+        for queue in ops.queues_of(results):
+            self._wakeups.notify(queue)
+        return results
+
+    async def _add_lone(self, timer: Timer) -> Timer:
+        async with self._connection() as conn:
+            now = self._clock()
+            if await ops.run_async(conn, self.names, ops.insert_alone(timer, now, self.settings)):
+                return as_scheduled(timer, now)
+            async with conn.transaction():
+                return await ops.run_async(
+                    conn, self.names, ops.add_over(self._rows, timer, now, replace=False)
+                )
+
+    async def add_many(
+        self, timers: Sequence[Timer], *, replace: bool = False, tx: AsyncTx | None = None
+    ) -> list[Timer]:
+        """Add many timers, up to 1,000 per transaction (all in `tx`'s when given); return them
+        as stored, in order. An id held by a timer with another spec raises `TimerExists` once
+        the rest are stored."""
+        self._check_open()
+        results: list[Timer | Exception] = []
+        for batch in self._batches(timers, replace):
+            results += await (
+                self._run(batch, transaction=True) if tx is None else self._in(tx, batch)
+            )
+        if tx is None:
+            for queue in ops.queues_of(results):
+                self._wakeups.notify(queue)
+        return _stored(results)
+
+    def add_many_sync(
+        self, timers: Sequence[Timer], *, tx: SyncTx, replace: bool = False
+    ) -> list[Timer]:
+        """`add_many` inside the transaction of the sync psycopg connection (or cursor) `tx`."""
+        results: list[Timer | Exception] = []
+        for batch in self._batches(timers, replace):
+            results += self._in_sync(tx, batch)
+        return _stored(results)
+
+    def _batches(
+        self, timers: Sequence[Timer], replace: bool
+    ) -> list[Callable[[int], Op[list[Timer | Exception]]]]:
+        """`add_many`'s operations, one per 1,000 timers; a due time past the horizon refuses
+        its whole batch."""
+
+        def batch(now: int, chunk: Sequence[Timer]) -> Op[list[Timer | Exception]]:
+            for timer in chunk:
+                check_due(timer.due_ms, now, self.settings)
+            return (yield from ops.add_batch(self._rows, chunk, now, self.settings, replace))
+
+        return [
+            functools.partial(batch, chunk=timers[start : start + ops.BATCH])
+            for start in range(0, len(timers), ops.BATCH)
+        ]
+
+    async def get(self, timer_id: str) -> Timer | None:
+        return await self._run(lambda now: ops.get(self._rows, timer_id, now))
+
+    async def cancel(self, timer_id: str, *, tx: AsyncTx | None = None) -> bool:
+        """Delete a scheduled or paused timer (in `tx`'s transaction when given)."""
+        if tx is not None:
+            return await self._in(tx, lambda now: ops.cancel(timer_id))
+        return await self._run(lambda now: ops.cancel(timer_id))
+
+    def cancel_sync(self, timer_id: str, *, tx: SyncTx) -> bool:
+        """`cancel` inside the transaction of the sync psycopg connection (or cursor) `tx`."""
+        return self._in_sync(tx, lambda now: ops.cancel(timer_id))
+
+    async def reschedule(self, timer_id: str, due_ms: int, *, tx: AsyncTx | None = None) -> bool:
+        """Move a scheduled or paused timer (in `tx`'s transaction when given)."""
+
+        def move(now: int) -> Op[str | None]:
+            return ops.reschedule(timer_id, due_ms, now, self.settings)
+
+        if tx is not None:
+            return await self._in(tx, move) is not None
+        return self._woke(await self._run(move))
+
+    def reschedule_sync(self, timer_id: str, due_ms: int, *, tx: SyncTx) -> bool:
+        """`reschedule` inside the transaction of the sync psycopg connection (or cursor)."""
+        return (
+            self._in_sync(tx, lambda now: ops.reschedule(timer_id, due_ms, now, self.settings))
+            is not None
+        )
+
+    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+        """Lease due timers of `queue`: one round trip (a pipeline) of one transaction that
+        returns expired leases, claims, sets the queue's head and purges finished timers."""
+        self._check_open()
+        check_claim(limit, lease_ms, self.settings)
+        self._wakeups.mark(queue)
+        names = self.names
+        async with self._connection() as conn:
+            now = self._clock()
+            deadline = now + lease_ms
+            params = {"queue": queue, "horizon": horizon_ms, "limit": limit}
+            params |= {"deadline": deadline, "now": now}
+            try:
+                async with conn.pipeline(), conn.transaction():
+                    await conn.execute(names(sql.UNLEASE), params)
+                    claimed = await conn.execute(names(sql.CLAIM), params)
+                    await conn.execute(names(sql.SET_HEAD), params)
+                    await conn.execute(names(sql.PURGE_DONE), params)
+                rows = await claimed.fetchall()
+            except psycopg.Error as error:
+                raise StoreUnavailable(f"postgres store: {error}") from error
+        rows.sort(key=lambda row: row[0])  # RETURNING order is unspecified
+        timers = [self._rows.timer(row[1:]) for row in rows]
+        return [new_lease(timer, timer.attempt, deadline) for timer in timers]
+
+    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
+        check_lease(lease_ms)
+
+        def work(now: int) -> Op[Lease]:
+            yield from _settle(lease, sql.EXTEND, deadline=now + lease_ms)
+            return Lease(lease.timer, lease.token, now + lease_ms)
+
+        return await self._run(work)
+
+    async def next_due_ms(self, queue: str) -> int | None:
+        self._wakeups.mark(queue)
+
+        def work(now: int) -> Op[int | None]:
+            ((due,),), _ = yield sql.NEXT_DUE, {"queue": queue}
+            return None if due is None else int(due)
+
+        return await self._run(work)
+
+    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+        check_due_queues(horizon_ms, limit)
+        self._wakeups.mark(ANY_QUEUE)
+
+        def work(now: int) -> Op[DueQueues]:
+            params = {"horizon": horizon_ms, "limit": limit}
+            due, _ = yield sql.DUE_HEADS, params
+            ((at,),), _ = yield sql.NEXT_HEAD, params
+            return DueQueues([queue for (queue,) in due], None if at is None else int(at))
+
+        return await self._run(work)
+
+    async def queues(self) -> list[str]:
+        self._wakeups.mark(ANY_QUEUE)
+
+        def work(now: int) -> Op[list[str]]:
+            found, _ = yield sql.QUEUES, {}
+            return [name for (name,) in found]
+
+        return await self._run(work)
+
+    async def wait(self, queue: str, timeout_s: float) -> bool:
+        """Wait for a change to `queue` by this store, or a NOTIFY of it by any other."""
+        self._check_open()
+        check_timeout(timeout_s)
+        self._listener.start()
+        return await self._wakeups.wait(queue, timeout_s)
+
+    async def ack(self, lease: Lease) -> None:
+        end = self.settings.retention_of(lease.timer.id)
+        await self._run(lambda now: _settle(lease, sql.ACK, end=now + end, now=now))
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Ack many leases, up to 1,000 per statement."""
+        acked: list[bool] = []
+        for start in range(0, len(leases), ops.BATCH):
+            chunk = leases[start : start + ops.BATCH]
+            acked += await self._run(functools.partial(self._ack_many, chunk))
+        return acked
+
+    def _ack_many(self, leases: Sequence[Lease], now: int) -> Op[list[bool]]:
+        retention_of = self.settings.retention_of
+        params = {
+            "now": now,
+            "ids": [lease.timer.id for lease in leases],
+            "tokens": [lease.token for lease in leases],
+            "ends": [now + retention_of(lease.timer.id) for lease in leases],
+        }
+        found, _ = yield sql.ACK_MANY, params
+        held = set(found)
+        acked = []
+        for lease in leases:  # the same lease twice: the first acks, the second finds it done
+            key = (lease.timer.id, lease.token)
+            acked.append(key in held)
+            held.discard(key)
+        return acked
+
+    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+        await self._hand_back(lease, due_ms, sql.RETRY, error)
+
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        await self._hand_back(lease, due_ms, sql.DEFER, reason)
+
+    async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
+        """Defer many leases, up to 1,000 per transaction."""
+        deferred: list[bool] = []
+        for start in range(0, len(deferrals), ops.BATCH):
+            chunk = deferrals[start : start + ops.BATCH]
+            deferred += await self._run(functools.partial(self._defer_many, chunk))
+        for queue in {lease.timer.queue for lease, _, _ in deferrals}:
+            self._wakeups.notify(queue)
+        return deferred
+
+    def _defer_many(self, deferrals: Sequence[Deferral], now: int) -> Op[list[bool]]:
+        for _, due_ms, _ in deferrals:
+            check_due(due_ms, now, self.settings)
+        deferred = []
+        for lease, due_ms, reason in deferrals:
+            params = {"id": lease.timer.id, "token": lease.token, "due": due_ms, "now": now}
+            _, changed = yield sql.DEFER, {**params, "error": truncate_error(reason)}
+            deferred.append(changed > 0)
+        return deferred
+
+    async def _hand_back(self, lease: Lease, due_ms: int, update: str, error: str) -> None:
+        def work(now: int) -> Op[None]:
+            check_due(due_ms, now, self.settings)
+            yield from _settle(lease, update, due=due_ms, now=now, error=truncate_error(error))
+
+        await self._run(work)
+        self._wakeups.notify(lease.timer.queue)
+
+    async def kill(self, lease: Lease, error: str) -> None:
+        await self._run(lambda now: _settle(lease, sql.KILL, now=now, error=truncate_error(error)))
+
+    async def replay(self, timer_id: str) -> bool:
+        return self._woke(await self._run(lambda now: queue_of(sql.REPLAY, timer_id, now)))
+
+
+def _settle(lease: Lease, update: str, **values: object) -> Op[None]:
+    """Run `update` (a settling statement of `queries`) if `lease` still holds its timer, else
+    raise `LeaseLost`."""
+    _, changed = yield update, {"id": lease.timer.id, "token": lease.token, **values}
+    if changed == 0:
+        raise LeaseLost(lease.timer.id, lease.token)
+
+
+def _stored(results: Sequence[Timer | Exception]) -> list[Timer]:
+    """The timers stored; the first refusal raised once they are."""
+    stored = [result for result in results if isinstance(result, Timer)]
+    refused = [result for result in results if isinstance(result, Exception)]
+    if refused:
+        raise refused[0]
+    return stored
