@@ -22,10 +22,10 @@ import pytest
 from redis.asyncio import Redis
 
 from engine.support import running, until
+from tickwheel.callbacks import HttpTarget
 from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.engine import (
     ACKED,
-    HttpTarget,
     Metrics,
     Outcome,
     Verdict,
