@@ -110,7 +110,7 @@ def create_app(
     )
     app.state.tickwheel = context
     for resource in (timers, schedules, dead, queues, limits, ops):
-        app.include_router(resource.router())
+        app.router.routes.extend(resource.router().routes)
     app.router.routes.extend(static_routes())
     install_error_handlers(app)
     app.add_middleware(Gate, settings=settings)

@@ -20,7 +20,8 @@ from tickwheel.service.settings import ServiceSettings
 from tickwheel.service.tenants import SCOPE_KEY, tenants_of
 
 MAX_REQUEST_HEADER_BYTES = 32 * 1024
-"""Request headers in all; `tickwheel serve` makes its HTTP parser (h11) refuse larger ones too."""
+"""Request headers in all, counted as ``name: value\\r\\n``; `tickwheel serve`'s HTTP protocol
+(`protocol.BoundedHttpTools`) refuses larger ones as they arrive, this gate under any server."""
 
 
 class Gate:
