@@ -45,7 +45,7 @@ def table(running: list[Running], probes: dict[str, str], other: OtherLoad) -> T
         f"POST /v1/timers, {CONNECTIONS} keep-alive connections, {len(floor.samples)} "
         "alternating rounds",
         ["server", "requests /s (median, range)", "server CPU µs each", "client CPU µs each",
-         "statuses", "2 MiB of headers", "× floor (median, range)", "target", "result"],
+         "statuses", "2 MiB of headers", "x floor (median, range)", "target", "result"],
     )  # fmt: skip
     for run in running:
         rates = [s.per_s for s in run.samples]
@@ -59,12 +59,12 @@ def table(running: list[Running], probes: dict[str, str], other: OtherLoad) -> T
         out.rows.append(
             [
                 run.server.label,
-                f"{fmt(statistics.median(rates))} ({fmt(min(rates))}–{fmt(max(rates))})",
+                f"{fmt(statistics.median(rates))} ({fmt(min(rates))} to {fmt(max(rates))})",
                 fmt(statistics.median(s.server_cpu_us for s in run.samples)),
                 fmt(statistics.median(s.client_cpu_us for s in run.samples)),
                 " ".join(f"{code}:{count}" for code, count in sorted(statuses.items())),
                 probes[run.server.label],
-                "1.00" if run.server.floor else f"{ratio:.2f} ({min(each):.2f}–{max(each):.2f})",
+                "1.00" if run.server.floor else f"{ratio:.2f} ({min(each):.2f} to {max(each):.2f})",
                 f"≥ {TARGET}" if graded else "—",
                 "floor" if run.server.floor else verdict(ratio >= TARGET) if graded else "info",
             ]

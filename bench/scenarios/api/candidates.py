@@ -21,26 +21,69 @@ PROBE_CHUNK = 64 * 1024
 def candidates(redis_url: str, path: str) -> list[Server]:
     """The tickwheel app under uvicorn (h11 bounded, httptools unbounded), granian, hypercorn."""
     env = {"BENCH_STORE": redis_url, "PYTHONPATH": f"{{dir}}:{path}"}
-    uvicorn = [sys.executable, "-m", "uvicorn", "--app-dir", "{dir}", "--factory", "app:app",
-               "--port", "{port}", "--no-access-log", "--log-level", "warning"]  # fmt: skip
+    uvicorn = [
+        sys.executable,
+        *[
+            "-m",
+            "uvicorn",
+            "--app-dir",
+            "{dir}",
+            "--factory",
+            "app:app",
+            "--port",
+            "{port}",
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ],
+    ]
     return [
         Server(
             "uvicorn, h11 (32 KiB incomplete-event bound): `serve` before",
-            [*uvicorn, "--http", "h11", "--h11-max-incomplete-event-size", "32768"],
+            [*uvicorn, *["--http", "h11", "--h11-max-incomplete-event-size", "32768"]],
             env,
         ),
         Server("uvicorn, httptools (head unbounded)", [*uvicorn, "--http", "httptools"], env),
         Server(
             "granian 1 worker, asgi, uvloop (its 408 KiB buffer bound)",
-            [sys.executable, "-m", "granian", "--interface", "asgi", "--factory", "--port",
-             "{port}", "--loop", "uvloop", "--no-ws", "--log-level", "warning",
-             "--working-dir", "{dir}", "app:app"],  # fmt: skip
+            [
+                sys.executable,
+                *[
+                    "-m",
+                    "granian",
+                    "--interface",
+                    "asgi",
+                    "--factory",
+                    "--port",
+                    "{port}",
+                    "--loop",
+                    "uvloop",
+                    "--no-ws",
+                    "--log-level",
+                    "warning",
+                    "--working-dir",
+                    "{dir}",
+                    "app:app",
+                ],
+            ],
             env,
         ),
         Server(
             "hypercorn, uvloop (h11, 16 KiB bound)",
-            [sys.executable, "-m", "hypercorn", "--bind", "127.0.0.1:{port}", "--worker-class",
-             "uvloop", "--log-level", "warning", "app:app()"],  # fmt: skip
+            [
+                sys.executable,
+                *[
+                    "-m",
+                    "hypercorn",
+                    "--bind",
+                    "127.0.0.1:{port}",
+                    "--worker-class",
+                    "uvloop",
+                    "--log-level",
+                    "warning",
+                    "app:app()",
+                ],
+            ],
             env,
         ),
     ]

@@ -42,7 +42,7 @@ def app():
 """
 # the floor: a FastAPI endpoint that parses the same body into a pydantic model, as a user
 # would write it, served by plain `uvicorn floor:app`
-FLOOR_SOURCE = '''
+FLOOR_SOURCE = """
 from fastapi import FastAPI
 from pydantic import BaseModel
 
@@ -63,7 +63,7 @@ app = FastAPI()
 @app.post("/v1/timers", status_code=201)
 async def create(timer: TimerIn) -> dict:
     return {"id": "x", "delay": timer.delay, "url": timer.callback.url}
-'''
+"""
 
 
 @dataclass
@@ -100,8 +100,19 @@ def floor_server() -> Server:
     them, one process, lifespan auto; only the access log is off, as `serve` writes none."""
     return Server(
         "FastAPI endpoint, plain `uvicorn floor:app --no-access-log` (httptools, uvloop)",
-        [sys.executable, "-m", "uvicorn", "--app-dir", "{dir}", "floor:app", "--port", "{port}",
-         "--no-access-log"],  # fmt: skip
+        [
+            sys.executable,
+            *[
+                "-m",
+                "uvicorn",
+                "--app-dir",
+                "{dir}",
+                "floor:app",
+                "--port",
+                "{port}",
+                "--no-access-log",
+            ],
+        ],
         floor=True,
     )
 
@@ -109,8 +120,14 @@ def floor_server() -> Server:
 def serve_server(redis_url: str, api_workers: int) -> Server:
     return Server(
         f"`tickwheel serve --no-worker --api-workers {api_workers}`, Redis",
-        [sys.executable, "-m", "tickwheel", "serve", "--no-worker", "--port", "{port}",
-         "--store", redis_url, "--api-workers", str(api_workers)],  # fmt: skip
+        [
+            sys.executable,
+            *["-m", "tickwheel", "serve", "--no-worker", "--port", "{port}"],
+            "--store",
+            redis_url,
+            "--api-workers",
+            str(api_workers),
+        ],
     )
 
 
