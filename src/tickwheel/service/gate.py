@@ -24,6 +24,10 @@ MAX_REQUEST_HEADER_BYTES = 32 * 1024
 (`protocol.BoundedHttpTools`) refuses larger ones as they arrive, this gate under any server."""
 
 
+_CLOSING = frozenset({413, 431})
+"""Refusals after which the connection closes: the rest of such a request is not read."""
+
+
 class Gate:
     """Refuse a request before it is parsed: headers too large (431), a Host not served (421),
     another site's page changing state (403), bad token (401), body too large (413), not JSON
@@ -70,6 +74,8 @@ class Gate:
             refusal = ApiError(415, "send the body as JSON with Content-Type: application/json")
         if refusal is not None:
             extra = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else {}
+            if refusal.status in _CLOSING:
+                extra["Connection"] = "close"
             detail = ErrorDetail(code=refusal.code, message=refusal.message, field=refusal.field)
             await error_response(refusal.status, detail, extra)(scope, receive, send)
             return
