@@ -5,9 +5,11 @@ parsing the same body under plain `uvicorn` (httptools, uvloop).
 Run ``python bench/api.py`` (``--requests N``, default 12,800 a measurement; ``--rounds R``,
 default 3, the servers alternating within each round; ``--markdown PATH``). ``--candidates
 DIR`` adds the tickwheel app under other servers (uvicorn h11 and httptools, granian,
-hypercorn; the last two installed into DIR with ``pip install --target DIR granian
-hypercorn``). It starts its own ``redis-server``, the servers and a load-generator process per
-measurement on free loopback ports, and stops them at the end.
+hypercorn; the last two installed with ``pip install --target DIR granian hypercorn``).
+``--before SRC`` adds ``tickwheel serve`` run from another tree's ``src`` (say ``git archive
+f81f7bc src | tar -x -C /tmp/before`` and ``--before /tmp/before/src``). It starts its own
+``redis-server``, the servers and a load-generator process per measurement on free loopback
+ports, and stops them at the end.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from scenarios.api.posting import (
     CONNECTIONS,
     Running,
     alternate,
+    before_server,
     floor_server,
     serve_server,
     started,
@@ -54,7 +57,7 @@ def table(running: list[Running], probes: dict[str, str], other: OtherLoad) -> T
         for sample in run.samples:
             for code, count in sample.statuses.items():
                 statuses[code] = statuses.get(code, 0) + count
-        graded = run.server.label.startswith("`tickwheel serve")
+        graded = run.server.label.startswith("`tickwheel serve --no-worker --api-workers")
         ratio = statistics.median(each)
         out.rows.append(
             [
@@ -86,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=12_800)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--candidates", metavar="DIR")
+    parser.add_argument("--before", metavar="SRC")
     parser.add_argument("--markdown", metavar="PATH")
     args = parser.parse_args(argv)
     start_s = time.monotonic()
@@ -98,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             serve_server(redis_server.url, 1),
             serve_server(redis_server.url, 2),
         ]
+        if args.before:
+            servers.append(before_server(redis_server.url, args.before))
         if args.candidates:
             servers += candidates(redis_server.url, args.candidates)
         with started(servers) as running:

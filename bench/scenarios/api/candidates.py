@@ -39,7 +39,7 @@ def candidates(redis_url: str, path: str) -> list[Server]:
     ]
     return [
         Server(
-            "uvicorn, h11 (32 KiB incomplete-event bound): `serve` before",
+            "uvicorn, h11 (32 KiB incomplete-event bound), as `serve` ran before",
             [*uvicorn, *["--http", "h11", "--h11-max-incomplete-event-size", "32768"]],
             env,
         ),

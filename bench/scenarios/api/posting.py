@@ -117,6 +117,25 @@ def floor_server() -> Server:
     )
 
 
+def before_server(redis_url: str, source: str) -> Server:
+    """`tickwheel serve --no-worker` from another tree's ``src`` (the code before a change)."""
+    return Server(
+        f"`tickwheel serve --no-worker` from {source}, Redis",
+        [
+            sys.executable,
+            "-m",
+            "tickwheel",
+            "serve",
+            "--no-worker",
+            "--port",
+            "{port}",
+            "--store",
+            redis_url,
+        ],
+        {"PYTHONPATH": source},
+    )
+
+
 def serve_server(redis_url: str, api_workers: int) -> Server:
     return Server(
         f"`tickwheel serve --no-worker --api-workers {api_workers}`, Redis",
