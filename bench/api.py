@@ -9,7 +9,8 @@ hypercorn; the last two installed with ``pip install --target DIR granian hyperc
 ``--before SRC`` adds ``tickwheel serve`` run from another tree's ``src`` (say ``git archive
 f81f7bc src | tar -x -C /tmp/before`` and ``--before /tmp/before/src``). It starts its own
 ``redis-server``, the servers and a load-generator process per measurement on free loopback
-ports, and stops them at the end.
+ports, and stops them at the end. Last, the route stack alone: each app called in process
+(``--batches B`` alternating batches of 1,000, default 15).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from harness.machine import OtherLoad, machine_table, sample_other_load
 from harness.redis_server import private_redis
 from harness.report import Table, emit, finish, fmt, verdict
+from scenarios.api import inprocess
 from scenarios.api.candidates import candidates, probe_head
 from scenarios.api.posting import (
     BODY,
@@ -90,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--candidates", metavar="DIR")
     parser.add_argument("--before", metavar="SRC")
+    parser.add_argument("--batches", type=int, default=15)
     parser.add_argument("--markdown", metavar="PATH")
     args = parser.parse_args(argv)
     start_s = time.monotonic()
@@ -111,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             alternate(running, args.requests, args.rounds)
             probes = {run.server.label: probe_head(run.port) for run in running}
             emit(table(running, probes, other), tables)
+    emit(inprocess.rows(args.batches, 1000, args.before), tables)
     finish(tables, start_s, args.markdown, "API benchmark")
 
 
