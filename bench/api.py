@@ -59,7 +59,8 @@ def table(running: list[Running], probes: dict[str, str], other: OtherLoad) -> T
         for sample in run.samples:
             for code, count in sample.statuses.items():
                 statuses[code] = statuses.get(code, 0) + count
-        graded = run.server.label.startswith("`tickwheel serve --no-worker --api-workers")
+        # the default is graded; a second API process pays only where a core is free
+        graded = run.server.label.startswith("`tickwheel serve --no-worker --api-workers 1`")
         ratio = statistics.median(each)
         out.rows.append(
             [
