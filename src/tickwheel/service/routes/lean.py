@@ -18,13 +18,14 @@ from typing import Any
 
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from pydantic import TypeAdapter
 from starlette.exceptions import HTTPException
 
-from tickwheel.service.routes.deps import StrictQueryRoute, check_query
+from tickwheel.service.routes.deps import check_query
 
 
-class JsonBodyRoute(StrictQueryRoute):
+class JsonBodyRoute(APIRoute):
     """A route whose handler takes one body model, the `Request` and the `Response`, and
     returns its response model; it refuses any query parameter (400).
 
