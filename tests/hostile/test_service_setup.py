@@ -449,6 +449,17 @@ def test_help_never_shows_a_secret_from_the_environment(tmp_path: Path, command:
         (["worker", "--store", "memory://", "--grace", "1e9"], {}, "--grace"),
         (["serve", "--store", "memory://", "--port", "0", "--grace", "1e9"], {}, "--grace"),
         (
+            ["serve", "--store", "memory://", "--port", "0", "--api-workers", "65"],
+            {},
+            "--api-workers",
+        ),
+        (["serve", "--store", "memory://", "--port", "0", "--api-workers", "2"], {}, "not memory"),
+        (
+            ["serve", "--store", "memory://", "--port", "0"],
+            {"TICKWHEEL_API_WORKERS": "0"},
+            "api_workers",
+        ),
+        (
             ["serve", "--store", "memory://", "--port", "0"],
             {"TICKWHEEL_MAX_BODY_BYTES": str(2**40)},
             "max_body_bytes",

@@ -124,7 +124,7 @@ def create_app(
         limit_routes,
         ops_routes,
     ):
-        app.include_router(resource.router())
+        app.router.routes.extend(resource.router().routes)
     app.router.routes.extend(static_routes())
     install_error_handlers(app)
     app.add_middleware(Gate, settings=settings)

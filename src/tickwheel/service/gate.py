@@ -20,7 +20,12 @@ from tickwheel.service.settings import ServiceSettings
 from tickwheel.service.tenants import SCOPE_KEY, tenants_of
 
 MAX_REQUEST_HEADER_BYTES = 32 * 1024
-"""Request headers in all; `tickwheel serve` makes its HTTP parser (h11) refuse larger ones too."""
+"""Request headers in all, counted as ``name: value\\r\\n``; `tickwheel serve`'s HTTP protocol
+(`protocol.BoundedHttpTools`) refuses larger ones as they arrive, this gate under any server."""
+
+
+_CLOSING = frozenset({413, 431})
+"""Refusals after which the connection closes: the rest of such a request is not read."""
 
 
 class Gate:
@@ -72,6 +77,8 @@ class Gate:
             refusal = ApiError(415, "send the body as JSON with Content-Type: application/json")
         if refusal is not None:
             extra = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else {}
+            if refusal.status in _CLOSING:
+                extra["Connection"] = "close"
             detail = ErrorDetail(code=refusal.code, message=refusal.message, field=refusal.field)
             await error_response(refusal.status, detail, extra)(scope, receive, send)
             return

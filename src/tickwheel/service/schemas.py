@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -108,7 +109,14 @@ At most {MAX_BODY_BYTES} bytes as sent (UTF-8); null sends no body."""
 
 def format_ms(ms: int) -> str:
     """Write epoch ms as RFC 3339 UTC with milliseconds: ``2030-01-01T09:00:00.000Z``."""
-    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")[:-6] + "Z"
+    seconds, milliseconds = divmod(ms, 1000)
+    return f"{_second(seconds)}.{milliseconds:03d}Z"
+
+
+@functools.lru_cache(maxsize=4096)
+def _second(seconds: int) -> str:
+    # the times one answer shows (created, updated, due soon) mostly fall in a few seconds
+    return (_EPOCH + timedelta(seconds=seconds)).isoformat()[:-6]
 
 
 class _Input(BaseModel):
@@ -267,8 +275,17 @@ class CallbackOut(BaseModel):
 
     @classmethod
     def of(cls, callback: Callback) -> CallbackOut:
+        return cls.model_validate(cls.fields_of(callback))
+
+    @staticmethod
+    def fields_of(callback: Callback) -> dict[str, Any]:
         headers = dict.fromkeys(callback.headers, REDACTED)
-        return cls(url=callback.url, method=callback.method, headers=headers, body=callback.body)
+        return {
+            "url": callback.url,
+            "method": callback.method,
+            "headers": headers,
+            "body": callback.body,
+        }
 
 
 class RetryOut(BaseModel):
@@ -282,13 +299,17 @@ class RetryOut(BaseModel):
 
     @classmethod
     def of(cls, retry: RetryPolicy) -> RetryOut:
-        return cls(
-            max_attempts=retry.max_attempts,
-            min_backoff=retry.min_backoff_s,
-            max_backoff=retry.max_backoff_s,
-            timeout=retry.timeout_s,
-            max_retry=retry.max_retry_s,
-        )
+        return cls.model_validate(cls.fields_of(retry))
+
+    @staticmethod
+    def fields_of(retry: RetryPolicy) -> dict[str, Any]:
+        return {
+            "max_attempts": retry.max_attempts,
+            "min_backoff": retry.min_backoff_s,
+            "max_backoff": retry.max_backoff_s,
+            "timeout": retry.timeout_s,
+            "max_retry": retry.max_retry_s,
+        }
 
 
 class TimerOut(BaseModel):
@@ -309,19 +330,26 @@ class TimerOut(BaseModel):
 
     @classmethod
     def of(cls, timer: Timer) -> TimerOut:
-        return cls(
-            id=timer.id,
-            queue=timer.queue,
-            due=format_ms(timer.due_ms),
-            due_ms=timer.due_ms,
-            state=timer.state,
-            attempt=timer.attempts_spent,  # claims handed back unsent are no attempts
-            callback=None if timer.callback is None else CallbackOut.of(timer.callback),
-            payload=timer.payload,
-            retry=RetryOut.of(timer.retry),
-            created=format_ms(timer.created_ms),
-            updated=format_ms(timer.updated_ms),
-            last_error=timer.last_error,
+        """The API's view of `timer`, validated in one call from plain fields (a third of the
+        time of a model per part)."""
+        created = format_ms(timer.created_ms)
+        same = timer.updated_ms == timer.created_ms  # as every new timer is
+        callback = timer.callback
+        return cls.model_validate(
+            {
+                "id": timer.id,
+                "queue": timer.queue,
+                "due": format_ms(timer.due_ms),
+                "due_ms": timer.due_ms,
+                "state": timer.state,
+                "attempt": timer.attempts_spent,  # claims handed back unsent are no attempts
+                "callback": None if callback is None else CallbackOut.fields_of(callback),
+                "payload": timer.payload,
+                "retry": RetryOut.fields_of(timer.retry),
+                "created": created,
+                "updated": created if same else format_ms(timer.updated_ms),
+                "last_error": timer.last_error,
+            }
         )
 
 

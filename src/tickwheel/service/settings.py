@@ -24,6 +24,8 @@ DEFAULT_MAX_BODY_BYTES = 4 * MIB
 """Room for a batch of 1,000 timers of up to ~4 KiB each as JSON (the batch route's limit)."""
 MAX_MAX_BODY_BYTES = 64 * MIB
 """The highest `max_body_bytes` accepted: each request's body is held in memory whole."""
+MAX_API_WORKERS = 64
+"""API processes one `serve` may run: far more than the cores of any one host it runs on."""
 
 _SECRETS = frozenset({"token", "signing_secret"})
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -45,6 +47,7 @@ _ENV = {
     "TICKWHEEL_MAX_LIMITS": "max_limits",
     "TICKWHEEL_MIN_SCHEDULE_INTERVAL": "min_schedule_interval_s",
     "TICKWHEEL_OCCURRENCE_RETENTION": "occurrence_retention_s",
+    "TICKWHEEL_API_WORKERS": "api_workers",
 }
 # a secret may come from a file instead, so that it is not in the environment of every child
 _SECRET_FILES = {
@@ -61,6 +64,7 @@ _INTS = frozenset(
         "max_limits",
         "min_schedule_interval_s",
         "occurrence_retention_s",
+        "api_workers",
     }
 )
 _BOOLS = frozenset({"allow_private_targets", "worker", "insecure"})
@@ -92,6 +96,8 @@ class ServiceSettings:
             rule that fires more often is refused (422).
         occurrence_retention_s: how long a schedule's done occurrence is kept (at most the
             day every done timer is kept).
+        api_workers: processes answering the API on one port (``SO_REUSEPORT``), the first
+            with the worker; above 1 the store must be one processes share (not memory).
     """
 
     store_url: str = "sqlite:///./tickwheel.db"
@@ -110,6 +116,7 @@ class ServiceSettings:
     max_limits: int = MAX_LIMITS
     min_schedule_interval_s: int = 1
     occurrence_retention_s: int = HOUR_MS // 1000
+    api_workers: int = 1
 
     def __post_init__(self) -> None:
         from tickwheel.service.tenants import Tenants
@@ -153,6 +160,16 @@ class ServiceSettings:
         if _not_int(retention) or not 0 <= retention <= DAY_MS // 1000:
             raise InvalidArgument(
                 "occurrence_retention_s", f"must be 0 to 86400 seconds, got {retention!r}"
+            )
+        if _not_int(self.api_workers) or not 1 <= self.api_workers <= MAX_API_WORKERS:
+            raise InvalidArgument(
+                "api_workers", f"must be 1 to {MAX_API_WORKERS}, got {self.api_workers!r}"
+            )
+        if self.api_workers > 1 and self.store_url.startswith("memory:"):
+            raise InvalidArgument(
+                "api_workers",
+                "more than one API process needs a store they share (sqlite or redis), "
+                "not memory://",
             )
 
     def store_settings(self) -> StoreSettings:

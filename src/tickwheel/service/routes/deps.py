@@ -125,13 +125,14 @@ class StrictQueryRoute(APIRoute):
 
         async def strict(request: Request) -> Response:
             if request.scope["query_string"]:
-                _check_query(request, known)
+                check_query(request, known)
             return await handle(request)
 
         return strict
 
 
-def _check_query(request: Request, known: set[str]) -> None:
+def check_query(request: Request, known: set[str]) -> None:
+    """Refuse (400) a query parameter not in `known`, or one given twice."""
     seen: set[str] = set()
     for name, _ in request.query_params.multi_items():
         if name not in known:

@@ -29,6 +29,7 @@ from tickwheel.service.routes.deps import (
     served,
     strict_router,
 )
+from tickwheel.service.routes.lean import JsonBodyRoute
 from tickwheel.service.schemas import (
     QUEUE_PATTERN,
     BatchIn,
@@ -112,11 +113,6 @@ def router() -> APIRouter:
     """Build the timer routes; each finds the store and settings through the request's app."""
     routes = strict_router()
 
-    @routes.post(
-        "/v1/timers",
-        status_code=201,
-        responses={200: {"model": TimerOut, "description": "a repeat"}, **errors(403, 409, 429)},
-    )
     async def create_timer(item: TimerIn, response: Response, request: Request) -> TimerOut:
         """Create a timer; the same id and spec again returns it (200), another spec is 409."""
         context, store = served(request)
@@ -133,6 +129,16 @@ def router() -> APIRouter:
             store, timer, item, replace=False, admit=admit
         )
         return TimerOut.of(stored)
+
+    # the route every client waits on: read and answered without FastAPI's dependency solving
+    routes.add_api_route(
+        "/v1/timers",
+        create_timer,
+        methods=["POST"],
+        status_code=201,
+        responses={200: {"model": TimerOut, "description": "a repeat"}, **errors(403, 409, 429)},
+        route_class_override=JsonBodyRoute,
+    )
 
     @routes.post("/v1/timers/batch", responses=errors(429))
     async def create_timers(
