@@ -12,7 +12,7 @@ from harness.machine import HZ, own_cpu_s, pid_ticks
 
 from scenarios.engine.receivers import ReceiverProcess
 from tickwheel.engine import HttpTarget, Outcome, Target, Worker, WorkerSettings
-from tickwheel.engine.limits import host_key
+from tickwheel.engine.limiter import host_key
 from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, Timer
 from tickwheel.stores import MemoryStore, Store

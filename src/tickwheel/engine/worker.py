@@ -7,7 +7,7 @@ import logging
 
 from tickwheel.engine.dispatch import Dispatcher
 from tickwheel.engine.fairness import Fairness
-from tickwheel.engine.limits import GO, host_key, store_limiter
+from tickwheel.engine.limiter import GO, host_key, store_limiter
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.outcome import GuardedTarget, NotFired, Outcome, Target, Verdict
 from tickwheel.engine.settings import WorkerSettings

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from tickwheel.service.errors import ApiError
+from tickwheel.service.flow_schemas import HostLimitOut, LimitIn, LimitsOut
 from tickwheel.service.routes.deps import (
     DEFAULT_PAGE,
     Cursor,
@@ -17,7 +18,6 @@ from tickwheel.service.routes.deps import (
     errors,
     strict_router,
 )
-from tickwheel.service.schemas import HostLimitOut, LimitIn, LimitsOut
 from tickwheel.stores.checks import check_host
 
 

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Response
 
 from tickwheel.model import State
 from tickwheel.service.errors import ApiError
+from tickwheel.service.flow_schemas import LimitIn, QueueIn, QueueOut, QueuesOut
 from tickwheel.service.routes.access import TenantDep, check_queue, seen_infos
 from tickwheel.service.routes.deps import (
     DEFAULT_PAGE,
@@ -25,7 +26,6 @@ from tickwheel.service.routes.deps import (
     errors,
     strict_router,
 )
-from tickwheel.service.schemas import LimitIn, QueueIn, QueueOut, QueuesOut
 from tickwheel.service.tenants import Tenant
 from tickwheel.stores import checks
 from tickwheel.stores.base import QueueInfo, QueueSettings, Store

@@ -16,13 +16,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, TypeAlias
 
-from tickwheel.errors import CapReached, InvalidArgument, ScheduleExists, StoreUnavailable
+from tickwheel.errors import (
+    CapReached,
+    InvalidArgument,
+    NotReplicated,
+    ScheduleExists,
+    StoreUnavailable,
+)
 from tickwheel.model import Timer, occurrence_id, occurrence_of
 from tickwheel.schedule import Schedule, ScheduleState, plan_advance, plan_create, plan_update
 from tickwheel.stores.base import Lease, SchedulePage, StoreSettings
-from tickwheel.stores.checks import check_due
+from tickwheel.stores.checks import check_due, check_list
 from tickwheel.stores.redis.record import RecordCodec, SeqSource
 from tickwheel.stores.redis.shards import Shards
+from tickwheel.stores.redis.store_base import RedisStoreBase
 from tickwheel.stores.schedule_codec import ScheduleCodec, encode_schedule
 
 CAS_ATTEMPTS = 5  # plans a change gets before it gives up on a schedule that keeps changing
@@ -339,3 +346,46 @@ class Schedules:
             for i, n in enumerate(positions):
                 answers[n] = tuple(reply[i * width : (i + 1) * width])
         return answers
+
+
+class RedisSchedules(RedisStoreBase):
+    """The schedule calls of `RedisStore`, and `advance`, which moves a series on."""
+
+    _schedules: Schedules
+
+    async def add_schedule(self, schedule: Schedule) -> ScheduleState:
+        self._open()
+        try:
+            return await self._schedules.add(schedule)
+        except NotReplicated as error:
+            raise error.of((schedule.id,)) from None
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleState | None:
+        self._open()
+        return await self._schedules.get(schedule_id)
+
+    async def list_schedules(self, limit: int = 100, cursor: str | None = None) -> SchedulePage:
+        """Page through the schedules shard by shard, by id within a shard: each once."""
+        self._open()
+        check_list(limit)
+        return await self._schedules.page(limit, cursor)
+
+    async def update_schedule(self, schedule: Schedule) -> ScheduleState | None:
+        self._open()
+        try:
+            return await self._schedules.update(schedule)
+        except NotReplicated as error:
+            raise error.of((schedule.id,)) from None
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        self._open()
+        try:
+            return await self._schedules.delete(schedule_id)
+        except NotReplicated as error:
+            raise error.of((schedule_id,)) from None
+
+    async def advance(self, leases: Sequence[Lease]) -> list[bool]:
+        """Move claimed occurrences' schedules on (`Schedules`): two round trips for any
+        number of shards, none when no lease is an occurrence."""
+        self._open()
+        return await self._schedules.advance(leases)

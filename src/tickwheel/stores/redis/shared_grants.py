@@ -22,7 +22,7 @@ from importlib import resources
 from tickwheel.stores.base import Limit
 from tickwheel.stores.redis.scripts import Arg, Client, unavailable
 
-# (want, hold_ms, target keys, members, spare), as `tickwheel.engine.limits.Ask`
+# (want, hold_ms, target keys, members, spare), as `tickwheel.engine.grants.Ask`
 Ask = tuple[int, int, tuple[str, ...], Sequence[str], int]
 
 
