@@ -27,17 +27,20 @@ class Late:
         self.wall_ms.append(wall_ms() - due_ms)
 
     def cells(self) -> list[str]:
-        """Return the table cells: p50, p99, max (store ms), p99 wall ms, early firings."""
+        """Return the table cells: p50, p99, max (store ms), p50 and p99 wall ms, early firings
+        (by the store clock and by this host's)."""
         if not self.store_ms:
-            return ["—"] * 5
+            return ["—"] * 7
         s, w = list(self.store_ms), list(self.wall_ms)
         early = sum(1 for x in s if x < 0)
         return [
             fmt(pct(s, 0.50)),
             fmt(pct(s, 0.99)),
             fmt(max(s)),
+            f"{pct(w, 0.50):.2f}",
             f"{pct(w, 0.99):.2f}",
             f"{early:,}",
+            f"{sum(1 for x in w if x < 0):,}",
         ]
 
 
