@@ -16,12 +16,13 @@ from tickwheel.stores.redis.clock import RETRY_S, ServerClock
 
 ServerTime = Callable[[], Awaitable[tuple[int, int]]]
 # a reply held up on its way back, as by other commands' replies in flight before it
-SLOW_S = 0.05
+SLOW_S = 0.2
 
 
 @pytest.fixture
 async def client(redis_server: Any) -> AsyncIterator[aredis.Redis]:
     connection = aredis.Redis.from_url(redis_server.url)
+    await connection.ping()  # connected: a first sample's round trip is one command's
     try:
         yield connection
     finally:
@@ -71,7 +72,7 @@ async def test_a_slow_first_sample_is_replaced_by_a_quick_one(client: aredis.Red
     assert 0 <= await behind_ms(clock, client) < SLOW_S * 1000 / 2
 
 
-async def test_a_poor_sample_asks_for_another_sync_after_the_retry_interval(
+async def test_a_poor_sample_is_retried_ever_less_often_until_a_good_one(
     client: aredis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [1_024.0]
@@ -88,18 +89,24 @@ async def test_a_poor_sample_asks_for_another_sync_after_the_retry_interval(
         await clock.sync(read)
 
     await timed(0.25)
+    now[0] += RETRY_S * 1000
     assert not clock.stale(), "a quick sample is good until refresh_s"
-    await timed(0.25)
-    now[0] += clock.refresh_s * 1000  # the quick sample ages out; the next one is slow
+    now[0] += clock.refresh_s * 1000  # it ages out; the next sample is slow
     await timed(40.5)
     assert clock.round_trip_ms == 40.5, "an aged-out sample gives way even to a slow one"
     assert not clock.stale(), "no retry sooner than RETRY_S"
     now[0] += RETRY_S * 1000
     assert clock.stale(), "a slow sample is retried"
+    await timed(20.5)
+    assert clock.round_trip_ms == 20.5, "a quicker sample replaces it"
+    now[0] += RETRY_S * 1000
+    assert not clock.stale(), "still slow: the next retry waits twice as long"
+    now[0] += RETRY_S * 1000
+    assert clock.stale()
     await timed(0.375)
     assert clock.round_trip_ms == 0.375
-    now[0] += RETRY_S * 1000
-    assert not clock.stale(), "near the best round trip seen: quiet enough"
+    now[0] += RETRY_S * 1000 * 8
+    assert not clock.stale(), "a good sample is kept until refresh_s"
 
 
 async def test_a_sample_that_shows_the_kept_one_ahead_replaces_it(client: aredis.Redis) -> None:
@@ -147,10 +154,10 @@ async def test_concurrent_calls_send_no_second_time_while_a_sync_is_in_flight(
     try:
         await store.add(Timer(id="first", due_ms=store.now_ms() + 60_000))  # the first sync
         monkeypatch.setattr(RedisStore, "_server_time", counted)
-        monkeypatch.setattr(server_clock, "RETRY_S", 0.0)
         store_clock = store._server_clock
         assert store_clock is not None
         store_clock._rtt_ms = 1e9  # the kept sample is poor: every call would retry
+        store_clock._retry_s = 0.0
         due = store.now_ms() + 60_000
         await asyncio.gather(*(store.add(Timer(id=f"t{i}", due_ms=due)) for i in range(32)))
         assert sent >= 1

@@ -5,11 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 
-# a sample whose round trip is within this factor of the best seen, plus `QUIET_SLACK_MS`, is
-# as good as the link gives: no need to sync again before `refresh_s`
-QUIET_FACTOR = 2.0
-QUIET_SLACK_MS = 0.25
-# while the sample in use is worse than that, sync again at most this often, until one is
+# a sample this quick puts the clock within the ms it counts in: no need to sync before `refresh_s`
+GOOD_RTT_MS = 1.0
+# while the kept sample is slower, sync again after this long, then twice as long each time
 RETRY_S = 1.0
 
 
@@ -26,8 +24,9 @@ class ServerClock:
     runs behind by at most the round trip (the midpoint, half a round trip either way, fired
     callbacks 0.2 ms early in tests). As NTP does, the clock keeps the sample with the smallest
     round trip: a sync taken while other commands were in flight (a slow round trip) does not
-    replace a better one, and while the sample in use is much slower than the best round trip
-    seen, `stale` asks for another sync every `RETRY_S` until a quiet moment gives a good one.
+    replace a better one, and while the kept sample is slower than `GOOD_RTT_MS`, `stale` asks
+    for another sync after `RETRY_S`, then after twice as long each time, until a quiet moment
+    gives a good one (a link that is never that quick costs a few `TIME` calls a minute).
     A sample is kept for at most `refresh_s`, so the offset follows a server clock that drifts
     or steps; a sample that proves the kept one ahead of the server replaces it at once.
     Between syncs the local monotonic clock advances the time; it never steps back, even when
@@ -44,9 +43,9 @@ class ServerClock:
         # the kept sample: its round trip and when it was taken (local monotonic ms)
         self._rtt_ms = 0.0
         self._synced_at = 0.0
-        # the smallest round trip of any sample, and when the last sync was taken
-        self._best_rtt_ms = float("inf")
+        # when the last sync was taken, and how long after it a poor sample is retried
         self._tried_at = 0.0
+        self._retry_s = RETRY_S
         self._syncing = False
         self._last_ms = 0
 
@@ -81,7 +80,7 @@ class ServerClock:
         now = _local_ms()
         if now - self._synced_at >= self.refresh_s * 1000:
             return True
-        return not self._quiet(self._rtt_ms) and now - self._tried_at >= RETRY_S * 1000
+        return self._rtt_ms > GOOD_RTT_MS and now - self._tried_at >= self._retry_s * 1000
 
     async def sync(self, server_time: Callable[[], Awaitable[tuple[int, int]]]) -> None:
         """Take a sample with `server_time`, which returns ``TIME``'s (seconds, µs)."""
@@ -95,18 +94,20 @@ class ServerClock:
         server = seconds * 1000 + micros / 1000
         rtt = after - before
         self._tried_at = after
-        self._best_rtt_ms = min(self._best_rtt_ms, rtt)
         kept = self._offset_ms
+        aged = after - self._synced_at >= self.refresh_s * 1000
+        # a retry of a poor sample still in use: if it finds no better, wait longer next time
+        retried = kept is not None and not aged and self._rtt_ms > GOOD_RTT_MS
         if (
             kept is None
+            or aged
             or rtt <= self._rtt_ms
-            or after - self._synced_at >= self.refresh_s * 1000
             or server - before < kept  # the kept offset is ahead of this sample's latest
         ):
             self._offset_ms = server - after
             self._rtt_ms = rtt
             self._synced_at = after
-
-    def _quiet(self, rtt_ms: float) -> bool:
-        """Whether a round trip is as short as this link gives (near the best seen)."""
-        return rtt_ms <= self._best_rtt_ms * QUIET_FACTOR + QUIET_SLACK_MS
+        if retried and self._rtt_ms > GOOD_RTT_MS:
+            self._retry_s = min(self._retry_s * 2, self.refresh_s)
+        else:
+            self._retry_s = RETRY_S
