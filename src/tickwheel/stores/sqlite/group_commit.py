@@ -44,9 +44,9 @@ class GroupCommit(Generic[T, R]):
         self._waiters: list[asyncio.Future[R]] = []
         self._scheduled = False  # a batch job is queued on, or running on, the executor
 
-    async def submit(self, item: T) -> R:
-        """Queue `item`; return its result once its transaction has committed, or raise its
-        refusal or its batch's error."""
+    def submit(self, item: T) -> asyncio.Future[R]:
+        """Queue `item`; the future holds its result once its transaction has committed, or
+        its refusal or its batch's error (a future, not a coroutine: one frame less a call)."""
         done: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         with self._lock:
             self._items.append(item)
@@ -54,7 +54,7 @@ class GroupCommit(Generic[T, R]):
             start, self._scheduled = not self._scheduled, True
         if start:
             self._schedule()
-        return await done
+        return done
 
     def _schedule(self) -> None:
         """Queue one batch job on the executor; answer what is queued if it has shut down."""
