@@ -1,4 +1,4 @@
-"""`ServerClock` against a real redis-server's ``TIME``: the quickest sample is kept, never early."""
+"""`ServerClock` on a real redis-server's ``TIME``: the quickest sample is kept, never early."""
 
 from __future__ import annotations
 
