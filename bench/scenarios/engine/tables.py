@@ -133,6 +133,7 @@ def spread_table(runs: list[Run], sizes: Sizes, load: float) -> Table:
             "max ms",
             "p50 wall ms",
             "p99 wall ms",
+            "clock behind ms",
             "early",
             "early wall",
             "acked",
@@ -167,7 +168,9 @@ def spread_table(runs: list[Run], sizes: Sizes, load: float) -> Table:
         "the Target's fire() runs or consume() yields, minus due_ms; 'wall' is the same "
         "from this host's clock with µs precision (a timer fires once its store ms has come): "
         "a store clock behind the server's shows in 'wall' only (Redis runs on this host), "
-        "and 'early wall' counts timers handed over before the server's time",
+        "'clock behind' is wall minus store lateness of each firing (p50 / p99): how far the "
+        "store clock ran behind the server's, plus under 1 ms of its whole-ms rounding, and "
+        "'early wall' counts timers handed over before the server's time",
         "WorkerSettings defaults: " + settings_text(),
         *[note for note in map(store_note, runs) if note],
         "progress bar: "
