@@ -22,9 +22,10 @@ import pytest
 from redis.asyncio import Redis
 
 from engine.support import running, until
+from tickwheel.callbacks import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.engine import (
     ACKED,
-    HttpTarget,
     Metrics,
     Outcome,
     Verdict,
@@ -33,6 +34,7 @@ from tickwheel.engine import (
     consume,
 )
 from tickwheel.engine.controls import REFRESH_S, Controls
+from tickwheel.engine.counts import OTHER_HOST, TOP_HOSTS, HostCounts
 from tickwheel.engine.grants import LocalGrants
 from tickwheel.engine.limiter import (
     HOST,
@@ -43,8 +45,6 @@ from tickwheel.engine.limiter import (
     Limiter,
     host_key,
 )
-from tickwheel.engine.metrics import OTHER_HOST, TOP_HOSTS, HostCounts
-from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import MemoryStore, Store
 from tickwheel.stores.base import Limit, QueueSettings

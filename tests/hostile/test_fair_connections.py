@@ -17,11 +17,12 @@ import pytest
 from engine.support import running, until
 from engine.test_http import RawServer, always, ok, timer_for
 
-from tickwheel.engine import Worker, WorkerSettings, httpclient, limiter
-from tickwheel.engine.http import HttpTarget
+from tickwheel.callbacks import httpclient
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
+from tickwheel.callbacks.shares import address_key
+from tickwheel.engine import Worker, WorkerSettings, limiter
 from tickwheel.engine.outcome import ACKED, Verdict
-from tickwheel.engine.settings import HttpSettings
-from tickwheel.engine.shares import address_key
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import MemoryStore
 from tickwheel.testing.receiver import Received, Receiver, Reply

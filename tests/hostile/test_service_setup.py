@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from tickwheel.cli import app
 from tickwheel.errors import InvalidArgument
 from tickwheel.service.settings import ServiceSettings, is_loopback
-from tickwheel.stores.urls import redact
+from tickwheel.stores.redaction import redact
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -19,10 +19,10 @@ import pytest
 from service.cli_support import Service, sqlite_service, wait_until
 from typer.testing import CliRunner
 
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.cli import app
-from tickwheel.engine.http import HttpTarget
 from tickwheel.engine.outcome import Verdict
-from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, Timer, replace_controls
 from tickwheel.testing.receiver import Receiver, Reply
 

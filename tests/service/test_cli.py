@@ -21,9 +21,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from tickwheel.callbacks.signing import sign
 from tickwheel.cli import app, parse_duration, parse_time
-from tickwheel.engine.signing import sign
-from tickwheel.stores.urls import redact
+from tickwheel.stores.redaction import redact
 
 from .cli_support import Process, Run, Service, sqlite_service, wait_until
 

@@ -6,7 +6,7 @@ import typer
 
 from tickwheel.cli.app import fail
 from tickwheel.errors import InvalidArgument
-from tickwheel.service.settings import read_secret_file
+from tickwheel.service.secret_file import read_secret_file
 
 
 def secret_from(ctx: typer.Context, name: str, value: str | None, path: str | None) -> str | None:

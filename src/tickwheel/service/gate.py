@@ -13,7 +13,7 @@ import hmac
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tickwheel.service.errors import ApiError, error_response
+from tickwheel.service.api_errors import ApiError, error_response
 from tickwheel.service.origin import SAFE_METHODS, Origins
 from tickwheel.service.schemas import ErrorDetail
 from tickwheel.service.settings import ServiceSettings

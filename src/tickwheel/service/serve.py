@@ -21,7 +21,7 @@ from tickwheel.service.gate import MAX_REQUEST_HEADER_BYTES
 from tickwheel.service.process import Process
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.stores.base import Store, StoreSettings
-from tickwheel.stores.urls import redact
+from tickwheel.stores.redaction import redact
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer

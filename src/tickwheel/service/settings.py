@@ -7,12 +7,12 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tickwheel.errors import InvalidArgument
+from tickwheel.service.secret_file import read_secret_file
 from tickwheel.stores.base import DAY_MS, HOUR_MS, MAX_LIMITS, MAX_SCHEDULES, StoreSettings
-from tickwheel.stores.urls import redact
+from tickwheel.stores.redaction import redact
 
 if TYPE_CHECKING:
     from tickwheel.service.tenants import Tenants
@@ -24,8 +24,6 @@ DEFAULT_MAX_BODY_BYTES = 4 * MIB
 """Room for a batch of 1,000 timers of up to ~4 KiB each as JSON (the batch route's limit)."""
 MAX_MAX_BODY_BYTES = 64 * MIB
 """The highest `max_body_bytes` accepted: each request's body is held in memory whole."""
-MAX_SECRET_FILE_BYTES = 64 * 1024
-"""A secret file longer than this is the wrong file (a log, a device), not a secret."""
 
 _SECRETS = frozenset({"token", "signing_secret"})
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -228,34 +226,6 @@ class ServiceSettings:
             values["tenants"] = load_tenants(tokens_file, "TICKWHEEL_TOKENS_FILE")
         values.update(given)
         return cls(**values)
-
-
-def read_secret_file(path: str | Path, argument: str) -> str:
-    """Return the secret held in the file at `path`, without its trailing newline.
-
-    The secret itself never appears in an error; `argument` (the flag or variable that named
-    the file) does.
-
-    Raises:
-        InvalidArgument: the file cannot be read, is empty, is not UTF-8 text or is over
-            `MAX_SECRET_FILE_BYTES`.
-    """
-    try:
-        with open(path, "rb") as file:
-            raw = file.read(MAX_SECRET_FILE_BYTES + 1)
-    except OSError as error:
-        raise InvalidArgument(argument, f"cannot read {path}: {error.strerror or error}") from None
-    if len(raw) > MAX_SECRET_FILE_BYTES:
-        raise InvalidArgument(argument, f"{path} is over {MAX_SECRET_FILE_BYTES} bytes")
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError:
-        raise InvalidArgument(argument, f"{path} is not UTF-8 text") from None
-    # one trailing newline is what editors and `echo` add; anything else is the secret's own
-    secret = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
-    if not secret:
-        raise InvalidArgument(argument, f"{path} is empty")
-    return secret
 
 
 def is_loopback(host: str) -> bool:

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from tickwheel.errors import CapReached
 from tickwheel.model import MAX_ID_CHARS, Timer, occurrence_of
-from tickwheel.service.errors import ApiError
+from tickwheel.service.api_errors import ApiError
 from tickwheel.service.queue_cap import QueueCap
 from tickwheel.service.quotas import Quotas
 from tickwheel.service.schemas import ID_PATTERN, ErrorOut

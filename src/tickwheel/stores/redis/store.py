@@ -24,6 +24,7 @@ from tickwheel.errors import InvalidArgument
 from tickwheel.model import State
 from tickwheel.stores.base import QueueInfo, QueueSettings, StoreSettings
 from tickwheel.stores.coalesce import Coalescer
+from tickwheel.stores.redaction import redact
 from tickwheel.stores.redis import adding, listing
 from tickwheel.stores.redis.adding import RedisAdding
 from tickwheel.stores.redis.changing import RedisChanging
@@ -45,7 +46,6 @@ from tickwheel.stores.redis.resends import InDoubt
 from tickwheel.stores.redis.scripts import Client, Scripts
 from tickwheel.stores.redis.shards import Shards
 from tickwheel.stores.redis.stored_schedules import RedisSchedules, Schedules
-from tickwheel.stores.urls import redact
 
 _CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 

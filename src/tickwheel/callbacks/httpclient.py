@@ -20,11 +20,11 @@ import socket
 import ssl
 from collections.abc import Callable, Sequence
 
-from tickwheel.engine.connection import Connection, Disconnected, Response
-from tickwheel.engine.guard import keep_public
-from tickwheel.engine.pool import INITIAL_PER_HOST, Origin, Pool, PoolTimeout
-from tickwheel.engine.resolver import AddressInfo, ConnectFailed, Resolve, Resolver, getaddrinfo
-from tickwheel.engine.shares import Shares
+from tickwheel.callbacks.connection import Connection, Disconnected, Response
+from tickwheel.callbacks.guard import keep_public
+from tickwheel.callbacks.pool import INITIAL_PER_HOST, Origin, Pool, PoolTimeout
+from tickwheel.callbacks.resolver import AddressInfo, ConnectFailed, Resolve, Resolver, getaddrinfo
+from tickwheel.callbacks.shares import Shares
 
 KEEPALIVE_S = 15.0  # an idle pooled connection, or an unused origin's state, is dropped after this
 # one connect (TCP and TLS): a SYN lost once is resent after 1 s and still fits; a listener whose

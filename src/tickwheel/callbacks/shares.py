@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 
-from tickwheel.engine.guard import keep_public
-from tickwheel.engine.pool import Origin, Pool, PoolTimeout, Slots
-from tickwheel.engine.resolver import Resolver
+from tickwheel.callbacks.guard import keep_public
+from tickwheel.callbacks.pool import Origin, Pool, PoolTimeout, Slots
+from tickwheel.callbacks.resolver import Resolver
 
 IPV6_PREFIX = 64  # one site's addresses: a /64 is what a single host or LAN is handed
 PROVEN_FOR_S = 600.0  # a forgotten origin that was proven prompt is taken as still prompt this long

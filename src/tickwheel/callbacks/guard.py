@@ -18,7 +18,7 @@ from tickwheel.errors import InvalidTimer
 from tickwheel.urls import parse_url
 
 if TYPE_CHECKING:
-    from tickwheel.engine.resolver import AddressInfo
+    from tickwheel.callbacks.resolver import AddressInfo
 
 ALLOW_PRIVATE_ENV = "TICKWHEEL_ALLOW_PRIVATE_TARGETS"
 _LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".localdomain")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from tickwheel.service.errors import ApiError
+from tickwheel.service.api_errors import ApiError
 from tickwheel.service.flow_schemas import HostLimitOut, LimitIn, LimitsOut
 from tickwheel.service.routes.deps import (
     DEFAULT_PAGE,

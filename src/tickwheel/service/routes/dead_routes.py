@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from tickwheel.model import State
-from tickwheel.service.errors import ApiError
+from tickwheel.service.api_errors import ApiError
 from tickwheel.service.routes import access
 from tickwheel.service.routes.access import TenantDep
 from tickwheel.service.routes.deps import (

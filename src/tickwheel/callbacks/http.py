@@ -1,6 +1,6 @@
 """The HTTP callback target: every timer's callback goes through one pooled `HttpClient`.
 
-The client is our own (engine/httpclient.py) rather than aiohttp or httpx: measured with
+The client is our own (`httpclient.py`) rather than aiohttp or httpx: measured with
 bench/http_clients.py, their general request paths cost most of a worker's CPU per callback.
 Each attempt waits for a connection slot (per host, then global) before its timeout starts, so
 a burst of due timers queues here instead of opening a connection each; the wait is bounded
@@ -19,14 +19,14 @@ from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from importlib import metadata
 
-from tickwheel.engine.connection import BadResponse, Disconnected, Response
-from tickwheel.engine.guard import PrivateAddressRefused, is_public_address
-from tickwheel.engine.httpclient import HttpClient, NotSent
+from tickwheel.callbacks.connection import BadResponse, Disconnected, Response
+from tickwheel.callbacks.guard import PrivateAddressRefused, is_public_address
+from tickwheel.callbacks.httpclient import HttpClient, NotSent
+from tickwheel.callbacks.pool import Origin, PoolTimeout
+from tickwheel.callbacks.resolver import ConnectFailed, InvalidHost
+from tickwheel.callbacks.settings import HttpSettings
+from tickwheel.callbacks.signing import SIGNATURE_HEADER, sign
 from tickwheel.engine.outcome import ACKED, NotFired, Outcome, Verdict
-from tickwheel.engine.pool import Origin, PoolTimeout
-from tickwheel.engine.resolver import ConnectFailed, InvalidHost
-from tickwheel.engine.settings import HttpSettings
-from tickwheel.engine.signing import SIGNATURE_HEADER, sign
 from tickwheel.errors import Closed
 from tickwheel.model import Callback, Timer, occurrence_of, replace_controls, truncate_error
 from tickwheel.urls import CallbackUrl, InvalidUrl, parse_url

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from tickwheel.engine.connection import Connection
+from tickwheel.callbacks.connection import Connection
 
 # an origin starts with this many requests at once and earns more with prompt answers
 INITIAL_PER_HOST = 4

@@ -15,12 +15,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from tickwheel.engine.guard import check_target_url
+from tickwheel.callbacks.guard import check_target_url
 from tickwheel.errors import InvalidArgument, ScheduleExists
 from tickwheel.model import new_id
 from tickwheel.recurrence import upcoming
 from tickwheel.schedule import Schedule, ScheduleState
-from tickwheel.service.errors import ApiError
+from tickwheel.service.api_errors import ApiError
 from tickwheel.service.routes import access
 from tickwheel.service.routes.access import TenantDep
 from tickwheel.service.routes.create import DELAY_MATCH_MS

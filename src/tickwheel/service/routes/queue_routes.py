@@ -13,7 +13,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from tickwheel.model import State
-from tickwheel.service.errors import ApiError
+from tickwheel.service.api_errors import ApiError
 from tickwheel.service.flow_schemas import LimitIn, QueueIn, QueueOut, QueuesOut
 from tickwheel.service.routes.access import TenantDep, check_queue, seen_infos
 from tickwheel.service.routes.deps import (

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer, occurrence_of
-from tickwheel.service.errors import ApiError
+from tickwheel.service.api_errors import ApiError
 from tickwheel.service.routes import access, create
 from tickwheel.service.routes.access import TenantDep, tenant_of
 from tickwheel.service.routes.deps import (
