@@ -12,7 +12,9 @@ a. burst: N timers due at one instant, added beforehand, consumed by ``consume()
    awaited one by one, as a natural consumer writes it, and acks left to batch), against the
    floor (pipelined ZADD, a Lua claim loop, pipelined ZREM acks) from the due instant on;
 b. spread: N timers spread evenly over a span, fired by a `Worker` through a recording
-   in-process Target, and through ``consume()``: lateness by the store clock, early firings;
+   in-process Target, and through ``consume()`` (its store's clock synced on an idle connection,
+   and again first synced by one of 128 single adds in flight): lateness by the store clock
+   and by this host's (the server's, on this host), early firings;
 c. HTTP: a `Worker` with `HttpTarget` calling a lean httptools receiver in a separate process
    (uvloop; tickwheel's own aiohttp Receiver for one info row), which
    measures lateness (arrival minus ``Tickwheel-Due``) and reports it back over a pipe.
@@ -116,6 +118,8 @@ async def run(
             spread.append(await worker_spread(bench))
             progress("(b) spread: consume()")
             spread.append(await consume_spread(bench))
+            progress("(b) spread: consume(), clock first synced under load")
+            spread.append(await consume_spread(bench, busy_sync=True))
             emit(spread_table(spread, sizes, meter.other()), tables)
         if "c" in args.parts:
             meter = OtherLoad(server.pid)

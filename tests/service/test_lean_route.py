@@ -7,7 +7,7 @@ import httpx
 import pytest
 from fastapi import APIRouter, FastAPI, Request, Response
 
-from tickwheel.service.errors import install_error_handlers
+from tickwheel.service.api_errors import install_error_handlers
 from tickwheel.service.routes.lean import JsonBodyRoute
 from tickwheel.service.schemas import TimerIn
 

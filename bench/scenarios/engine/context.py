@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import time
@@ -23,6 +24,7 @@ QUEUE = "default"
 FLOOR_LIMIT = 1_000  # the floor's claim limit: WorkerSettings.batch's default
 FLOOR_PIPELINE = 1_000  # ZADDs per round trip when the floor loads its timers
 RAW_LEASES = "raw:leases"
+BUSY_ADDS = 128  # single adds in flight at once where a run loads timers that way
 
 
 class EngineBench:
@@ -39,20 +41,27 @@ class EngineBench:
         await self.admin.aclose()
 
     @contextlib.asynccontextmanager
-    async def store(self) -> AsyncIterator[RedisStore]:
-        """A fresh store on an empty server, its clock synced."""
+    async def store(self, synced: bool = True) -> AsyncIterator[RedisStore]:
+        """A fresh store on an empty server, its clock synced unless not `synced` (then its
+        first call syncs it)."""
         await self.admin.flushall()
         store = RedisStore.from_url(self.server.url, prefix=PREFIX)
         try:
-            await store.sync_clock()
+            if synced:
+                await store.sync_clock()
             yield store
         finally:
             await store.close()
 
-    async def load(self, store: RedisStore, timers: list[Timer], what: str) -> None:
-        """Add the timers (10,000 per add_many), then freeze them out of the collector's view."""
+    async def load(
+        self, store: RedisStore, timers: list[Timer], what: str, singles: int = 0
+    ) -> None:
+        """Add the timers (the first `singles` by `BUSY_ADDS` concurrent single adds, the rest
+        10,000 per add_many), then freeze them out of the collector's view."""
         t0 = time.perf_counter()
-        for start in range(0, len(timers), 10_000):
+        for start in range(0, singles, BUSY_ADDS):
+            await asyncio.gather(*map(store.add, timers[start : min(start + BUSY_ADDS, singles)]))
+        for start in range(singles, len(timers), 10_000):
             await store.add_many(timers[start : start + 10_000])
         progress(f"  {what}: added {len(timers):,} in {time.perf_counter() - t0:.2f} s")
         gc.freeze()  # the producer's side: a worker process does not hold these timers

@@ -27,17 +27,22 @@ class Late:
         self.wall_ms.append(wall_ms() - due_ms)
 
     def cells(self) -> list[str]:
-        """Return the table cells: p50, p99, max (store ms), p99 wall ms, early firings."""
+        """Return the table cells: p50, p99, max (store ms), p50 and p99 wall ms, how far the
+        store clock ran behind this host's (p50 / p99), early firings (by each clock)."""
         if not self.store_ms:
-            return ["—"] * 5
+            return ["—"] * 8
         s, w = list(self.store_ms), list(self.wall_ms)
+        behind = [wall - store for wall, store in zip(w, s, strict=True)]
         early = sum(1 for x in s if x < 0)
         return [
             fmt(pct(s, 0.50)),
             fmt(pct(s, 0.99)),
             fmt(max(s)),
+            f"{pct(w, 0.50):.2f}",
             f"{pct(w, 0.99):.2f}",
+            f"{pct(behind, 0.50):.2f} / {pct(behind, 0.99):.2f}",
             f"{early:,}",
+            f"{sum(1 for x in w if x < 0):,}",
         ]
 
 

@@ -9,6 +9,7 @@ import redis.asyncio as aredis
 from harness.raw_floor import RAW_CLAIM_LUA, RAW_DUE
 
 from scenarios.engine.context import (
+    BUSY_ADDS,
     FLOOR_LIMIT,
     FLOOR_PIPELINE,
     RAW_LEASES,
@@ -110,14 +111,22 @@ async def worker_spread(bench: EngineBench) -> Run:
     return run
 
 
-async def consume_spread(bench: EngineBench) -> Run:
-    """consume() the spread in the loop a user writes first: each ack awaited."""
+async def consume_spread(bench: EngineBench, busy_sync: bool = False) -> Run:
+    """consume() the spread in the loop a user writes first: each ack awaited.
+
+    With `busy_sync` the store's clock is first synced by one of `BUSY_ADDS` single adds in
+    flight (a process that adds as it starts), not on an idle connection.
+    """
     n = bench.sizes.spread
-    run = Run("consume(): await d.ack() each", n, late=Late())
+    label = "consume(): await d.ack() each"
+    if busy_sync:
+        label += f", clock first synced under {BUSY_ADDS} adds in flight"
+    run = Run(label, n, late=Late())
     assert run.late is not None
-    async with bench.store() as store:
+    async with bench.store(synced=not busy_sync) as store:
         timers = spread_timers(bench, store.now_ms(), payload=True)
-        await bench.load(store, timers, "spread: consume")
+        singles = min(n, 10 * BUSY_ADDS) if busy_sync else 0
+        await bench.load(store, timers, "spread: consume", singles)
         run.calls = instrument(store, n)
         seen: set[str] = set()
 

@@ -131,8 +131,11 @@ def spread_table(runs: list[Run], sizes: Sizes, load: float) -> Table:
             "p50 ms",
             "p99 ms",
             "max ms",
+            "p50 wall ms",
             "p99 wall ms",
+            "clock behind ms",
             "early",
+            "early wall",
             "acked",
             "done in stats",
             "duplicates",
@@ -151,9 +154,7 @@ def spread_table(runs: list[Run], sizes: Sizes, load: float) -> Table:
             [
                 run.label,
                 f"{len(late.store_ms):,}",
-                *late.cells()[:3],
-                late.cells()[3],
-                late.cells()[4],
+                *late.cells(),
                 f"{run.acked:,}",
                 fmt(run.done),
                 f"{run.duplicates:,}",
@@ -164,8 +165,12 @@ def spread_table(runs: list[Run], sizes: Sizes, load: float) -> Table:
     refresh = [bar for run in runs for bar in run.bars if bar.refreshes]
     table.notes = [
         "lateness = the store's clock (RedisStore.now_ms(), integer ms, follows Redis TIME) when "
-        "the Target's fire() runs or consume() yields, minus due_ms; 'p99 wall' is the same "
-        "from this host's clock with µs precision (a timer fires once its store ms has come)",
+        "the Target's fire() runs or consume() yields, minus due_ms; 'wall' is the same "
+        "from this host's clock with µs precision (a timer fires once its store ms has come): "
+        "a store clock behind the server's shows in 'wall' only (Redis runs on this host), "
+        "'clock behind' is wall minus store lateness of each firing (p50 / p99): how far the "
+        "store clock ran behind the server's, plus under 1 ms of its whole-ms rounding, and "
+        "'early wall' counts timers handed over before the server's time",
         "WorkerSettings defaults: " + settings_text(),
         *[note for note in map(store_note, runs) if note],
         "progress bar: "

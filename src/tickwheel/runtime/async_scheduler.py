@@ -12,7 +12,7 @@ from typing import Any
 
 from tickwheel.runtime._args import MAX_SLEEP_S, YEAR_S, due_after
 from tickwheel.runtime.clock import NS_PER_MS, Clock
-from tickwheel.runtime.timers import TimerHandle, WheelTimers
+from tickwheel.runtime.timers import TimerHandle, WheelTimers, new_handle
 
 logger = logging.getLogger("tickwheel")
 
@@ -34,6 +34,8 @@ class AsyncScheduler(WheelTimers):
         self._alarm: asyncio.Handle | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
         self._unwatch = self._clock.watch(self._wake)
+        # the loop's thread owns the wheel: a plain call's handle is discarded without the lock
+        self.discard_entry = self._wheel.discard
 
     def call_later(
         self, delay: float, fn: Callable[..., Any], *args: Any, key: Hashable | None = None
@@ -47,7 +49,9 @@ class AsyncScheduler(WheelTimers):
             due_ms = -(-(now_ns + round(delay * 1e9)) // NS_PER_MS)  # due_after's common case
         else:
             due_ms = due_after(delay, now_ns)
-        handle = TimerHandle(self, due_ms, fn, args)
+        # slots set here, not by __init__: a class call with a Python __init__ costs twice as much
+        handle = new_handle(TimerHandle)
+        handle._owner, handle._due, handle._fn, handle._args = self, ~due_ms, fn, args
         self._wheel.file(handle, due_ms)
         wake_at = self._wake_at
         if wake_at is None or due_ms < wake_at:

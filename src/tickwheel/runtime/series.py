@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tickwheel.recurrence import Recurrence
 
-if TYPE_CHECKING:
-    from tickwheel.runtime.timers import WheelTimers
+
+class SeriesOwner(Protocol):
+    """The scheduler a series belongs to (`WheelTimers`): it ends the series and re-arms it."""
+
+    def end_series(self, series: Series) -> bool:
+        """End `series`; return whether it was still going."""
+        ...
+
+    def rearm_series(self, series: Series, nominal_ms: int) -> None:
+        """Arm the occurrence of `series` after the one nominally due at `nominal_ms`."""
+        ...
 
 
 class Series:
@@ -25,7 +34,7 @@ class Series:
 
     def __init__(
         self,
-        owner: WheelTimers,
+        owner: SeriesOwner,
         rule: Recurrence,
         fn: Callable[..., Any],
         args: tuple[Any, ...],

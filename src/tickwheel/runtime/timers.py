@@ -52,7 +52,8 @@ class TimerHandle(WheelEntry):
 
     def cancel(self) -> bool:
         """Stop the call; return whether it was still pending."""
-        return self._owner.cancel_handle(self)
+        # a plain call's handle is its own wheel entry: straight to the owner's discard
+        return self._owner.discard_entry(self)
 
     def reschedule(self, delay: float) -> bool:
         """Move the call to `delay` seconds from now; return whether it was still pending."""
@@ -83,6 +84,10 @@ class KeyedHandle(TimerHandle):
         super().__init__(owner, due_ms, fn, args)
         self.key = key
 
+    def cancel(self) -> bool:
+        """Stop the call; return whether it was still pending."""
+        return self._owner.cancel_handle(self)
+
 
 class Occurrence(TimerHandle):
     """The handle of one occurrence of a recurring call (`every`, `cron`)."""
@@ -93,6 +98,14 @@ class Occurrence(TimerHandle):
         super().__init__(owner, due_ms, series.occur, (due_ms,))
         self.key = series.key
         self.series = series
+
+    def cancel(self) -> bool:
+        """Stop this occurrence; return whether it was still pending."""
+        return self._owner.cancel_handle(self)
+
+
+# makes a handle without running `__init__`; the hot paths set its four slots themselves
+new_handle: Callable[[type[TimerHandle]], TimerHandle] = object.__new__
 
 
 class WheelTimers(ABC):
@@ -117,6 +130,8 @@ class WheelTimers(ABC):
         self._closed = False
         # the series holding each key, so a later timer under its key ends it
         self._series: dict[Hashable, Series] = {}
+        # what a plain call's `TimerHandle.cancel` calls: the wheel's `discard` under the lock
+        self.discard_entry: Callable[[TimerHandle], bool] = self._discard_locked
 
     def __len__(self) -> int:
         return len(self._wheel)
@@ -134,7 +149,9 @@ class WheelTimers(ABC):
             due_ms = -(-(now_ns + round(delay * 1e9)) // NS_PER_MS)  # due_after's common case
         else:
             due_ms = due_after(delay, now_ns)
-        handle = TimerHandle(self, due_ms, fn, args)
+        # slots set here, not by __init__: a class call with a Python __init__ costs twice as much
+        handle = new_handle(TimerHandle)
+        handle._owner, handle._due, handle._fn, handle._args = self, ~due_ms, fn, args
         # acquire and release by hand: half the cost of a `with` block on CPython 3.11
         lock = self._lock
         lock.acquire()
@@ -278,6 +295,14 @@ class WheelTimers(ABC):
             if key is None:  # the handle is its own entry
                 return self._wheel.discard(handle)
             return self._wheel.get(key) is handle and self._wheel.cancel(key)
+        finally:
+            lock.release()
+
+    def _discard_locked(self, handle: TimerHandle) -> bool:
+        lock = self._lock
+        lock.acquire()
+        try:
+            return self._wheel.discard(handle)
         finally:
             lock.release()
 

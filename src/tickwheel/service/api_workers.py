@@ -15,6 +15,7 @@ import logging
 import multiprocessing
 import os
 import signal
+from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
@@ -31,8 +32,15 @@ STOP_TIMEOUT_S = 15.0
 class ApiWorkers:
     """`count` API processes beside this one, listening on `settings.host` and `port`."""
 
-    def __init__(self, settings: ServiceSettings, port: int, count: int) -> None:
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        port: int,
+        count: int,
+        entry: Callable[[ServiceSettings, Connection], None],
+    ) -> None:
         self.settings = dataclasses.replace(settings, port=port, worker=False, api_workers=1)
+        self._entry = entry  # what each process runs: serve.run_api_process
         self.count = count
         self.processes: list[BaseProcess] = []
         self._stopping = False
@@ -47,9 +55,7 @@ class ApiWorkers:
         readies = []
         for _ in range(self.count):
             ours, theirs = context.Pipe(duplex=False)
-            process = context.Process(
-                target=run_api_process, args=(self.settings, theirs), daemon=True
-            )
+            process = context.Process(target=self._entry, args=(self.settings, theirs), daemon=True)
             process.start()
             theirs.close()
             self.processes.append(process)
@@ -107,19 +113,3 @@ def _ready(ready: Connection) -> str | None:
     except EOFError:
         return "it exited before listening"
     return word
-
-
-def run_api_process(settings: ServiceSettings, ready: Connection) -> None:
-    """The API processes' entry point: serve `settings` on its port shared with the others,
-    telling `ready` once listening (None) or why it cannot (a message)."""
-    from tickwheel.service.serve import run, serve_api
-
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    try:
-        run(serve_api(settings, ready))
-    except Exception as error:
-        if not ready.closed:
-            ready.send(str(error))
-        raise SystemExit(1) from None

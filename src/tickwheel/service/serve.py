@@ -78,7 +78,9 @@ async def serve(
         if settings.tenants is not None:  # the names only: they are what the metrics label
             line += f" · tokens {', '.join(sorted(t.name for t in settings.tenants))}"
         if shared and server.started:
-            others = ApiWorkers(settings, sock.getsockname()[1], settings.api_workers - 1)
+            others = ApiWorkers(
+                settings, sock.getsockname()[1], settings.api_workers - 1, run_api_process
+            )
             process.cleanup.push_async_callback(others.stop)
             await others.start()
             process.start(others.watch(), "api-workers")
@@ -109,6 +111,20 @@ async def serve_api(settings: ServiceSettings, ready: Connection) -> None:
         await process.run(None, None)
         server.should_exit = True
         await process.finish(serving, grace_s=API_HURRIED_S)
+
+
+def run_api_process(settings: ServiceSettings, ready: Connection) -> None:
+    """The API processes' entry point: serve `settings` on its port shared with the others,
+    telling `ready` once listening (None) or why it cannot (a message)."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        run(serve_api(settings, ready))
+    except Exception as error:
+        if not ready.closed:
+            ready.send(str(error))
+        raise SystemExit(1) from None
 
 
 def _start_api(

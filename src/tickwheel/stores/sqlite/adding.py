@@ -10,10 +10,10 @@ from functools import partial
 from tickwheel.errors import InvalidArgument, TimerExists
 from tickwheel.model import Timer
 from tickwheel.stores.checks import check_due
-from tickwheel.stores.coalesce import Coalescer
 from tickwheel.stores.codec import SpecCache
 from tickwheel.stores.rebuild import as_scheduled
 from tickwheel.stores.sqlite import queries as sql
+from tickwheel.stores.sqlite.group_commit import GroupCommit
 from tickwheel.stores.sqlite.queries import RowCodec
 from tickwheel.stores.sqlite.schema import transaction
 from tickwheel.stores.sqlite.thread import BATCH, SqliteThread
@@ -42,32 +42,35 @@ def insert_timer(
 class SqliteAdding(SqliteThread):
     """The add calls of `SqliteStore`."""
 
-    _adding: Coalescer[Timer, Timer]
-    _replacing: Coalescer[Timer, Timer]
+    _adding: GroupCommit[Timer, Timer]
+    _replacing: GroupCommit[Timer, Timer]
 
     async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
-        """Add one timer; adds made while one is being written share the next transaction
-        (group commit), each with its own result or error."""
+        """Add one timer; adds made while one is being written, from any task or thread, share
+        the next transaction (group commit), each answered with its own result or error once
+        that transaction has committed."""
         self._check_open()
-        return await (self._replacing if replace else self._adding).submit(timer)
+        stored = await (self._replacing if replace else self._adding).submit(timer)
+        self._wakeups.notify(stored.queue)
+        return stored
 
-    async def _add_new(self, timers: list[Timer]) -> list[Timer | Exception]:
-        return await self._add_each(timers, replace=False)
+    def _write_new(self, timers: list[Timer]) -> list[Timer | Exception]:
+        return self._write_each(timers, replace=False)
 
-    async def _add_replacing(self, timers: list[Timer]) -> list[Timer | Exception]:
-        return await self._add_each(timers, replace=True)
+    def _write_replacing(self, timers: list[Timer]) -> list[Timer | Exception]:
+        return self._write_each(timers, replace=True)
 
-    async def _add_each(self, timers: list[Timer], *, replace: bool) -> list[Timer | Exception]:
-        """Add `timers` in one transaction (a lone one in one statement when its id is new);
-        a timer's own refusal (a taken id, a due time past the horizon) is its result."""
+    def _write_each(self, timers: list[Timer], *, replace: bool) -> list[Timer | Exception]:
+        """On the store's thread: add `timers` in one transaction (a lone one in one statement
+        when its id is new); a timer's own refusal (a taken id, a due time past the horizon)
+        is its result."""
+        self._check_open()
         if len(timers) == 1:
             (timer,) = timers
             try:
-                stored = await self._run(None, lambda c, now: self._add(c, now, timer, replace))
+                return [self._on_thread(None, lambda c, now: self._add(c, now, timer, replace))]
             except (TimerExists, InvalidArgument) as refused:
                 return [refused]
-            self._wakeups.notify(stored.queue)
-            return [stored]
 
         def work(conn: sqlite3.Connection, now: int) -> list[Timer | Exception]:
             results: list[Timer | Exception] = []
@@ -78,10 +81,7 @@ class SqliteAdding(SqliteThread):
                     results.append(refused)
             return results
 
-        results = await self._run("BEGIN IMMEDIATE", work)
-        for queue in {r.queue for r in results if isinstance(r, Timer)}:
-            self._wakeups.notify(queue)
-        return results
+        return self._on_thread("BEGIN IMMEDIATE", work)
 
     async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
         """Add many timers, up to 1,000 per transaction; return them as stored, in order.

@@ -12,8 +12,8 @@ occurrences it cancels, creates or skips, so no crash or other process sees one 
 
 The file, its schema and migrations are `schema.py`'s; the SQL and the rows are `queries.py`'s.
 The class is assembled from one part per concept: `thread.py` (the connection and wakeups),
-`adding.py`, `changing.py`, `leasing.py`, `stored_schedules.py`, `queue_settings.py`,
-`host_limits.py` and `listing.py`.
+`adding.py` (single adds through `group_commit.py`), `changing.py`, `leasing.py`,
+`stored_schedules.py`, `queue_settings.py`, `host_limits.py` and `listing.py`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tickwheel.stores.base import StoreSettings, wall_ms
-from tickwheel.stores.coalesce import Coalescer
 from tickwheel.stores.sqlite.adding import SqliteAdding
 from tickwheel.stores.sqlite.changing import SqliteChanging
+from tickwheel.stores.sqlite.group_commit import GroupCommit
 from tickwheel.stores.sqlite.host_limits import SqliteHostLimits
 from tickwheel.stores.sqlite.leasing import SqliteLeasing
 from tickwheel.stores.sqlite.listing import SqliteListing
@@ -56,5 +56,5 @@ class SqliteStore(
         clock: Callable[[], int] = wall_ms,
     ) -> None:
         super().__init__(path, settings, clock=clock)
-        self._adding = Coalescer(self._add_new, BATCH)
-        self._replacing = Coalescer(self._add_replacing, BATCH)
+        self._adding = GroupCommit(self._executor, self._write_new, BATCH)
+        self._replacing = GroupCommit(self._executor, self._write_replacing, BATCH)

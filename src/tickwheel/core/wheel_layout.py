@@ -1,0 +1,152 @@
+"""The layout of `TimingWheel`: levels of two-block rings of buckets, and `WheelEntry`.
+
+Time is counted in ticks. Level ``L`` has a ring of 128 buckets, each spanning ``64**L`` ticks:
+two *blocks* of 64 buckets, the block the current tick is in and the next one. An entry due at
+tick ``t`` lives at the lowest level whose block of ``t`` is the current or the next, in bucket
+``(t >> 6L) & 127``. Three facts follow and everything rests on them:
+
+* every entry of level ``L`` is due after every entry of level ``L - 1``, so the lowest
+  non-empty bucket of the lowest non-empty level holds the next due entry;
+* entries with the same due tick share one bucket, and buckets keep insertion order, so a stable
+  sort by due time yields ``(due_ms, insertion)`` order without a sequence number;
+* the bucket an entry sits in is a function of its due tick and the current tick, so `cancel`
+  finds it without a stored pointer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+
+BITS = 6
+RING = 128  # two blocks of 64 buckets per level
+SLOT = RING - 1
+LAST = 63  # the last bucket of a block
+ALL = (1 << RING) - 1
+
+
+class WheelEntry:
+    """A timer that is its own key and value, filed with `TimingWheel.file`.
+
+    One slot says when it is due and whether it is pending: `_due` holds the due time from
+    filing until the entry fires or is discarded, its bitwise complement (negative) before and
+    after. Only the wheel writes it; `due_ms` reads it.
+    """
+
+    __slots__ = ("_due",)
+
+    def __init__(self, due_ms: int) -> None:
+        self._due = ~due_ms
+
+    @property
+    def due_ms(self) -> int:
+        """When the entry is, or was, due (epoch ms)."""
+        due = self._due
+        return due if due >= 0 else ~due
+
+
+class WheelLayout(Generic[K, T]):
+    """The wheel's state and where an entry belongs in it: levels, buckets and their bits."""
+
+    __slots__ = (
+        "_buckets",
+        "_draining",
+        "_due",
+        "_ends",
+        "_filed",
+        "_filed_dead",
+        "_live",
+        "_now",
+        "_occupied",
+        "_origin",
+        "_overdue",
+        "_sweep_bucket",
+        "_sweep_keys",
+        "_sweep_pos",
+        "_tick_ms",
+    )
+
+    def __init__(self, now_ms: int = 0, tick_ms: int = 1) -> None:
+        if tick_ms < 1:
+            raise ValueError(f"tick_ms: must be at least 1, got {tick_ms!r}")
+        if now_ms < 0:
+            raise ValueError(f"now_ms: must not be negative, got {now_ms!r}")
+        self._tick_ms = tick_ms
+        # ticks count from the first one, so that for days they stay one-digit Python ints
+        self._origin = now_ms // tick_ms
+        self._now = 0
+        # key -> due_ms while pending; -> ~due_ms (negative) while a tombstone in its bucket
+        self._due: dict[K, int] = {}
+        # keys pending in `_due`; the rest there are tombstones
+        self._live = 0
+        self._overdue: dict[K, T] = {}
+        # bucket (level, slot) is self._buckets[level << 7 | slot]
+        self._buckets: list[dict[K, T]] = []
+        # one bit per bucket that may be non-empty; removals leave bits set, scans clear them
+        self._occupied: list[int] = []
+        # for each level below the top one, the first tick past its next block: a tick t > now
+        # belongs at the first level whose end is past t
+        self._ends: list[int] = []
+        # one bit per level whose source (the upper bucket feeding its next block) is draining
+        self._draining = 0
+        # a sweep in progress: the bucket index it is in (-1: none), that bucket's keys when
+        # the sweep reached it, and how many of them it has looked at
+        self._sweep_bucket = -1
+        self._sweep_keys: list[K] = []
+        self._sweep_pos = 0
+        # filed entries (`WheelEntry`) pending, and discarded but still in a bucket
+        self._filed = 0
+        self._filed_dead = 0
+
+    def __len__(self) -> int:
+        return self._live + self._filed
+
+    def __contains__(self, key: object) -> bool:
+        due: dict[Any, int] = self._due
+        return due.get(key, -1) >= 0
+
+    @property
+    def now_ms(self) -> int:
+        """The time of the last advance, rounded down to a tick."""
+        return (self._now + self._origin) * self._tick_ms
+
+    def _level(self, t: int, now: int) -> int:
+        """Return the lowest level whose current or next block holds tick `t` (> now)."""
+        level = ((t ^ now).bit_length() - 1) // BITS
+        # one level lower still works when t is in the next block there (a carry)
+        while level and (t >> (level * BITS)) - (now >> (level * BITS)) <= 1:
+            level -= 1
+        if level + 1 >= len(self._occupied):
+            self._grow(level + 1)  # the level above holds this one's draining source
+        return level
+
+    def _bucket_of(self, key: K, due_ms: int) -> dict[K, T]:
+        """Return the bucket holding `key`, due at `due_ms`: its own, or its draining source."""
+        tick = self._tick_ms
+        t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
+        now = self._now
+        if t <= now:
+            return self._overdue
+        level = self._level(t, now)
+        shift = level * BITS
+        bucket = self._buckets[level << 7 | (t >> shift) & SLOT]
+        if key in bucket:
+            return bucket
+        return self._buckets[(level + 1) << 7 | (t >> (shift + BITS)) & SLOT]
+
+    def _grow(self, level: int) -> None:
+        """Add levels up to `level`, each with its ring of empty buckets."""
+        if len(self._occupied) > level:
+            return
+        while len(self._occupied) <= level:
+            self._occupied.append(0)
+            self._buckets.extend({} for _ in range(RING))
+        self._set_ends()
+
+    def _set_ends(self) -> None:
+        """Recompute `_ends` after time moves to another block or a level is added."""
+        now = self._now
+        self._ends = [((now >> s) + 2) << s for s in range(BITS, BITS * len(self._occupied), BITS)]

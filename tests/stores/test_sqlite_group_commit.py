@@ -1,0 +1,132 @@
+"""Single `SqliteStore.add` calls from many tasks and threads share transactions, each answered
+only once its transaction has committed."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tickwheel.errors import Closed, TimerExists
+from tickwheel.model import Timer
+from tickwheel.stores.sqlite import SqliteStore
+
+DUE_MS = int(time.time() * 1000) + 3_600_000  # an hour ahead of the store's wall clock
+THREADS = 4
+PER_THREAD = 60
+
+
+def committed(path: Path, timer_id: str) -> bool:
+    """Whether another connection sees `timer_id`: only a committed row is visible to it."""
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT 1 FROM timers WHERE id = ?", (timer_id,)).fetchone() is not None
+
+
+def record_batches(store: SqliteStore) -> list[list[str]]:
+    """Record the ids of every batch the store's group commit writes."""
+    batches: list[list[str]] = []
+    group = store._adding
+    write = group._write
+
+    def recording(timers: list[Timer]) -> list[Timer | Exception]:
+        batches.append([timer.id for timer in timers])
+        return list(write(timers))
+
+    group._write = recording
+    return batches
+
+
+async def add_checked(store: SqliteStore, timer: Timer, seen: list[str]) -> None:
+    """Add `timer` and check, as soon as it returns, that its row is committed."""
+    stored = await store.add(timer)
+    assert stored.id == timer.id
+    if committed(store.path, timer.id):
+        seen.append(timer.id)
+
+
+async def test_concurrent_adds_share_transactions_each_committed_when_answered(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "timers.db")
+    try:
+        await store.add(Timer(id="first", due_ms=DUE_MS))  # the file and schema exist
+        batches = record_batches(store)
+        seen: list[str] = []
+        timers = [Timer(id=f"t{i:03}", due_ms=DUE_MS + i) for i in range(200)]
+        await asyncio.gather(*(add_checked(store, timer, seen) for timer in timers))
+        assert sorted(seen) == [timer.id for timer in timers], "answered only once committed"
+        assert sorted(i for batch in batches for i in batch) == [t.id for t in timers]
+        assert max(map(len, batches)) > 1, "adds in flight together share a transaction"
+    finally:
+        await store.close()
+
+
+def in_thread(run: Callable[[], None], errors: list[BaseException]) -> threading.Thread:
+    def target() -> None:
+        try:
+            run()
+        except BaseException as error:  # reported by the test's thread
+            errors.append(error)
+
+    return threading.Thread(target=target)
+
+
+async def test_adds_from_threads_with_their_own_loops_share_transactions(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "timers.db")
+    try:
+        await store.add(Timer(id="first", due_ms=DUE_MS))
+        batches = record_batches(store)
+        seen: list[str] = []
+        errors: list[BaseException] = []
+        start = threading.Barrier(THREADS)
+
+        def adds(thread: int) -> None:
+            async def main() -> None:
+                start.wait()
+                timers = [
+                    Timer(id=f"th{thread}-{i:03}", due_ms=DUE_MS + i) for i in range(PER_THREAD)
+                ]
+                await asyncio.gather(*(add_checked(store, timer, seen) for timer in timers))
+
+            asyncio.run(main())
+
+        threads = [in_thread(lambda n=n: adds(n), errors) for n in range(THREADS)]
+        for thread in threads:
+            thread.start()
+        await asyncio.to_thread(lambda: [thread.join() for thread in threads])
+        assert errors == []
+        assert len(seen) == THREADS * PER_THREAD, "every add answered once committed"
+        mixed = [batch for batch in batches if len({i.split("-")[0] for i in batch}) > 1]
+        assert mixed, "a transaction carries adds of more than one thread"
+        assert (await store.stats()).counts  # the store still serves its own loop
+    finally:
+        await store.close()
+
+
+async def test_a_refused_add_fails_alone_in_its_batch(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "timers.db")
+    try:
+        await store.add(Timer(id="taken", due_ms=DUE_MS))
+        batches = record_batches(store)
+        timers = [Timer(id=f"t{i}", due_ms=DUE_MS) for i in range(20)]
+        timers.insert(10, Timer(id="taken", due_ms=DUE_MS + 1))  # another spec: a conflict
+        results = await asyncio.gather(*map(store.add, timers), return_exceptions=True)
+        assert [type(r) for r in results].count(TimerExists) == 1
+        assert isinstance(results[10], TimerExists)
+        assert all(committed(store.path, t.id) for t in timers if t.id != "taken")
+        assert any("taken" in batch and len(batch) > 1 for batch in batches)
+    finally:
+        await store.close()
+
+
+async def test_an_add_on_a_closed_store_raises_closed(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "timers.db")
+    await store.add(Timer(id="first", due_ms=DUE_MS))
+    await store.close()
+    with pytest.raises(Closed):
+        await store.add(Timer(id="late", due_ms=DUE_MS))
