@@ -68,9 +68,6 @@ class PostgresStore(Controls):
         self._adding = Coalescer(self._add_new, ops.BATCH)
         self._replacing = Coalescer(self._add_replacing, ops.BATCH)
 
-    def now_ms(self) -> int:
-        return self._clock()
-
     async def add(self, timer: Timer, *, replace: bool = False, tx: AsyncTx | None = None) -> Timer:
         """Add one timer; with `tx`, inside the caller's transaction on that connection.
 
