@@ -43,9 +43,10 @@ test: setup tools lint
 	$(BIN)/pytest -n auto --dist worksteal -m "not latency"
 	$(BIN)/pytest -m latency
 
-# the API and a worker on ./tickwheel.db; private targets allowed for the README's local receiver
+# the API and a worker, on ./tickwheel.db at port 8080 unless told otherwise (make run PORT=9090
+# STORE=redis://127.0.0.1:6379/0); private targets allowed for the README's local receiver
 run: setup
-	$(BIN)/tickwheel serve --allow-private-targets
+	$(BIN)/tickwheel serve --allow-private-targets $(if $(PORT),--port '$(PORT)') $(if $(STORE),--store '$(STORE)')
 
 bench: setup tools
 	$(BIN)/python bench/inproc.py

@@ -29,11 +29,11 @@ import httpx
 from harness.machine import HZ, cpu_ticks, machine_table, pid_ticks, sample_other_load
 from harness.report import Table, emit, fmt, write_markdown
 
-from tickwheel.engine.http import HttpTarget
-from tickwheel.engine.httpclient import HttpClient
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.httpclient import HttpClient
+from tickwheel.callbacks.settings import HttpSettings
+from tickwheel.callbacks.signing import sign
 from tickwheel.engine.outcome import Verdict
-from tickwheel.engine.settings import HttpSettings
-from tickwheel.engine.signing import sign
 from tickwheel.model import Callback, RetryPolicy, Timer
 
 SECRET = "bench-secret"
@@ -296,7 +296,7 @@ async def run(args: argparse.Namespace) -> Table:
         "receiver: tickwheel.testing.Receiver in its own process (uvloop)",
         "pool: aiohttp TCPConnector(limit=pool, limit_per_host=pool); "
         "httpx Limits(max_connections=pool, max_keepalive_connections=pool)",
-        "HttpClient: tickwheel.engine.httpclient (asyncio.Protocol + httptools), "
+        "HttpClient: tickwheel.callbacks.httpclient (asyncio.Protocol + httptools), "
         "max_connections=pool, max_per_host=pool; request bytes built from the same headers",
         "HttpTarget: HttpClient plus the URL route, request building, signature and Outcome",
         "other CPUs: the most that processes other than these two kept busy during a run (of 2)",

@@ -6,7 +6,10 @@ tables as Markdown).
 
 Tenant A puts N timers due at one instant, spread over Q queues, to P loopback ports that accept
 and never answer (a callback timeout of 120 s); tenant B meanwhile has M timers spread over S
-seconds to a prompt receiver (httptools, in a child process). Each store runs B alone, then B
+seconds to a prompt receiver (httptools, in a child process), its first ``--b-ahead`` seconds
+before A's instant: a tenant already running when the flood lands (0: both start on a cold
+worker at the same instant). A's timers are added 2 s before their instant, while B's fire.
+Each store runs B alone, then B
 beside A, in the same run; the workers are real `tickwheel serve` / `tickwheel worker`
 processes. Target: B's p99 lateness beside A at most twice alone, none of B's lost, early or dead.
 """
@@ -41,6 +44,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--a-ports", type=int, default=64)
     parser.add_argument("--b-timers", type=int, default=1_000)
     parser.add_argument("--b-span", type=float, default=10.0, help="seconds B's timers span")
+    parser.add_argument(
+        "--b-ahead", type=float, default=2.0,
+        help="seconds from B's first due time to A's instant (0: both at once, on a cold worker)",
+    )  # fmt: skip
     parser.add_argument("--logs", metavar="DIR", help="keep the workers' logs in DIR")
     parser.add_argument(
         "--markdown", nargs="?", const="-", metavar="PATH",
@@ -75,9 +82,11 @@ async def run(args: argparse.Namespace, server: OwnRedis | None, tables: list[Ta
         b_timers=args.b_timers,
         b_span_s=args.b_span,
         lead_s=4.0,
+        b_ahead_s=args.b_ahead,
     )
     table = Table(
-        f"Tenant B ({load.b_timers:,} timers over {load.b_span_s:g} s to a prompt receiver) "
+        f"Tenant B ({load.b_timers:,} timers over {load.b_span_s:g} s to a prompt receiver, "
+        f"the first {load.b_ahead_s:g} s before A's instant) "
         f"alone and beside tenant A ({load.a_timers:,} timers at one instant over "
         f"{load.a_queues:,} queues to {args.a_ports} ports that never answer)",
         ["store", "run", "B arrived", "p50 ms", "p99 ms", "max ms", "lost", "early", "dead",

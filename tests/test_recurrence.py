@@ -7,6 +7,7 @@ once and a skipped one at the end of its gap: the rules `tickwheel.recurrence` d
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -223,3 +224,22 @@ def test_only_a_zone_of_the_database_is_a_time_zone(name: str) -> None:
 def test_a_rule_with_no_occurrence_before_year_9999_ends() -> None:
     last_leap_day_before_the_end = 253_370_764_800_000  # 9998-12-01, no 29 February after it
     assert Cron("0 0 29 2 *").next_after(last_leap_day_before_the_end) is None
+
+
+def test_a_per_second_rule_walks_seconds_not_hours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API checks a new rule's first 200 occurrences: away from a clock change each must
+    cost a few candidates, not the 3 h window a change needs (10,800 for a per-second rule)."""
+    walked = 0
+    walls = Cron._walls
+
+    def counting(rule: Cron, start: datetime) -> Iterator[datetime]:
+        nonlocal walked
+        for candidate in walls(rule, start):
+            walked += 1
+            yield candidate
+
+    monkeypatch.setattr(Cron, "_walls", counting)
+    rule = Cron("* * * * * *", "Europe/Berlin")
+    july = 1_782_864_000_000  # 2026-07-01T00:00Z: no clock change within hours
+    assert upcoming(rule, july, 200) == [july + 1000 * n for n in range(1, 201)]
+    assert walked <= 3 * 200

@@ -37,17 +37,18 @@ from tickwheel.schedule import Misfire, Schedule, ScheduleState
 from tickwheel.stores import Lease, MemoryStore, SqliteStore, Store, StoreSettings, open_store
 
 if _typing.TYPE_CHECKING:
+    from tickwheel.callbacks.http import HttpTarget
+    from tickwheel.callbacks.settings import HttpSettings
     from tickwheel.engine.consume import Delivery, consume
-    from tickwheel.engine.http import HttpTarget
-    from tickwheel.engine.settings import HttpSettings, WorkerSettings
+    from tickwheel.engine.settings import WorkerSettings
     from tickwheel.engine.worker import Worker
     from tickwheel.stores.redis import RedisStore
 
 # names loaded on first use: their module, and the extra it needs (None: the base install)
 _LAZY = {
     "Delivery": ("tickwheel.engine.consume", None),
-    "HttpSettings": ("tickwheel.engine.settings", None),
-    "HttpTarget": ("tickwheel.engine.http", "service"),
+    "HttpSettings": ("tickwheel.callbacks.settings", None),
+    "HttpTarget": ("tickwheel.callbacks.http", "service"),
     "RedisStore": ("tickwheel.stores.redis", "redis"),
     "Worker": ("tickwheel.engine.worker", None),
     "WorkerSettings": ("tickwheel.engine.settings", None),

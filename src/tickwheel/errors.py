@@ -10,8 +10,15 @@
      ├── ScheduleExists                    the id is taken by a schedule with another spec
      ├── LeaseLost                         the lease expired or moved on; nothing was changed
      ├── CapReached                        the store holds as many of a kind as it may
-     └── StoreUnavailable                  the store could not be reached; `__cause__` says why
-          └── NotReplicated                the write is stored, but no replica confirmed it
+     ├── StoreUnavailable                  the store could not be reached; `__cause__` says why
+     │    └── NotReplicated                the write is stored, but no replica confirmed it
+     ├── ServiceError                      the HTTP API answered an error (`tickwheel.client`)
+     │    ├── RequestInvalid (ValueError)  the request was wrong: 400, 413, 415, 422
+     │    ├── AccessDenied (PermissionError)  no token, or not the right one: 401, 403
+     │    ├── NotFound (LookupError)       no such timer, schedule, queue or limit: 404
+     │    ├── Conflict                     the id is taken by another spec, or the state: 409
+     │    └── ServiceUnavailable           the store is down, or a write unreplicated: 503, 507
+     └── ServiceUnreachable                nothing answered at the API's URL
 """
 
 from __future__ import annotations
@@ -98,3 +105,67 @@ class NotReplicated(StoreUnavailable):
         """The same error naming `ids`: a caller's own writes, not those of others that shared
         its round trip."""
         return NotReplicated(ids, self.reason)
+
+
+BAD_INPUT_STATUSES = frozenset({400, 409, 413, 415, 422})
+"""Statuses that mean the request itself was wrong rather than the service or a timer's state."""
+
+
+class ServiceError(TickwheelError):
+    """The HTTP API answered an error: `status`, and `code`, `message`, `field` from its body.
+
+    `retry_after_s` is the answer's ``Retry-After`` (None without one); `ids` names what a write
+    stored all the same (a 507 ``not_replicated``)."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        field: str | None = None,
+        *,
+        retry_after_s: float | None = None,
+        ids: tuple[str, ...] = (),
+    ) -> None:
+        where = f" ({field})" if field else ""
+        super().__init__(f"{message}{where} [HTTP {status} {code}]")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.retry_after_s = retry_after_s
+        self.ids = ids
+
+    @property
+    def bad_input(self) -> bool:
+        """Whether the request was at fault rather than the service or the timer's state."""
+        return self.status in BAD_INPUT_STATUSES
+
+
+class RequestInvalid(ServiceError, ValueError):
+    """The API refused the request as wrong (400, 413, 415, 422); `field` names what, if known."""
+
+
+class AccessDenied(ServiceError, PermissionError):
+    """The API wants a token (401), or the token may not do this (403)."""
+
+
+class NotFound(ServiceError, LookupError):
+    """No such timer, schedule, queue or limit (404), or none the token may see."""
+
+
+class Conflict(ServiceError):
+    """The id is taken by another spec, or the timer's state forbids the change (409)."""
+
+
+class ServiceUnavailable(ServiceError):
+    """The service's store did not answer (503), or a write was not replicated (507)."""
+
+
+class ServiceUnreachable(TickwheelError):
+    """Nothing answered at the API's URL (refused, timed out, unknown host); `reason` says which."""
+
+    def __init__(self, base_url: str, reason: str) -> None:
+        super().__init__(f"cannot reach the tickwheel API at {base_url} ({reason})")
+        self.base_url = base_url
+        self.reason = reason

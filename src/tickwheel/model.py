@@ -52,6 +52,7 @@ MAX_RETRY_S = 365 * 86_400.0
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 
 _ID = re.compile(r"[A-Za-z0-9._:-]+")
+_URL_REFUSED = re.compile(r"[\x00-\x20\x7f]")  # spaces and control characters
 # a schedule's occurrence: `<schedule id>@<nominal epoch ms>`; no other id holds an "@"
 _OCCURRENCE_ID = re.compile(r"([A-Za-z0-9._:-]+)@(0|[1-9][0-9]{0,14})")
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -120,7 +121,7 @@ def _check_url(url: object) -> None:
     if not _is_unicode(url):
         raise InvalidTimer("callback.url", "must be valid Unicode: it holds a lone surrogate")
     parsed = parse_url(url)  # its InvalidUrl is an InvalidTimer naming callback.url
-    if any(ord(char) <= 32 or ord(char) == 127 for char in url):
+    if _URL_REFUSED.search(url) is not None:
         raise InvalidTimer("callback.url", "must not contain spaces or control characters")
     # a name longer than DNS carries would fail every lookup; an address is no name
     if not parsed.is_ip and len(parsed.host.removesuffix(".")) > MAX_HOST_CHARS:

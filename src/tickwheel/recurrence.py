@@ -144,9 +144,15 @@ class Cron:
         """The first occurrence after `after_ms`, or None when there is none before year 9999
         (datetime's end)."""
         after = _EPOCH + after_ms * _MS
-        wall = after.astimezone(self._zone).replace(tzinfo=None)
+        local = after.astimezone(self._zone)
+        wall = local.replace(tzinfo=None)
+        # a wall time before `wall` can fire after `after` only where the clock went back
+        # within MAX_GAP; elsewhere the walk starts at `wall` (a per-second rule walks a
+        # second, not MAX_GAP's worth of them)
+        earlier = (after - MAX_GAP).astimezone(self._zone)
+        steady = earlier.utcoffset() == local.utcoffset()
         try:
-            for candidate in self._walls(wall - MAX_GAP):
+            for candidate in self._walls(wall if steady else wall - MAX_GAP):
                 instant_ms = _to_ms(self._place(candidate))
                 if instant_ms > after_ms:
                     return instant_ms

@@ -49,6 +49,10 @@ class ScriptedStore:
     async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
         self.handed_back.append(lease)
 
+    async def defer_many(self, deferrals: Sequence[tuple[Lease, int, str]]) -> list[bool]:
+        self.handed_back += [lease for lease, _, _ in deferrals]
+        return [True] * len(deferrals)
+
     async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
         self.handed_back.append(lease)
 

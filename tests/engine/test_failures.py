@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from engine.support import running, until
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.engine import Worker, WorkerSettings
-from tickwheel.engine.http import HttpTarget
-from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import Store
 from tickwheel.stores.redis import RedisStore

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tickwheel.engine.guard import check_target_url, is_legacy_ipv4, is_public_address
+from tickwheel.callbacks.guard import check_target_url, is_legacy_ipv4, is_public_address
 from tickwheel.errors import InvalidTimer
 
 PUBLIC = [

@@ -20,17 +20,17 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tickwheel.engine import httpclient
-from tickwheel.engine import resolver as dns
-from tickwheel.engine.connection import READ_LIMIT_BYTES
-from tickwheel.engine.guard import PrivateAddressRefused, keep_public
-from tickwheel.engine.http import MAX_RETRY_AFTER_S, HttpTarget, retry_after_s
-from tickwheel.engine.httpclient import HttpClient
+from tickwheel.callbacks import httpclient
+from tickwheel.callbacks import resolver as dns
+from tickwheel.callbacks.connection import READ_LIMIT_BYTES
+from tickwheel.callbacks.guard import PrivateAddressRefused, keep_public
+from tickwheel.callbacks.http import MAX_RETRY_AFTER_S, HttpTarget, retry_after_s
+from tickwheel.callbacks.httpclient import HttpClient
+from tickwheel.callbacks.pool import PoolTimeout
+from tickwheel.callbacks.resolver import AddressInfo, ConnectFailed, getaddrinfo
+from tickwheel.callbacks.settings import HttpSettings
+from tickwheel.callbacks.signing import sign, verify_signature
 from tickwheel.engine.outcome import ACKED, GuardedTarget, NotFired, Outcome, Verdict
-from tickwheel.engine.pool import PoolTimeout
-from tickwheel.engine.resolver import AddressInfo, ConnectFailed, getaddrinfo
-from tickwheel.engine.settings import HttpSettings
-from tickwheel.engine.signing import sign, verify_signature
 from tickwheel.errors import Closed, InvalidArgument
 from tickwheel.model import Callback, RetryPolicy, Timer, restore
 from tickwheel.testing.receiver import Received, Receiver, Reply, describe
@@ -620,7 +620,7 @@ def closed_port() -> int:
     return port
 
 
-# --- the client under odd servers (tickwheel.engine.httpclient) ---------------------------------
+# --- the client under odd servers (tickwheel.callbacks.httpclient) ------------------------------
 
 Answer = Callable[[int, int], tuple[bytes | None, bool]]
 

@@ -47,9 +47,9 @@ def test_consume_and_a_worker_need_no_service_extra() -> None:
 
 def test_the_http_target_names_what_it_is_missing() -> None:
     code = (
-        "import tickwheel.engine\n"
+        "import tickwheel.callbacks\n"
         "try:\n"
-        "    tickwheel.engine.HttpTarget\n"
+        "    tickwheel.callbacks.HttpTarget\n"
         "except ImportError as error:\n"
         "    print(error.name)\n"
     )

@@ -22,9 +22,10 @@ import pytest
 from redis.asyncio import Redis
 
 from engine.support import running, until
+from tickwheel.callbacks import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.engine import (
     ACKED,
-    HttpTarget,
     Metrics,
     Outcome,
     Verdict,
@@ -33,22 +34,21 @@ from tickwheel.engine import (
     consume,
 )
 from tickwheel.engine.controls import REFRESH_S, Controls
-from tickwheel.engine.limits import (
+from tickwheel.engine.counts import OTHER_HOST, TOP_HOSTS, HostCounts
+from tickwheel.engine.grants import LocalGrants
+from tickwheel.engine.limiter import (
     HOST,
     MAX_HELD_HOSTS,
     MAX_HOLD_S,
     QUEUE,
     Admission,
     Limiter,
-    LocalGrants,
     host_key,
 )
-from tickwheel.engine.metrics import OTHER_HOST, TOP_HOSTS, HostCounts
-from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import MemoryStore, Store
 from tickwheel.stores.base import Limit, QueueSettings
-from tickwheel.stores.redis.limits import RedisGrants
+from tickwheel.stores.redis.shared_grants import RedisGrants
 from tickwheel.stores.sqlite import SqliteStore
 from tickwheel.testing.receiver import Receiver, Reply
 

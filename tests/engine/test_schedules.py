@@ -8,8 +8,9 @@ import asyncio
 
 from engine.support import running, until
 from engine.test_worker import QUICK, Recorder
-from tickwheel.engine import HttpSettings, Worker
-from tickwheel.engine.http import HttpTarget
+from tickwheel.callbacks import HttpSettings
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.engine import Worker
 from tickwheel.model import Callback, occurrence_of
 from tickwheel.schedule import Misfire, Schedule
 from tickwheel.stores import Store

@@ -138,3 +138,48 @@ async def test_a_kill_the_store_refuses_is_logged_and_the_lease_left_to_lapse(
     assert stored is not None
     assert stored.state is State.LEASED
     assert "could not be dead-lettered" in caplog.text
+
+
+class CountingDefers(MemoryStore):
+    """A memory store that counts its `defer_many` calls and refuses a batch holding `bad`."""
+
+    def __init__(self, bad: str | None = None) -> None:
+        super().__init__()
+        self.calls = 0
+        self.bad = bad
+
+    async def defer_many(self, deferrals: Sequence[tuple[Lease, int, str]]) -> list[bool]:
+        self.calls += 1
+        if any(lease.timer.id == self.bad for lease, _, _ in deferrals):
+            raise InvalidTimer("due_ms", "past the horizon")
+        return await super().defer_many(deferrals)
+
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        if lease.timer.id == self.bad:
+            raise InvalidTimer("due_ms", "past the horizon")
+        await super().defer(lease, due_ms, reason)
+
+
+async def test_deferrals_handed_back_at_once_share_few_store_calls() -> None:
+    store = CountingDefers()
+    metrics = Metrics()
+    settler = Settler(store, metrics, Throttled())
+    await store.add_many([Timer(due_ms=store.now_ms()) for _ in range(1200)])
+    leases = await store.claim("default", store.now_ms(), 1200, 10_000)
+    later = store.now_ms() + 5000
+    await asyncio.gather(*(settler.defer(lease, later, "its target hangs") for lease in leases))
+    assert store.calls <= 4  # 1,200 in batches of 500: not one call each
+    assert sum(metrics.deferred.values()) == 1200
+    assert (await store.stats()).counts[State.SCHEDULED] == 1200
+
+
+async def test_a_batch_the_store_refuses_is_deferred_one_by_one_and_the_refused_one_dead() -> None:
+    store = CountingDefers()
+    settler = Settler(store, Metrics(), Throttled())
+    await store.add_many([Timer(id=f"t{n}", due_ms=store.now_ms()) for n in range(3)])
+    leases = await store.claim("default", store.now_ms(), 3, 10_000)
+    store.bad = "t1"
+    later = store.now_ms() + 5000
+    await asyncio.gather(*(settler.defer(lease, later, "waiting") for lease in leases))
+    states = [(await store.get(f"t{n}")).state for n in range(3)]  # type: ignore[union-attr]
+    assert states == [State.SCHEDULED, State.DEAD, State.SCHEDULED]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tickwheel.engine.signing import sign, verify_signature
+from tickwheel.callbacks.signing import sign, verify_signature
 
 NOW = 1_700_000_000
 BODY = b'{"order": 42}'

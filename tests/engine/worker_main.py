@@ -10,9 +10,9 @@ import asyncio
 import signal
 import sys
 
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.engine import Worker, WorkerSettings
-from tickwheel.engine.http import HttpTarget
-from tickwheel.engine.settings import HttpSettings
 from tickwheel.stores import open_store
 
 

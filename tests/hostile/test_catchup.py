@@ -17,9 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from engine.support import running, until
 
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.engine import Worker, WorkerSettings
-from tickwheel.engine.http import HttpTarget
-from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, RetryPolicy, Timer
 from tickwheel.stores import MemoryStore
 

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 import httpx
 import pytest
 
-from tickwheel.engine.guard import PrivateAddressRefused
-from tickwheel.engine.http import HttpTarget
-from tickwheel.engine.httpclient import HttpClient
+from tickwheel.callbacks.guard import PrivateAddressRefused
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.httpclient import HttpClient
+from tickwheel.callbacks.resolver import AddressInfo
 from tickwheel.engine.outcome import Outcome, Verdict
-from tickwheel.engine.resolver import AddressInfo
 from tickwheel.model import Callback, Timer
 from tickwheel.urls import parse_url
 

@@ -17,11 +17,12 @@ import pytest
 from engine.support import running, until
 from engine.test_http import RawServer, always, ok, timer_for
 
-from tickwheel.engine import Worker, WorkerSettings, httpclient, limits
-from tickwheel.engine.http import HttpTarget
+from tickwheel.callbacks import httpclient
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
+from tickwheel.callbacks.shares import address_key
+from tickwheel.engine import Worker, WorkerSettings, limiter
 from tickwheel.engine.outcome import ACKED, Verdict
-from tickwheel.engine.settings import HttpSettings
-from tickwheel.engine.shares import address_key
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import MemoryStore
 from tickwheel.testing.receiver import Received, Receiver, Reply
@@ -173,8 +174,8 @@ async def test_a_huge_retry_after_on_one_path_defers_the_host_without_spending_a
     """One path answers 503 with `Retry-After: 999999999999`; the other paths of the host are
     held (at most `MAX_HOLD_S`, shortened here) and handed back to the store, and when they
     are sent at last their attempt is still the first: none died of a hold it never tried."""
-    monkeypatch.setattr(limits, "MAX_HOLD_S", 2.0)
-    monkeypatch.setattr(limits, "HOLD_WAIT_S", 0.2)  # send the held ones back to the store
+    monkeypatch.setattr(limiter, "MAX_HOLD_S", 2.0)
+    monkeypatch.setattr(limiter, "HOLD_WAIT_S", 0.2)  # send the held ones back to the store
 
     def respond(request: Received) -> Reply:
         if request.path.startswith("/bad"):

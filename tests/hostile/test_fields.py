@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tickwheel.engine.http import HttpTarget
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.engine.outcome import ACKED
-from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import MAX_BODY_BYTES, State
 from tickwheel.stores.memory import MemoryStore
 from tickwheel.testing.receiver import Receiver

@@ -19,12 +19,12 @@ import pytest
 from engine.support import until
 from engine.test_http import RawServer, always, full_listener, ok, serve_ok_once, timer_for
 
-from tickwheel.engine import httpclient, resolver
-from tickwheel.engine.connection import HEAD_LIMIT_BYTES
-from tickwheel.engine.http import HttpTarget
+from tickwheel.callbacks import httpclient, resolver
+from tickwheel.callbacks.connection import HEAD_LIMIT_BYTES
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.resolver import AddressInfo
+from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.engine.outcome import ACKED, Outcome, Verdict
-from tickwheel.engine.resolver import AddressInfo
-from tickwheel.engine.settings import HttpSettings
 
 
 @pytest.fixture

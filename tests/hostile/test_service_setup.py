@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from tickwheel.cli import app
 from tickwheel.errors import InvalidArgument
 from tickwheel.service.settings import ServiceSettings, is_loopback
-from tickwheel.stores.urls import redact
+from tickwheel.stores.redaction import redact
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -448,6 +448,17 @@ def test_help_never_shows_a_secret_from_the_environment(tmp_path: Path, command:
         (["worker", "--store", "memory://", "--concurrency", "100000"], {}, "--concurrency"),
         (["worker", "--store", "memory://", "--grace", "1e9"], {}, "--grace"),
         (["serve", "--store", "memory://", "--port", "0", "--grace", "1e9"], {}, "--grace"),
+        (
+            ["serve", "--store", "memory://", "--port", "0", "--api-workers", "65"],
+            {},
+            "--api-workers",
+        ),
+        (["serve", "--store", "memory://", "--port", "0", "--api-workers", "2"], {}, "not memory"),
+        (
+            ["serve", "--store", "memory://", "--port", "0"],
+            {"TICKWHEEL_API_WORKERS": "0"},
+            "api_workers",
+        ),
         (
             ["serve", "--store", "memory://", "--port", "0"],
             {"TICKWHEEL_MAX_BODY_BYTES": str(2**40)},

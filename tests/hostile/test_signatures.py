@@ -15,11 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from tickwheel.engine import signing
-from tickwheel.engine.http import HttpTarget
+from tickwheel.callbacks import signing
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
+from tickwheel.callbacks.signing import sign, verify_signature
 from tickwheel.engine.outcome import ACKED
-from tickwheel.engine.settings import HttpSettings
-from tickwheel.engine.signing import sign, verify_signature
 from tickwheel.model import Callback, Timer
 from tickwheel.testing.receiver import Receiver
 

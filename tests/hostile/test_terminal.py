@@ -19,10 +19,10 @@ import pytest
 from service.cli_support import Service, sqlite_service, wait_until
 from typer.testing import CliRunner
 
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.cli import app
-from tickwheel.engine.http import HttpTarget
 from tickwheel.engine.outcome import Verdict
-from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, Timer, replace_controls
 from tickwheel.testing.receiver import Receiver, Reply
 
@@ -116,7 +116,7 @@ def tw(service: Service) -> Run:
 
 
 def test_get_dead_and_ls_print_no_terminal_escapes(tw: Run, hostile_url: str) -> None:
-    added = tw("add", "--in", "0s", "--url", hostile_url, "--id", "esc-1", "-d", ESCAPES)
+    added = tw("add", "--in", "0s", "--url", hostile_url, "--id", "esc-1", "--text", ESCAPES)
     assert added.exit_code == 0, added.output
 
     def dead() -> bool:

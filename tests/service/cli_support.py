@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
+
+from tickwheel.cli import app
 
 Run = Callable[..., Any]
 START_TIMEOUT_S = 30.0
@@ -117,3 +120,16 @@ def wait_until(check: Callable[[], bool], timeout_s: float = 15.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.05)
+
+
+@pytest.fixture
+def tw(service: Service) -> Run:
+    """Run ``tickwheel ARGS --api <service>`` in process (the module's `service`); return the
+    click `Result`."""
+    runner = CliRunner()
+
+    def run(*args: str, env: dict[str, str] | None = None, input: bytes | None = None) -> Any:
+        command = [*args, "--api", service.url]
+        return runner.invoke(app, command, env=env, input=input, catch_exceptions=False)
+
+    return run

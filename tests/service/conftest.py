@@ -9,16 +9,16 @@ from typing import Any
 
 import httpx
 import pytest
-from typer.testing import CliRunner
 
-from tickwheel.cli import app
 from tickwheel.service.api import create_app
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.stores.base import Store
 from tickwheel.stores.memory import MemoryStore
 from tickwheel.stores.open import open_store
 
-from .cli_support import Service
+from .cli_support import tw
+
+__all__ = ["tw"]  # a fixture, for the tests of this directory that run the CLI
 
 ClientFactory = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
@@ -55,16 +55,3 @@ async def client(store: Store) -> AsyncIterator[httpx.AsyncClient]:
     """A client of an app with default settings over the test's store."""
     async with serve(store) as opened:
         yield opened
-
-
-@pytest.fixture
-def tw(service: Service) -> Callable[..., Any]:
-    """Run ``tickwheel ARGS --api <service>`` in process (the module's `service`); return the
-    click `Result`."""
-    runner = CliRunner()
-
-    def run(*args: str, env: dict[str, str] | None = None, input: bytes | None = None) -> Any:
-        command = [*args, "--api", service.url]
-        return runner.invoke(app, command, env=env, input=input, catch_exceptions=False)
-
-    return run

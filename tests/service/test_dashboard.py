@@ -82,3 +82,24 @@ async def test_the_policy_allows_only_the_page_s_own_script_and_style(
     assert "unsafe" not in page.headers["content-security-policy"]
     assert " style=" not in page.text
     assert "<script>" not in page.text  # the one script is dashboard.js
+
+
+async def test_the_docs_page_loads_nothing_from_another_machine(
+    make_client: ClientFactory,
+) -> None:
+    async with make_client(token="secret-token") as client:
+        page = await client.get("/docs")
+        assets = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+        served = {asset: await client.get(f"/{asset}") for asset in assets}
+    policy = page.headers["content-security-policy"]
+    assert "http" not in policy  # no other origin may serve a script, a style or an image
+    assert {"docs/swagger-ui-bundle.js", "docs/swagger-ui.css", "docs.js"} <= set(assets)
+    for asset, answer in served.items():
+        assert "//" not in asset  # relative: served by this service, token or not
+        assert answer.status_code == 200, asset
+    # the files are those of the Swagger UI release the page names, by their integrity hashes
+    for asset, digest in re.findall(
+        r'(?:src|href)="([^"]+)"\s+integrity="sha384-([^"]+)"', page.text
+    ):
+        body = served[asset].content
+        assert base64.b64encode(hashlib.sha384(body).digest()).decode() == digest, asset

@@ -510,3 +510,33 @@ async def test_a_tenant_s_token_shows_its_queues_and_notes_what_it_may_not_read(
     finally:
         await tabs.close()
     assert tabs.errors == []
+
+
+async def test_the_docs_page_renders_with_no_request_leaving_the_machine(
+    browser: Browser, service: Service
+) -> None:
+    page = await browser.new_page()
+    requested: list[str] = []
+    refused: list[str] = []
+
+    async def only_the_service(route: Any) -> None:
+        requested.append(route.request.url)
+        if route.request.url.startswith(service.url + "/"):
+            await route.continue_()
+        else:  # what would have left the machine
+            refused.append(route.request.url)
+            await route.abort()
+
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    await page.route("**/*", only_the_service)
+    try:
+        await page.goto(service.url + "/docs")
+        await expect(page.locator(".swagger-ui .info .title")).to_contain_text("tickwheel")
+        await expect(page.locator(".opblock-summary-path").first).to_be_visible()
+    finally:
+        await page.close()
+    assert refused == []
+    assert errors == []
+    assert f"{service.url}/docs/swagger-ui-bundle.js" in requested
+    assert f"{service.url}/openapi.json" in requested

@@ -21,7 +21,7 @@ import pytest
 import redis
 
 from tickwheel.engine.controls import REFRESH_S
-from tickwheel.engine.limits import host_key
+from tickwheel.engine.limiter import host_key
 from tickwheel.stores import Store
 from tickwheel.stores.base import Limit, QueueSettings
 from tickwheel.stores.open import open_store

@@ -12,8 +12,7 @@ from tickwheel.model import Timer
 from tickwheel.stores.base import Limit, QueueSettings, Store
 from tickwheel.stores.open import open_store
 
-from .cli_support import Run, ok_json, sqlite_service
-from .test_cli import Service
+from .cli_support import Run, Service, ok_json, sqlite_service
 
 service = sqlite_service("paging-cli")
 

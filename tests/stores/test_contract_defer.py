@@ -129,3 +129,29 @@ async def test_the_run_of_attempts_begins_with_the_first_attempt_not_a_deferral(
     got = await store.get("t")
     assert got is not None
     assert (got.first_claimed_ms, got.attempts_spent) == (started, 1)
+
+
+async def test_many_deferrals_land_together_and_a_lost_lease_only_fails_its_own(
+    store: Store, clock: ManualClock
+) -> None:
+    await store.add_many([Timer(id=f"t{n}", due_ms=clock.now_ms) for n in range(5)])
+    leases = await store.claim("default", clock.now_ms, 10, 1000)
+    stale = leases[2]
+    await store.defer(stale, clock.now_ms, "handed back alone")
+    later = clock.now_ms + 5000
+    landed = await store.defer_many([(lease, later, "its target hangs") for lease in leases])
+    assert landed == [True, True, False, True, True]
+    for n in (0, 1, 3, 4):
+        got = await store.get(f"t{n}")
+        assert got is not None
+        assert (got.state, got.due_ms, got.deferrals, got.attempts_spent) == (
+            State.SCHEDULED,
+            later,
+            1,
+            0,
+        )
+        assert got.last_error == "its target hangs"
+    kept = await store.get("t2")
+    assert kept is not None
+    assert (kept.due_ms, kept.last_error) == (clock.now_ms, "handed back alone")
+    assert await store.defer_many([]) == []

@@ -19,8 +19,8 @@ from tickwheel.model import Callback, State, Timer, occurrence_id
 from tickwheel.schedule import Misfire, Schedule
 from tickwheel.stores import Lease, StoreSettings
 from tickwheel.stores.redis import RedisStore, shard_of
-from tickwheel.stores.redis.schedules import CHANGED
 from tickwheel.stores.redis.scripts import Arg, ScriptCall
+from tickwheel.stores.redis.stored_schedules import CHANGED
 
 from .conftest import ManualClock
 from .test_redis import Server, all_keys, assert_layout_consistent, inspector, node_clients

@@ -15,7 +15,7 @@ from tickwheel.model import Callback, State, Timer
 from tickwheel.schedule import Misfire, Schedule, ScheduleState
 from tickwheel.stores import StoreSettings
 from tickwheel.stores.sqlite import SqliteStore, queries
-from tickwheel.stores.sqlite import store as store_module
+from tickwheel.stores.sqlite import stored_schedules as store_module
 
 from .conftest import ManualClock
 

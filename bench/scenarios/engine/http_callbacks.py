@@ -21,9 +21,9 @@ from scenarios.engine.receivers import (
 )
 from scenarios.engine.runs import Run, Sizes
 from scenarios.engine.timing import sleep_until
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.engine import Metrics, Worker
-from tickwheel.engine.http import HttpTarget
-from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, Timer
 
 URL_PATH = "/callback"

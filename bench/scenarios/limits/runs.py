@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from harness.machine import HZ, own_cpu_s, pid_ticks
 
 from scenarios.engine.receivers import ReceiverProcess
-from tickwheel.engine import HttpTarget, Outcome, Target, Worker, WorkerSettings
-from tickwheel.engine.limits import host_key
-from tickwheel.engine.settings import HttpSettings
+from tickwheel.callbacks import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
+from tickwheel.engine import Outcome, Target, Worker, WorkerSettings
+from tickwheel.engine.limiter import host_key
 from tickwheel.model import Callback, Timer
 from tickwheel.stores import MemoryStore, Store
 from tickwheel.stores.base import Limit

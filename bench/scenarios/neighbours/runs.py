@@ -20,6 +20,10 @@ from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import open_store
 
 ADD_CHUNK = 1000
+ADD_AHEAD_MS = 2000
+"""A's timers are added this long before they all fall due."""
+SETTLE_MS = 10_000
+"""After B's last due time, how long its callbacks may take to count as arrived."""
 START_TIMEOUT_S = 30.0
 
 
@@ -32,7 +36,8 @@ class Load:
     a_timeout_s: float
     b_timers: int
     b_span_s: float
-    lead_s: float  # from the end of the adds to tenant A's instant and B's first due time
+    lead_s: float  # from B's adds to its first due time
+    b_ahead_s: float  # from B's first due time to A's instant
 
 
 @dataclass
@@ -114,40 +119,41 @@ async def run_once(
     store = open_store(store_url)
     try:
         await asyncio.sleep(1.0)  # the workers have looked at the store once
-        now = store.now_ms()
-        start_ms = now + int(load.lead_s * 1000)
+        # B first, due from `lead_s` on; A added to fall due at once `b_ahead_s` later
+        b_start_ms = store.now_ms() + int(load.lead_s * 1000)
         b_gap_ms = load.b_span_s * 1000 / load.b_timers
         b = [
             Timer(
                 id=f"b-{n}",
-                due_ms=start_ms + int(n * b_gap_ms),
+                due_ms=b_start_ms + int(n * b_gap_ms),
                 queue="tenant-b",
                 callback=Callback(url=receiver.url + "/b"),
             )
             for n in range(load.b_timers)
         ]
-        a = []
+        await store.add_many(b)
         if hanging:
+            a_at_ms = b_start_ms + int(load.b_ahead_s * 1000)
+            await asyncio.sleep(max(0.0, (a_at_ms - ADD_AHEAD_MS - store.now_ms()) / 1000))
             retry = RetryPolicy(timeout_s=load.a_timeout_s)
             a = [
                 Timer(
                     id=f"a-{n}",
-                    due_ms=start_ms,
+                    due_ms=a_at_ms,
                     queue=f"tenant-a-{n % load.a_queues:04d}",
                     callback=Callback(url=hanging[n % len(hanging)]),
                     retry=retry,
                 )
                 for n in range(load.a_timers)
             ]
-        began = time.monotonic()
-        for chunk in range(0, len(a), ADD_CHUNK):
-            await store.add_many(a[chunk : chunk + ADD_CHUNK])
-        await store.add_many(b)
-        took_s = time.monotonic() - began
-        if took_s > load.lead_s / 2:
-            progress(f"   adding took {took_s:.1f} s of a {load.lead_s:g} s lead")
-        settle_s = load.lead_s + load.b_span_s + 10.0
-        await asyncio.sleep(settle_s)
+            began = time.monotonic()
+            for chunk in range(0, len(a), ADD_CHUNK):
+                await store.add_many(a[chunk : chunk + ADD_CHUNK])
+            took_s = time.monotonic() - began
+            if took_s * 1000 > ADD_AHEAD_MS:
+                progress(f"   adding A took {took_s:.1f} s: its timers were due as added")
+        end_ms = b_start_ms + int(load.b_span_s * 1000) + SETTLE_MS
+        await asyncio.sleep(max(0.0, (end_ms - store.now_ms()) / 1000))
         report = await receiver.report()
         dead = 0
         cursor = None

@@ -25,9 +25,9 @@ from harness.report import pct, progress
 
 from scenarios.engine.receivers import ReceiverProcess
 from scenarios.engine.timing import sleep_until, wall_ms
+from tickwheel.callbacks.http import HttpTarget
+from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.engine import Worker, WorkerSettings
-from tickwheel.engine.http import HttpTarget
-from tickwheel.engine.settings import HttpSettings
 from tickwheel.model import Callback, Timer
 from tickwheel.schedule import Schedule
 from tickwheel.stores.redis import RedisStore

@@ -4,6 +4,7 @@ under test, timers created through its API, fired at a receiver in another proce
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -94,25 +95,34 @@ class Serve:
             self.process.stdout.close()
 
 
-async def create_in_store(store_url: str, bodies: list[dict[str, object]]) -> None:
-    """Add the timers straight to the store (this process, the code under test's store)."""
-    from tickwheel.model import Callback, Timer
-    from tickwheel.stores import open_store
+# run by the code under test, so that its store writes its own layout
+ADD_SOURCE = r"""
+import asyncio, json, sys
+from tickwheel.model import Callback, Timer
+from tickwheel.stores import open_store
 
-    store = open_store(store_url)
-    try:
-        timers = [
-            Timer(
-                id=str(body["id"]),
-                due_ms=round(float(str(body["due"])) * 1000),
-                callback=Callback(url=str(body["callback"]["url"])),  # type: ignore[index]
-            )
-            for body in bodies
-        ]
-        for at in range(0, len(timers), BATCH):
-            await store.add_many(timers[at : at + BATCH])
-    finally:
-        await store.close()
+async def main():
+    bodies = json.load(sys.stdin)
+    store = open_store(sys.argv[1])
+    timers = [Timer(id=b["id"], due_ms=round(b["due"] * 1000),
+                    callback=Callback(url=b["callback"]["url"])) for b in bodies]
+    for at in range(0, len(timers), 1000):
+        await store.add_many(timers[at : at + 1000])
+    await store.close()
+
+asyncio.run(main())
+"""
+
+
+async def create_in_store(code: Code, store_url: str, bodies: list[dict[str, object]]) -> None:
+    """Add the timers straight to the store, by the code under test in a child process."""
+    env = {**os.environ, "PYTHONPATH": str(code.source)}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", ADD_SOURCE, store_url, stdin=subprocess.PIPE, env=env
+    )
+    await child.communicate(json.dumps(bodies).encode())
+    if child.returncode != 0:
+        raise RuntimeError(f"adding through the store failed: exit {child.returncode}")
 
 
 async def create(api: str, bodies: list[dict[str, object]]) -> None:
@@ -164,7 +174,7 @@ async def run_once(
         if via_api:
             await create(serve.url, bodies)
         else:
-            await create_in_store(store_url, bodies)
+            await create_in_store(code, store_url, bodies)
         create_s = time.time() - began
         if create_s > lead_s:
             raise RuntimeError(f"creating took {create_s:.1f} s, more than the {lead_s:g} s lead")

@@ -15,6 +15,7 @@ _SERVICE_PACKAGES = frozenset(
         "click",
         "fastapi",
         "httptools",
+        "httpx",
         "prometheus_client",
         "pydantic",
         "rich",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -14,123 +13,30 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from tickwheel.cli.app import app, dead_app, fail, out
-from tickwheel.cli.client import DEFAULT_API, ApiClient, ApiRequestFailed, ApiUnreachable
-from tickwheel.cli.parse import parse_duration, parse_header, parse_instant, parse_time
-from tickwheel.cli.secret_files import secret_from
-from tickwheel.cli.show import (
-    describe_target,
-    print_json,
-    print_line,
-    shown,
-    timer_table,
-    timers_table,
+from tickwheel.cli.app import app, dead_app, options, out
+from tickwheel.cli.parse import parse_duration, parse_instant
+from tickwheel.cli.session import api, emit, print_line
+from tickwheel.cli.show import describe_target, shown, timer_table, timers_table
+from tickwheel.cli.target import (
+    DataOption,
+    HeaderOption,
+    MaxAttemptsOption,
+    MethodOption,
+    TextOption,
+    TimeoutOption,
+    callback_of,
+    one_of,
+    retry_of,
+    when_of,
 )
+from tickwheel.client.views import Page, TimerInfo
+from tickwheel.errors import ServiceError, ServiceUnreachable
 from tickwheel.model import replace_controls
 
 STATES = ("scheduled", "leased", "paused", "done", "dead")
 MIN_INTERVAL_S = 0.1
 MAX_INTERVAL_S = 3600.0
 """The bounds of ``ls --watch --interval``."""
-
-ApiOption = Annotated[
-    str,
-    typer.Option("--api", envvar="TICKWHEEL_API", help="The service's URL.", show_default=True),
-]
-TokenOption = Annotated[
-    str | None,
-    typer.Option(
-        "--token", envvar="TICKWHEEL_TOKEN", help="Bearer token of the API.", show_default=False
-    ),
-]
-TokenFileOption = Annotated[
-    str | None,
-    typer.Option(
-        "--token-file",
-        envvar="TICKWHEEL_TOKEN_FILE",
-        metavar="PATH",
-        help="Read the bearer token from this file (keeps it out of `ps`).",
-        show_default=False,
-    ),
-]
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print the API's JSON instead of a table.")
-]
-
-
-def client_of(ctx: typer.Context, api: str, token: str | None, token_file: str | None) -> ApiClient:
-    """The client of the API the options name; a bad URL or token ends the command (status 2)."""
-    token = secret_from(ctx, "token", token, token_file)
-    try:
-        return ApiClient(api, token)
-    except ValueError as error:
-        fail(str(error), 2)
-
-
-def unreachable(error: ApiUnreachable) -> str:
-    """The line for an API nothing answers at."""
-    return f"{error}: is `tickwheel serve` running at {error.base_url}?"
-
-
-def call(
-    ctx: typer.Context, api: str, token: str | None, token_file: str | None, action: Any
-) -> Any:
-    """Run `action(client)`, turning API errors into one line on stderr and an exit status."""
-    client = client_of(ctx, api, token, token_file)
-    try:
-        return action(client)
-    except ApiRequestFailed as error:
-        fail(str(error), 2 if error.bad_input else 1)
-    except ApiUnreachable as error:
-        fail(unreachable(error))
-
-
-def callback_of(
-    url: str, method: str, header: list[str] | None, data: str | None
-) -> dict[str, Any]:
-    """The API's `callback` from the options; a body that parses as JSON is sent as JSON."""
-    headers = dict(parse_header(text) for text in header or ())
-    if data is not None and not any(name.lower() == "content-type" for name in headers):
-        try:
-            json.loads(data)
-            headers["content-type"] = "application/json"
-        except ValueError:
-            pass
-    callback: dict[str, Any] = {"url": url, "method": method.upper(), "headers": headers}
-    if data is not None:
-        callback["body"] = data
-    return callback
-
-
-def when_of(in_: str | None, at: str | None) -> dict[str, Any]:
-    """The API's ``delay`` or ``due`` from exactly one of ``--in`` and ``--at``."""
-    if (in_ is None) == (at is None):
-        raise typer.BadParameter("give exactly one of --in and --at", param_hint="'--in' / '--at'")
-    if in_ is not None:
-        return {"delay": parse_duration(in_)}
-    assert at is not None
-    return {"due": parse_time(at)}
-
-
-def one_of(argument: str | None, queue: str | None, name: str) -> None:
-    """Refuse both or neither of a positional `name` and ``--queue``, and empty ones."""
-    if (argument is None) == (queue is None):
-        raise typer.BadParameter(
-            f"give exactly one of {name} and --queue Q", param_hint=f"'{name}' / '--queue'"
-        )
-    if argument == "" or queue == "":
-        hint = "'--queue'" if queue == "" else f"'{name}'"
-        raise typer.BadParameter("must not be empty", param_hint=hint)
-
-
-def retry_of(max_attempts: int | None, timeout: str | None) -> dict[str, Any]:
-    """The API's `retry` from the options; empty for the default policy."""
-    retry: dict[str, Any] = {}
-    if max_attempts is not None:
-        retry["max_attempts"] = max_attempts
-    if timeout is not None:
-        retry["timeout"] = parse_duration(timeout)
-    return retry
 
 
 @app.command()
@@ -145,74 +51,46 @@ def add(
         str | None,
         typer.Option("--at", help="Fire at this time: RFC 3339 with offset, or epoch seconds."),
     ] = None,
-    method: Annotated[str, typer.Option("--method", help="The callback's HTTP method.")] = "POST",
-    header: Annotated[
-        list[str] | None, typer.Option("--header", "-H", help="A callback header, Name:value.")
-    ] = None,
-    data: Annotated[
-        str | None,
-        typer.Option("--data", "-d", help="The callback body (JSON gets a JSON content-type)."),
-    ] = None,
+    method: MethodOption = "POST",
+    header: HeaderOption = None,
+    data: DataOption = None,
+    text: TextOption = None,
     timer_id: Annotated[str | None, typer.Option("--id", help="The timer's id.")] = None,
     queue: Annotated[str | None, typer.Option("--queue", help="The timer's queue.")] = None,
     replace: Annotated[
         bool, typer.Option("--replace", help="Replace the timer --id names, whatever its spec.")
     ] = False,
-    max_attempts: Annotated[
-        int | None, typer.Option("--max-attempts", min=1, help="Attempts before dead-lettering.")
-    ] = None,
-    timeout: Annotated[
-        str | None, typer.Option("--timeout", help="How long one attempt may take: 10s, 2m.")
-    ] = None,
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
+    max_attempts: MaxAttemptsOption = None,
+    timeout: TimeoutOption = None,
 ) -> None:
     """Schedule an HTTP callback: tickwheel add --in 30s --url https://example.com/hook."""
     if replace and timer_id is None:
         raise typer.BadParameter("--replace needs the --id of the timer", param_hint="'--replace'")
     body = when_of(in_, at)
-    body["callback"] = callback_of(url, method, header, data)
-    if timer_id is not None:
-        body["id"] = timer_id
-    if queue is not None:
-        body["queue"] = queue
-    retry = retry_of(max_attempts, timeout)
-    if retry:
-        body["retry"] = retry
-    if replace:
-        assert timer_id is not None
-        response = call(ctx, api, token, token_file, lambda client: client.put(timer_id, body))
-    else:
-        response = call(ctx, api, token, token_file, lambda client: client.add(body))
-    timer = response.body
-    if as_json:
-        print_json(timer)
-        return
-    if response.status == 201:
+    body["callback"] = callback_of(url, method, header, data, text)
+    optional = {"id": timer_id, "queue": queue, "retry": retry_of(max_attempts, timeout) or None}
+    body.update({name: value for name, value in optional.items() if value is not None})
+    with api(ctx) as client:
+        created = client.create(body, replace=replace)
+    timer = created.item
+    if created.new:
         what = "created"
     else:
         # a PUT of the spec already stored changes nothing, and answers 200 as a replace does
         what = "replaced (unchanged if the spec was the same)" if replace else "exists (unchanged)"
-    out.print(f"{what} {timer['id']} · due {timer['due']} · {describe_target(timer)}", markup=False)
+    line = f"{what} {timer.id} · due {timer.json['due']} · {describe_target(timer.json)}"
+    emit(ctx, timer.json, lambda: line)
 
 
 @app.command()
 def get(
     ctx: typer.Context,
     timer_id: Annotated[str, typer.Argument(metavar="ID", help="The timer's id.")],
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Show one timer (finished ones too, while they are retained)."""
-    timer = call(ctx, api, token, token_file, lambda client: client.get(timer_id))
-    if as_json:
-        print_json(timer)
-    else:
-        out.print(timer_table(timer))
+    with api(ctx) as client:
+        timer = client.get(timer_id)
+    emit(ctx, timer.json, lambda: timer_table(timer.json))
 
 
 @app.command()
@@ -227,36 +105,24 @@ def reschedule(
         str | None,
         typer.Option("--at", help="Fire at this time: RFC 3339 with offset, or epoch seconds."),
     ] = None,
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Move a scheduled or paused timer (it stays paused) to a new due time:
     tickwheel reschedule ID --in 5m."""
     when = when_of(in_, at)
-    timer = call(ctx, api, token, token_file, lambda client: client.reschedule(timer_id, when))
-    if as_json:
-        print_json(timer)
-    else:
-        out.print(f"rescheduled {timer['id']} · due {timer['due']}", markup=False)
+    with api(ctx) as client:
+        timer = client.reschedule(timer_id, delay=when.get("delay"), due=when.get("due"))
+    emit(ctx, timer.json, lambda: f"rescheduled {timer.id} · due {timer.json['due']}")
 
 
 @app.command()
 def cancel(
     ctx: typer.Context,
     timer_id: Annotated[str, typer.Argument(metavar="ID", help="The timer's id.")],
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Cancel a scheduled timer (one that is firing or has fired cannot be cancelled)."""
-    call(ctx, api, token, token_file, lambda client: client.cancel(timer_id))
-    if as_json:
-        print_json({"id": timer_id, "cancelled": True})
-    else:
-        out.print(f"cancelled {timer_id}", markup=False)
+    with api(ctx) as client:
+        client.cancel(timer_id)
+    emit(ctx, {"id": timer_id, "cancelled": True}, lambda: f"cancelled {timer_id}")
 
 
 @app.command("ls")
@@ -287,10 +153,6 @@ def list_timers(
     interval: Annotated[
         str, typer.Option("--interval", help="How often --watch refreshes: 2s, 500ms, 1m.")
     ] = "2s",
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """List timers (in id order on SQLite and memory stores; by shard on Redis).
 
@@ -305,7 +167,6 @@ def list_timers(
         raise typer.BadParameter(
             "--due-from must be before --due-to", param_hint="'--due-from' / '--due-to'"
         )
-    filters = {"state": state, "queue": queue, "due_from": start, "due_to": end}
     period_s = parse_duration(interval)
     if not MIN_INTERVAL_S <= period_s <= MAX_INTERVAL_S:
         raise typer.BadParameter(
@@ -316,25 +177,25 @@ def list_timers(
         for part in (state, "timers", None if queue is None else f"in queue {queue}")
         if part is not None
     )
+    with api(ctx) as client:
 
-    def fetch(client: ApiClient) -> dict[str, Any]:
-        return client.list("/v1/timers", limit, filters)
+        def fetch() -> Page[TimerInfo]:
+            return client.ls(state=state, queue=queue, due_from=start, due_to=end, limit=limit)
 
-    if not watch:
-        page = call(ctx, api, token, token_file, fetch)
-        _print_page(page, what, as_json)
-        return
-    call(
-        ctx,
-        api,
-        token,
-        token_file,
-        lambda client: _watch(lambda: fetch(client), what, period_s, api, as_json),
-    )
+        if watch:
+            _watch(fetch, what, period_s, options(ctx).api, options(ctx).as_json)
+            return
+        page = fetch()
+    emit(ctx, page_json(page), lambda: _page_view(page, what))
+
+
+def page_json(page: Page[TimerInfo]) -> dict[str, Any]:
+    """A page of timers as the API shows one."""
+    return {"timers": [timer.json for timer in page.items], "cursor": page.cursor}
 
 
 def _watch(
-    fetch: Callable[[], dict[str, Any]], what: str, period_s: float, api: str, as_json: bool
+    fetch: Callable[[], Page[TimerInfo]], what: str, period_s: float, api_url: str, as_json: bool
 ) -> None:
     """Show `fetch()`'s page every `period_s` until Ctrl-C, which ends it cleanly (status 0).
 
@@ -344,22 +205,22 @@ def _watch(
     """
     live = Live(console=out, auto_refresh=False) if out.is_terminal and not as_json else None
     try:
-        page: dict[str, Any] | str = fetch()
+        page: Page[TimerInfo] | str = fetch()
         if live is not None:
             live.start()
         while True:
             if as_json:
-                print_line({"error": page} if isinstance(page, str) else page)
+                print_line({"error": page} if isinstance(page, str) else page_json(page))
             else:
-                shown = _watched(page, what, period_s, api)
+                view = _watched(page, what, period_s, api_url)
                 if live is not None:
-                    live.update(shown, refresh=True)
-                else:
-                    out.print(shown)
+                    live.update(view, refresh=True)
+                else:  # the error line whole, as the lines of a page are
+                    out.print(view, soft_wrap=True)
             time.sleep(period_s)
             try:
                 page = fetch()
-            except (ApiRequestFailed, ApiUnreachable) as error:
+            except (ServiceError, ServiceUnreachable) as error:
                 page = str(error)
     except KeyboardInterrupt:
         return
@@ -368,25 +229,20 @@ def _watch(
             live.stop()
 
 
-def _watched(page: dict[str, Any] | str, what: str, period_s: float, api: str) -> RenderableType:
+def _watched(
+    page: Page[TimerInfo] | str, what: str, period_s: float, api_url: str
+) -> RenderableType:
     now = datetime.now(UTC).strftime("%H:%M:%S")
-    header = Text(f"{api} · {now} UTC · every {period_s:g}s · Ctrl-C ends", style="dim")
+    header = Text(f"{api_url} · {now} UTC · every {period_s:g}s · Ctrl-C ends", style="dim")
     if isinstance(page, str):  # what went wrong
         failed = f"error: {replace_controls(page)} (trying again every {period_s:g}s)"
         return Group(header, Text(failed, style="red"))
     return Group(header, _page_view(page, what), Text(""))
 
 
-def _print_page(page: dict[str, Any], what: str, as_json: bool) -> None:
-    if as_json:
-        print_json(page)
-    else:
-        out.print(_page_view(page, what))
-
-
-def _page_view(page: dict[str, Any], what: str) -> RenderableType:
-    timers = page["timers"]
-    more = " (more: raise --limit)" if page.get("cursor") else ""
+def _page_view(page: Page[TimerInfo], what: str) -> RenderableType:
+    timers = [timer.json for timer in page.items]
+    more = " (more: raise --limit)" if page.cursor else ""
     if not timers:
         return Text(f"no {what}")
     one = what.replace("timers", "timer") if len(timers) == 1 else what
@@ -397,16 +253,13 @@ def _page_view(page: dict[str, Any], what: str) -> RenderableType:
 def dead(
     ctx: typer.Context,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many.")] = 100,
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """List dead-lettered timers; tickwheel dead replay ID schedules one again."""
     if ctx.invoked_subcommand is not None:
         return
-    page = call(ctx, api, token, token_file, lambda client: client.list("/v1/dead", limit))
-    _print_page(page, "dead timers", as_json)
+    with api(ctx) as client:
+        page = client.dead(limit=limit)
+    emit(ctx, page_json(page), lambda: _page_view(page, "dead timers"))
 
 
 @dead_app.command()
@@ -421,47 +274,34 @@ def replay(
     queue: Annotated[
         str | None, typer.Option("--queue", help="Replay every dead timer of this queue.")
     ] = None,
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Schedule a dead timer again, due now; with --queue, every dead timer of a queue."""
     one_of(timer_id, queue, "ID")
-    if queue is not None:
-        found = call(ctx, api, token, token_file, lambda client: client.replay_queue(queue))
-        if as_json:
-            print_json(found)
-        else:
-            count = found["replayed"]
+    with api(ctx) as client:
+        if queue is not None:
+            count = client.replay_queue(queue)
             noun = "timer" if count == 1 else "timers"
-            out.print(f"replayed {count} dead {noun} of queue {queue}", markup=False)
-        return
-    assert timer_id is not None
-    timer = call(ctx, api, token, token_file, lambda client: client.replay(timer_id)).body
-    if as_json:
-        print_json(timer)
-    else:
-        out.print(f"replayed {timer['id']} · due {timer['due']}", markup=False)
+            line = f"replayed {count} dead {noun} of queue {queue}"
+            emit(ctx, {"replayed": count}, lambda: line)
+            return
+        assert timer_id is not None
+        timer = client.replay(timer_id)
+    emit(ctx, timer.json, lambda: f"replayed {timer.id} · due {timer.json['due']}")
 
 
 @app.command()
-def stats(
-    ctx: typer.Context,
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
-) -> None:
+def stats(ctx: typer.Context) -> None:
     """Count timers per state; show the earliest due time."""
-    found = call(ctx, api, token, token_file, lambda client: client.stats())
-    if as_json:
-        print_json(found)
-        return
-    table = Table(box=None, header_style="bold")
-    table.add_column("STATE")
-    table.add_column("TIMERS", justify="right")
-    for state, count in found["counts"].items():
-        table.add_row(shown(state), str(count))
-    out.print(table)
-    out.print(f"earliest due: {found.get('earliest_due') or '-'}", markup=False)
+    with api(ctx) as client:
+        found = client.stats()
+
+    def view() -> RenderableType:
+        table = Table(box=None, header_style="bold")
+        table.add_column("STATE")
+        table.add_column("TIMERS", justify="right")
+        for state, count in found.counts.items():
+            table.add_row(shown(state), str(count))
+        earliest = found.json.get("earliest_due") or "-"
+        return Group(table, Text(f"earliest due: {earliest}"))
+
+    emit(ctx, found.json, view)

@@ -22,16 +22,11 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tickwheel.cli.app import app, err, fail, out
-from tickwheel.cli.client import DEFAULT_API, ApiClient, ApiRequestFailed, ApiUnreachable
-from tickwheel.cli.commands import (
-    ApiOption,
-    TokenFileOption,
-    TokenOption,
-    client_of,
-    unreachable,
-)
-from tickwheel.cli.show import print_json
+from tickwheel.cli.app import app, err, fail
+from tickwheel.cli.session import client_of, emit, ended_by
+from tickwheel.client import Client
+from tickwheel.client.calls import Answer, failure
+from tickwheel.errors import ServiceError, ServiceUnreachable
 
 MAX_LINE_BYTES = 1024 * 1024
 """The longest line read (a timer's body and payload are at most 64 KiB each)."""
@@ -73,7 +68,7 @@ class Line:
 class Importer:
     """Sends timers in batches and reports the lines that failed, in line order."""
 
-    def __init__(self, client: ApiClient, progress: Progress) -> None:
+    def __init__(self, client: Client, progress: Progress) -> None:
         self.client = client
         self.progress = progress
         self.tally = Tally()
@@ -97,8 +92,8 @@ class Importer:
         """Create the batch's timers; split it on a refusal of the request as a whole."""
         self.at = batch[0].number
         try:
-            results = self.client.add_batch([line.timer for line in batch])
-        except ApiRequestFailed as error:
+            results = self.client.add_many([line.timer for line in batch])
+        except ServiceError as error:
             if error.status not in WHOLE_REFUSALS:
                 raise
             if len(batch) == 1:
@@ -115,13 +110,7 @@ class Importer:
             elif status == 200:
                 self.tally.existing += 1
             else:
-                detail = result.get("error") or {}
-                refusal = ApiRequestFailed(
-                    int(status or 0),
-                    str(detail.get("code", "error")),
-                    str(detail.get("message", "refused")),
-                    detail.get("field"),
-                )
+                refusal = failure(Answer(int(status or 0), result))
                 self.report(line.number, str(refusal))
 
 
@@ -232,14 +221,10 @@ def import_timers(
             help="JSON lines: one POST /v1/timers body a line (blank lines skipped); - is stdin.",
         ),
     ],
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
 ) -> None:
     """Create timers from a JSON-lines file, 1,000 a request; bad lines are reported by number
     and the rest created (exit status 2 when any line failed)."""
-    client = client_of(ctx, api, token, token_file)
+    client = client_of(ctx)
     stream, total = _open(file)
     progress = Progress(
         TextColumn("importing"),
@@ -251,27 +236,22 @@ def import_timers(
     )
     importer = Importer(client, progress)
     try:
-        with stream, progress:
+        with client, stream, progress:
             _run(importer, stream, total)
-    except (ApiRequestFailed, ApiUnreachable) as error:
+    except (ServiceError, ServiceUnreachable) as error:
         importer.print_reports()
-        why = unreachable(error) if isinstance(error, ApiUnreachable) else str(error)
-        status = 2 if isinstance(error, ApiRequestFailed) and error.bad_input else 1
+        why, status = ended_by(error)
         fail(f"{why}; {_stopped(importer)}", status)
     except KeyboardInterrupt:
         importer.print_reports()
         fail(f"interrupted; {_stopped(importer)}", 130)
     tally = importer.tally
-    if as_json:
-        print_json(
-            {
-                "timers": tally.timers,
-                "created": tally.created,
-                "existing": tally.existing,
-                "failed": tally.failed,
-            }
-        )
-    else:
-        out.print(f"imported {file}: {tally.summary()}", markup=False)
+    counts = {
+        "timers": tally.timers,
+        "created": tally.created,
+        "existing": tally.existing,
+        "failed": tally.failed,
+    }
+    emit(ctx, counts, lambda: f"imported {file}: {tally.summary()}")
     if tally.failed:
         raise typer.Exit(2)

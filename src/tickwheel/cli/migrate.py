@@ -8,7 +8,7 @@ import typer
 
 from tickwheel.cli.app import app, fail, out
 from tickwheel.errors import TickwheelError
-from tickwheel.stores.urls import redact
+from tickwheel.stores.redaction import redact
 
 
 @app.command()
@@ -25,7 +25,11 @@ def migrate(
     """
     scheme = store.partition("://")[0].lower()
     if scheme not in {"postgresql", "postgres"}:
-        out.print(f"nothing to migrate: a {scheme}:// store needs no migrate step", markup=False)
+        out.print(
+            f"nothing to migrate: a {scheme}:// store needs no migrate step",
+            markup=False,
+            soft_wrap=True,
+        )
         return
     from tickwheel.stores.postgres.connect import migrate as migrate_postgres
 
@@ -34,8 +38,14 @@ def migrate(
     except TickwheelError as error:
         fail(str(error))
     if before == after:
-        out.print(f"{redact(store)}: schema at version {after}, nothing to do", markup=False)
+        out.print(
+            f"{redact(store)}: schema at version {after}, nothing to do",
+            markup=False,
+            soft_wrap=True,
+        )
     else:
         out.print(
-            f"{redact(store)}: schema migrated from version {before} to {after}", markup=False
+            f"{redact(store)}: schema migrated from version {before} to {after}",
+            markup=False,
+            soft_wrap=True,
         )

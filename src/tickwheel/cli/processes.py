@@ -186,6 +186,15 @@ def serve(
         ),
     ] = None,
     no_worker: Annotated[bool, typer.Option("--no-worker", help="Serve the API only.")] = False,
+    api_workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=64,
+            help="Processes answering the API on the one port, for more cores (default: 1; "
+            "a store they share, not memory://).",
+        ),
+    ] = None,
     max_queues: Annotated[
         int | None, typer.Option(min=1, help="Queues the store may hold (default: 100000).")
     ] = None,
@@ -224,6 +233,7 @@ def serve(
         max_limits=max_limits,
         min_schedule_interval_s=min_schedule_interval,
         occurrence_retention_s=occurrence_retention,
+        api_workers=api_workers,
     )
     worker_settings = _worker_settings(
         queues=tuple(queue) if queue else None, grace=grace, lease=lease

@@ -6,26 +6,27 @@ import json
 from typing import Annotated, Any
 
 import typer
+from rich.console import RenderableType
 
-from tickwheel.cli.app import out, schedule_app
-from tickwheel.cli.client import DEFAULT_API
-from tickwheel.cli.commands import (
-    ApiOption,
-    JsonOption,
-    TokenFileOption,
-    TokenOption,
-    call,
-    callback_of,
-    retry_of,
-)
+from tickwheel.cli.app import schedule_app
 from tickwheel.cli.parse import parse_duration, parse_time
+from tickwheel.cli.session import api, emit
 from tickwheel.cli.show import (
     describe_rule,
     describe_target,
-    print_json,
     runs_table,
     schedule_table,
     schedules_table,
+)
+from tickwheel.cli.target import (
+    DataOption,
+    HeaderOption,
+    MaxAttemptsOption,
+    MethodOption,
+    TextOption,
+    TimeoutOption,
+    callback_of,
+    retry_of,
 )
 from tickwheel.schedule import Misfire
 
@@ -47,14 +48,10 @@ def add(
         str | None, typer.Option("--tz", help="The IANA time zone of --cron (default UTC).")
     ] = None,
     url: Annotated[str | None, typer.Option("--url", help="The callback URL.")] = None,
-    method: Annotated[str, typer.Option("--method", help="The callback's HTTP method.")] = "POST",
-    header: Annotated[
-        list[str] | None, typer.Option("--header", "-H", help="A callback header, Name:value.")
-    ] = None,
-    data: Annotated[
-        str | None,
-        typer.Option("--data", "-d", help="The callback body (JSON gets a JSON content-type)."),
-    ] = None,
+    method: MethodOption = "POST",
+    header: HeaderOption = None,
+    data: DataOption = None,
+    text: TextOption = None,
     queue: Annotated[str | None, typer.Option("--queue", help="The occurrences' queue.")] = None,
     payload: Annotated[
         str | None,
@@ -80,16 +77,8 @@ def add(
         Misfire | None,
         typer.Option("--misfire", help="Runs missed while down: skip, once (default), all."),
     ] = None,
-    max_attempts: Annotated[
-        int | None, typer.Option("--max-attempts", min=1, help="Attempts before dead-lettering.")
-    ] = None,
-    timeout: Annotated[
-        str | None, typer.Option("--timeout", help="How long one attempt may take: 10s, 2m.")
-    ] = None,
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
+    max_attempts: MaxAttemptsOption = None,
+    timeout: TimeoutOption = None,
 ) -> None:
     """Create a recurring timer: tickwheel schedule add --every 5m --url https://example.com/h."""
     if (cron is None) == (every is None):
@@ -117,132 +106,85 @@ def add(
     }
     body.update({name: value for name, value in optional.items() if value is not None})
     if url is not None:
-        body["callback"] = callback_of(url, method, header, data)
+        body["callback"] = callback_of(url, method, header, data, text)
     if payload is not None:
         try:
             body["payload"] = json.loads(payload)
         except ValueError as error:
             raise typer.BadParameter(f"is not JSON: {error}", param_hint="'--payload'") from None
-    response = call(ctx, api, token, token_file, lambda client: client.add_schedule(body))
-    schedule = response.body
-    if as_json:
-        print_json(schedule)
-        return
-    what = "created" if response.status == 201 else "exists (unchanged)"
-    out.print(
-        f"{what} {schedule['id']} · {describe_rule(schedule)} · next run "
-        f"{schedule.get('next_run') or '-'} · {describe_target(schedule)}",
-        markup=False,
+    with api(ctx) as client:
+        created = client.create_schedule(body)
+    schedule = created.item.json
+    line = (
+        f"{'created' if created.new else 'exists (unchanged)'} {schedule['id']} · "
+        f"{describe_rule(schedule)} · next run {schedule.get('next_run') or '-'} · "
+        f"{describe_target(schedule)}"
     )
+    emit(ctx, schedule, lambda: line)
 
 
 @schedule_app.command("ls")
 def list_schedules(
     ctx: typer.Context,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many.")] = 100,
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """List schedules with their next run (in id order on SQLite and memory stores)."""
-    page = call(ctx, api, token, token_file, lambda client: client.list_schedules(limit))
-    if as_json:
-        print_json(page)
-        return
-    schedules = page["schedules"]
-    if not schedules:
-        out.print("no schedules", markup=False)
-        return
-    more = " (more: raise --limit)" if page.get("cursor") else ""
-    noun = "schedules" if len(schedules) > 1 else "schedule"
-    out.print(schedules_table(schedules, f"{len(schedules)} {noun}{more}"))
+    with api(ctx) as client:
+        page = client.schedules(limit=limit)
+    schedules = [schedule.json for schedule in page.items]
+
+    def view() -> RenderableType | str:
+        if not schedules:
+            return "no schedules"
+        more = " (more: raise --limit)" if page.cursor else ""
+        noun = "schedules" if len(schedules) > 1 else "schedule"
+        return schedules_table(schedules, f"{len(schedules)} {noun}{more}")
+
+    emit(ctx, {"schedules": schedules, "cursor": page.cursor}, view)
 
 
 @schedule_app.command("get")
-def get(
-    ctx: typer.Context,
-    schedule_id: IdArgument,
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
-) -> None:
+def get(ctx: typer.Context, schedule_id: IdArgument) -> None:
     """Show one schedule and its next five runs."""
-    schedule = call(ctx, api, token, token_file, lambda client: client.get_schedule(schedule_id))
-    if as_json:
-        print_json(schedule)
-    else:
-        out.print(schedule_table(schedule))
+    with api(ctx) as client:
+        schedule = client.get_schedule(schedule_id).json
+    emit(ctx, schedule, lambda: schedule_table(schedule))
 
 
 @schedule_app.command("pause")
-def pause(
-    ctx: typer.Context,
-    schedule_id: IdArgument,
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
-) -> None:
+def pause(ctx: typer.Context, schedule_id: IdArgument) -> None:
     """Pause a schedule: nothing fires until it is resumed."""
-    schedule = call(ctx, api, token, token_file, lambda client: client.pause_schedule(schedule_id))
-    if as_json:
-        print_json(schedule)
-    else:
-        out.print(f"paused {schedule['id']}", markup=False)
+    with api(ctx) as client:
+        schedule = client.pause_schedule(schedule_id)
+    emit(ctx, schedule.json, lambda: f"paused {schedule.id}")
 
 
 @schedule_app.command("resume")
-def resume(
-    ctx: typer.Context,
-    schedule_id: IdArgument,
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
-) -> None:
+def resume(ctx: typer.Context, schedule_id: IdArgument) -> None:
     """Resume a schedule; a run missed while paused comes up as its misfire policy says."""
-    schedule = call(ctx, api, token, token_file, lambda client: client.resume_schedule(schedule_id))
-    if as_json:
-        print_json(schedule)
-    else:
-        next_run = schedule.get("next_run") or "-"
-        out.print(f"resumed {schedule['id']} · next run {next_run}", markup=False)
+    with api(ctx) as client:
+        schedule = client.resume_schedule(schedule_id)
+    next_run = schedule.json.get("next_run") or "-"
+    emit(ctx, schedule.json, lambda: f"resumed {schedule.id} · next run {next_run}")
 
 
 @schedule_app.command("rm")
-def remove(
-    ctx: typer.Context,
-    schedule_id: IdArgument,
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
-) -> None:
+def remove(ctx: typer.Context, schedule_id: IdArgument) -> None:
     """Delete a schedule and its pending run (one already firing runs to its end)."""
-    call(ctx, api, token, token_file, lambda client: client.delete_schedule(schedule_id))
-    if as_json:
-        print_json({"id": schedule_id, "deleted": True})
-    else:
-        out.print(f"deleted {schedule_id}", markup=False)
+    with api(ctx) as client:
+        client.remove_schedule(schedule_id)
+    emit(ctx, {"id": schedule_id, "deleted": True}, lambda: f"deleted {schedule_id}")
 
 
 @schedule_app.command("runs")
-def runs(
-    ctx: typer.Context,
-    schedule_id: IdArgument,
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    token_file: TokenFileOption = None,
-    as_json: JsonOption = False,
-) -> None:
+def runs(ctx: typer.Context, schedule_id: IdArgument) -> None:
     """Show a schedule's latest runs, newest first ("expired": no longer kept by the store)."""
-    found = call(ctx, api, token, token_file, lambda client: client.schedule_runs(schedule_id))
-    if as_json:
-        print_json(found)
-        return
-    if not found["runs"]:
-        out.print(f"no runs of {schedule_id}", markup=False)
-        return
-    out.print(runs_table(found["runs"], f"runs of {schedule_id}, newest first"))
+    with api(ctx) as client:
+        found = [run.json for run in client.schedule_runs(schedule_id)]
+
+    def view() -> RenderableType | str:
+        if not found:
+            return f"no runs of {schedule_id}"
+        return runs_table(found, f"runs of {schedule_id}, newest first")
+
+    emit(ctx, {"runs": found}, view)

@@ -6,45 +6,48 @@ import typer
 
 from tickwheel.cli.app import fail
 from tickwheel.errors import InvalidArgument
-from tickwheel.service.settings import read_secret_file
+from tickwheel.service.secret_file import read_secret_file
+
+Given = tuple[str | None, bool, str, str]
+"""An option's value, whether it came from the command line, its flag and its variable."""
 
 
-def secret_from(ctx: typer.Context, name: str, value: str | None, path: str | None) -> str | None:
-    """Return the secret of option `name`, given as its value or in the file its ``_file`` names.
+def secret_of(value: Given, path: Given) -> str | None:
+    """Return the secret given as `value` or in the file `path` names.
 
     A flag wins over a variable, as it does for every option; two of the same kind, or a file
     that cannot be used, end the command with status 2. The secret is never shown.
     """
-    value = value or None
-    path = path or None
-    if value is not None and path is not None:
-        options = (name, f"{name}_file")
-        on_command_line = [_source(ctx, option) == "COMMANDLINE" for option in options]
-        if on_command_line == [True, False]:
-            path = None
-        elif on_command_line == [False, True]:
-            value = None
+    secret, secret_flag, secret_name, secret_var = value
+    file, file_flag, file_name, file_var = path
+    if secret is not None and file is not None:
+        if secret_flag and not file_flag:
+            file = None
+        elif file_flag and not secret_flag:
+            secret = None
         else:
-            fail(f"give {_named(ctx, name)} or {_named(ctx, f'{name}_file')}, not both", 2)
-    if path is None:
-        return value
+            named = (secret_name, file_name) if secret_flag else (secret_var, file_var)
+            fail(f"give {named[0]} or {named[1]}, not both", 2)
+    if file is None:
+        return secret
     try:
-        return read_secret_file(path, _named(ctx, f"{name}_file"))
+        return read_secret_file(file, file_name if file_flag else file_var)
     except InvalidArgument as error:
         fail(str(error), 2)
 
 
-def _source(ctx: typer.Context, name: str) -> str | None:
-    """Return where option `name` came from: ``COMMANDLINE``, ``ENVIRONMENT``, ``DEFAULT``."""
+def secret_from(ctx: typer.Context, name: str, value: str | None, path: str | None) -> str | None:
+    """Return the secret of the command's option `name`, given as its value or in the file its
+    ``_file`` option names (see `secret_of`)."""
+    return secret_of(_given(ctx, name, value), _given(ctx, f"{name}_file", path))
+
+
+def _given(ctx: typer.Context, name: str, value: str | None) -> Given:
     source = ctx.get_parameter_source(name)
-    return None if source is None else source.name
-
-
-def _named(ctx: typer.Context, name: str) -> str:
-    """Return how the user gave option `name`: its flag, or the variable it came from."""
     for param in ctx.command.params:
         if param.name == name:
-            if _source(ctx, name) == "ENVIRONMENT" and isinstance(param.envvar, str):
-                return param.envvar
-            return param.opts[0]
-    return name
+            flag = param.opts[0]
+            variable = param.envvar if isinstance(param.envvar, str) else flag
+            from_flag = source is not None and source.name == "COMMANDLINE"
+            return value or None, from_flag, flag, variable
+    return value or None, False, name, name

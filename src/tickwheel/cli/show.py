@@ -1,34 +1,86 @@
-"""How the CLI shows timers, schedules, queues and limits: tables for people, JSON for scripts."""
+"""How the CLI shows timers, schedules, queues and limits to people (``--json`` prints the API's
+JSON instead). Tables fit the console's width: a long field is cut with …, never wrapped."""
 
 from __future__ import annotations
 
 import json
-import sys
+from dataclasses import dataclass
 from typing import Any
 
+from rich.cells import cell_len
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
+from tickwheel.cli.app import out
 from tickwheel.cli.parse import describe_rate
 from tickwheel.model import replace_controls
 
 QUEUE_STATES = ("scheduled", "leased", "paused", "done", "dead")
+TEXT_FLOOR = 10
+"""The narrowest a free-text column (a URL, an error) is cut to before a name is cut."""
+NAME_FLOOR = 12
+"""The narrowest a name (an id, a queue, a host) is cut to before anything else is."""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column of a listing. When a row is too long, `text` columns (free text) are cut first,
+    then `name` ones (ids, queues, hosts), and the others (times, counts) only if that is not
+    enough."""
+
+    header: str
+    right: bool = False
+    text: bool = False
+    name: bool = False
+
+
+def listing(columns: list[Column], rows: list[list[str]], title: str | None = None) -> Table:
+    """A table of `rows` that fits the console's width: the longest cells are cut with …,
+    free text first, then names, so that times and counts stay whole while they can."""
+    cells = [[replace_controls(value) for value in row] for row in rows]
+    natural = [
+        max([cell_len(column.header), *(cell_len(row[at]) for row in cells)])
+        for at, column in enumerate(columns)
+    ]
+    # box=None pads each column with a space on either side
+    widths = _narrowed(natural, columns, (out.width or 100) - 2 * len(columns))
+    table = Table(title=title, title_justify="left", box=None, header_style="bold")
+    for column, width in zip(columns, widths, strict=True):
+        justify: JustifyMethod = "right" if column.right else "left"
+        table.add_column(column.header, justify=justify, width=width, no_wrap=True)
+    for row in cells:
+        texts = [Text(value) for value in row]
+        for text, width in zip(texts, widths, strict=True):
+            text.truncate(width, overflow="ellipsis")
+        table.add_row(*texts)
+    return table
+
+
+def _narrowed(natural: list[int], columns: list[Column], budget: int) -> list[int]:
+    """Widths within `budget`: the widest free-text column loses a cell at a time down to
+    `TEXT_FLOOR`, then the widest name down to `NAME_FLOOR`, then the widest of all down to
+    its header."""
+    widths = list(natural)
+    pairs = list(zip(columns, natural, strict=True))
+    for floors in (
+        [min(TEXT_FLOOR, width) if column.text else width for column, width in pairs],
+        [min(NAME_FLOOR, width) if column.name else width for column, width in pairs],
+        [min(max(cell_len(column.header), 3), width) for column, width in pairs],
+    ):
+        while sum(widths) > budget:
+            over = [at for at, width in enumerate(widths) if width > floors[at]]
+            if not over:
+                break
+            widest = max(over, key=lambda at: widths[at])
+            widths[widest] -= 1
+    return widths
 
 
 def shown(value: str, *, keep_lines: bool = False) -> Text:
     """`value` as rich text: never read as markup, and without control characters, as the
     service's text may come from a receiver or another user (`replace_controls`)."""
     return Text(replace_controls(value, keep_lines=keep_lines))
-
-
-def print_json(body: Any) -> None:
-    sys.stdout.write(json.dumps(body, indent=2) + "\n")
-
-
-def print_line(body: Any) -> None:
-    """Write `body` as one line of JSON and flush it: a reader of a stream sees it at once."""
-    sys.stdout.write(json.dumps(body) + "\n")
-    sys.stdout.flush()
 
 
 def describe_target(timer: dict[str, Any]) -> str:
@@ -41,16 +93,18 @@ def describe_target(timer: dict[str, Any]) -> str:
 def timers_table(timers: list[dict[str, Any]], title: str) -> Table:
     queues = any(timer["queue"] != "default" for timer in timers)
     errors = any(timer.get("last_error") for timer in timers)
-    table = Table(title=title, title_justify="left", box=None, header_style="bold")
-    table.add_column("ID", no_wrap=True)
-    table.add_column("STATE", no_wrap=True)
-    table.add_column("DUE", no_wrap=True)
-    table.add_column("ATTEMPT", justify="right", no_wrap=True)
+    columns = [
+        Column("ID", name=True),
+        Column("STATE"),
+        Column("DUE"),
+        Column("ATTEMPT", right=True),
+    ]
     if queues:
-        table.add_column("QUEUE", no_wrap=True)
-    table.add_column("CALLBACK", overflow="fold", min_width=20)
+        columns.append(Column("QUEUE", name=True))
+    columns.append(Column("CALLBACK", text=True))
     if errors:
-        table.add_column("LAST ERROR", overflow="fold", min_width=20)
+        columns.append(Column("LAST ERROR", text=True))
+    rows = []
     for timer in timers:
         row = [timer["id"], timer["state"], timer["due"], str(timer["attempt"])]
         if queues:
@@ -58,8 +112,8 @@ def timers_table(timers: list[dict[str, Any]], title: str) -> Table:
         row.append(describe_target(timer))
         if errors:
             row.append(timer.get("last_error") or "")
-        table.add_row(*map(shown, row))
-    return table
+        rows.append(row)
+    return listing(columns, rows, title)
 
 
 def timer_table(timer: dict[str, Any]) -> Table:
@@ -100,15 +154,16 @@ def describe_rule(schedule: dict[str, Any]) -> str:
 
 
 def schedules_table(schedules: list[dict[str, Any]], title: str) -> Table:
-    table = Table(title=title, title_justify="left", box=None, header_style="bold")
-    table.add_column("ID", no_wrap=True)
-    table.add_column("RULE", overflow="fold")
-    table.add_column("NEXT RUN", no_wrap=True)
-    table.add_column("RUNS", justify="right", no_wrap=True)
-    table.add_column("STATE", no_wrap=True)
-    table.add_column("TARGET", overflow="fold", min_width=20)
-    for schedule in schedules:
-        row = [
+    columns = [
+        Column("ID", name=True),
+        Column("RULE", text=True),
+        Column("NEXT RUN"),
+        Column("RUNS", right=True),
+        Column("STATE"),
+        Column("TARGET", text=True),
+    ]
+    rows = [
+        [
             schedule["id"],
             describe_rule(schedule),
             schedule.get("next_run") or "-",
@@ -116,8 +171,9 @@ def schedules_table(schedules: list[dict[str, Any]], title: str) -> Table:
             schedule_state(schedule),
             describe_target(schedule),
         ]
-        table.add_row(*map(shown, row))
-    return table
+        for schedule in schedules
+    ]
+    return listing(columns, rows, title)
 
 
 def schedule_state(schedule: dict[str, Any]) -> str:
@@ -168,13 +224,15 @@ def schedule_table(schedule: dict[str, Any]) -> Table:
 
 def runs_table(runs: list[dict[str, Any]], title: str) -> Table:
     errors = any(run.get("last_error") for run in runs)
-    table = Table(title=title, title_justify="left", box=None, header_style="bold")
-    table.add_column("NOMINAL", no_wrap=True)
-    table.add_column("TIMER", no_wrap=True)
-    table.add_column("STATE", no_wrap=True)
-    table.add_column("ATTEMPT", justify="right", no_wrap=True)
+    columns = [
+        Column("NOMINAL"),
+        Column("TIMER", name=True),
+        Column("STATE"),
+        Column("ATTEMPT", right=True),
+    ]
     if errors:
-        table.add_column("LAST ERROR", overflow="fold", min_width=20)
+        columns.append(Column("LAST ERROR", text=True))
+    rows = []
     for run in runs:
         # a null state: the store no longer keeps that occurrence's timer
         row = [
@@ -185,8 +243,8 @@ def runs_table(runs: list[dict[str, Any]], title: str) -> Table:
         ]
         if errors:
             row.append(run.get("last_error") or "")
-        table.add_row(*map(shown, row))
-    return table
+        rows.append(row)
+    return listing(columns, rows, title)
 
 
 def describe_limit(limit: dict[str, Any] | None) -> str:
@@ -203,40 +261,43 @@ def describe_limit(limit: dict[str, Any] | None) -> str:
 
 def limits_table(limits: list[dict[str, Any]], title: str, key: str) -> Table:
     """A table of limits, each named by its `key` field (``host`` or ``queue``)."""
-    table = Table(title=title, title_justify="left", box=None, header_style="bold")
-    table.add_column(key.upper(), no_wrap=True)
-    table.add_column("RATE", justify="right", no_wrap=True)
-    table.add_column("BURST", justify="right", no_wrap=True)
-    table.add_column("CONCURRENCY", justify="right", no_wrap=True)
-    for limit in limits:
-        rate = limit.get("rate")
-        row = [
+    columns = [
+        Column(key.upper(), name=True),
+        Column("RATE", right=True),
+        Column("BURST", right=True),
+        Column("CONCURRENCY", right=True),
+    ]
+    rows = [
+        [
             limit[key],
-            "-" if rate is None else describe_rate(rate),
+            "-" if limit.get("rate") is None else describe_rate(limit["rate"]),
             str(limit.get("burst") or "-"),
             str(limit.get("concurrency") or "-"),
         ]
-        table.add_row(*map(shown, row))
-    return table
+        for limit in limits
+    ]
+    return listing(columns, rows, title)
 
 
 def queues_table(queues: list[dict[str, Any]]) -> Table:
-    table = Table(box=None, header_style="bold")
-    table.add_column("QUEUE", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    for state in QUEUE_STATES:
-        table.add_column(state.upper(), justify="right", no_wrap=True)
-    table.add_column("OLDEST OVERDUE", justify="right", no_wrap=True)
-    table.add_column("LIMIT", overflow="fold")
+    columns = [
+        Column("QUEUE", name=True),
+        Column(""),
+        *(Column(state.upper(), right=True) for state in QUEUE_STATES),
+        Column("OLDEST OVERDUE", right=True),
+        Column("LIMIT", text=True),
+    ]
+    rows = []
     for queue in queues:
         counts = queue.get("counts") or {}
         overdue = queue.get("oldest_overdue_s")
-        row = [
-            queue["name"],
-            "paused" if queue.get("paused") else "",
-            *(str(counts.get(state, 0)) for state in QUEUE_STATES),
-            "-" if overdue is None else f"{overdue:.1f}s",
-            describe_limit(queue.get("limit")),
-        ]
-        table.add_row(*map(shown, row))
-    return table
+        rows.append(
+            [
+                queue["name"],
+                "paused" if queue.get("paused") else "",
+                *(str(counts.get(state, 0)) for state in QUEUE_STATES),
+                "-" if overdue is None else f"{overdue:.1f}s",
+                describe_limit(queue.get("limit")),
+            ]
+        )
+    return listing(columns, rows)

@@ -1,7 +1,8 @@
 """The firing engine: claim due timers from a store, fire them on the due ms, settle the outcome.
 
-Names are imported on first use, so ``from tickwheel.engine import consume`` loads neither the
-HTTP client (httptools) nor prometheus-client.
+The engine fires through a `Target` and never makes a call itself: the HTTP target is
+`tickwheel.callbacks`'s, a floor above. Names are imported on first use, so
+``from tickwheel.engine import consume`` does not load prometheus-client.
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tickwheel.engine.consume import Delivery, consume
-    from tickwheel.engine.guard import check_target_url, is_public_address
-    from tickwheel.engine.http import HttpTarget
     from tickwheel.engine.metrics import Metrics
     from tickwheel.engine.outcome import ACKED, GuardedTarget, NotFired, Outcome, Target, Verdict
-    from tickwheel.engine.settings import HttpSettings, WorkerSettings
+    from tickwheel.engine.settings import WorkerSettings
     from tickwheel.engine.worker import Worker
 
 # where each name lives: tickwheel.engine.<module>
@@ -23,8 +22,6 @@ _MODULES = {
     "ACKED": "outcome",
     "Delivery": "consume",
     "GuardedTarget": "outcome",
-    "HttpSettings": "settings",
-    "HttpTarget": "http",
     "Metrics": "metrics",
     "NotFired": "outcome",
     "Outcome": "outcome",
@@ -32,17 +29,13 @@ _MODULES = {
     "Verdict": "outcome",
     "Worker": "worker",
     "WorkerSettings": "settings",
-    "check_target_url": "guard",
     "consume": "consume",
-    "is_public_address": "guard",
 }
 
 __all__ = [
     "ACKED",
     "Delivery",
     "GuardedTarget",
-    "HttpSettings",
-    "HttpTarget",
     "Metrics",
     "NotFired",
     "Outcome",
@@ -50,9 +43,7 @@ __all__ = [
     "Verdict",
     "Worker",
     "WorkerSettings",
-    "check_target_url",
     "consume",
-    "is_public_address",
 ]
 
 

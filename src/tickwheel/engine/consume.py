@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from tickwheel.engine.dispatch import Dispatcher
-from tickwheel.engine.limits import GO, Admission, Limiter, store_limiter
+from tickwheel.engine.limiter import GO, Admission, Limiter, store_limiter
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled

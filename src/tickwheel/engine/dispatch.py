@@ -11,15 +11,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Protocol, runtime_checkable
 
+from tickwheel.engine.claim_room import ClaimRoom
 from tickwheel.engine.controls import Controls
 from tickwheel.engine.metrics import Metrics
+from tickwheel.engine.renewals import Renewals
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled, jittered_pause
-from tickwheel.errors import LeaseLost, StoreUnavailable
+from tickwheel.engine.store_clock import StoreClock, sync_first
+from tickwheel.errors import StoreUnavailable
 from tickwheel.runtime import AsyncScheduler
-from tickwheel.runtime.clock import NS_PER_MS, unwatched
 from tickwheel.stores import Lease, Store
 from tickwheel.stores.base import ANY_QUEUE
 from tickwheel.stores.checks import MAX_DUE_QUEUES
@@ -27,7 +28,6 @@ from tickwheel.stores.checks import MAX_DUE_QUEUES
 logger = logging.getLogger("tickwheel.engine")
 
 HAND_BACK_CONCURRENCY = 64
-RENEW_CONCURRENCY = 64
 DISCOVER_EVERY_S = 1.0
 """With every queue to serve, the longest wait between two listings of the store's queues."""
 DISCOVER_SPACING_S = 0.05
@@ -37,33 +37,8 @@ MAX_CLAIM_LOOPS = 1024
 """Claim loops at once when serving every queue; past it, due queues take turns."""
 DUE_QUEUES_PER_LOOK = 1000
 """Due queues one look at the index asks for beyond those served or paused already."""
-CLAIMS_AT_ONCE = 16
-"""Claims one dispatcher has in flight at most, whatever the number of queues it serves."""
 FORGET_AFTER_S = 1.0
-"""A discovered queue's loop ends when its next due time is this far off."""
-
-
-class StoreClock:
-    """The store's clock as a runtime `Clock`: the local wheel fires by the clock that says due."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def now_ns(self) -> int:
-        return self._store.now_ms() * NS_PER_MS
-
-    def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
-        """The store's clock moves on its own; the scheduler computes its own sleeps."""
-        return unwatched
-
-
-@runtime_checkable
-class SyncsClock(Protocol):
-    """A store whose clock follows a server's and must be measured before it is trusted."""
-
-    async def sync_clock(self) -> None:
-        """Measure the server clock now; raises `StoreUnavailable` if the server is down."""
-        ...
+"""A prompt queue's loop ends when its next due time is this far off."""
 
 
 class Dispatcher:
@@ -107,7 +82,10 @@ class Dispatcher:
         # timer; `_unfired` says which due ms an id still waits for (it may be claimed again)
         self._waiting: dict[int, list[str]] = {}
         self._unfired: dict[str, int] = {}
-        self._room = asyncio.Event()
+        self._room = ClaimRoom(settings)
+        self._renewals = Renewals(
+            store, settings.lease_ms, self._held, self._lost, metrics=metrics, throttled=throttled
+        )
         self._emptied = asyncio.Event()
         self._stopping = asyncio.Event()
         self._grace = True
@@ -115,9 +93,6 @@ class Dispatcher:
         # serving every queue: the claim loop of each queue served, and the due queues in line
         # for a loop (a dict as an ordered set)
         self._serving: dict[str, asyncio.Task[None]] = {}
-        # claims in flight at once, in turns: a thousand due queues must not take every store
-        # connection at the same instant
-        self._claiming = asyncio.Semaphore(CLAIMS_AT_ONCE)
         self._line: dict[str, None] = {}
         self._paused_of: object = None
         self._paused: set[str] = set()
@@ -127,11 +102,16 @@ class Dispatcher:
         """Return the current lease on a held timer (renewals change its deadline), or None."""
         return self._held.get(timer_id)
 
+    def hung(self, queue: str, hangs: bool) -> None:
+        """Note whether a timer of `queue` last went back unsent because its target hangs
+        (True) or was answered (False): it decides the queue's room and line (`ClaimRoom`)."""
+        self._room.note(queue, hangs=hangs)
+
     def settled(self, timer_id: str) -> None:
         """Forget a timer its owner has settled (or could not), freeing room to claim more."""
         if self._held.pop(timer_id, None) is not None:
             self._metrics.in_flight = len(self._held)
-            self._room.set()
+            self._room.freed(len(self._held))
             if not self._held:
                 self._emptied.set()
 
@@ -153,14 +133,14 @@ class Dispatcher:
         loops: list[asyncio.Task[None]] = []
         try:
             loops.append(asyncio.create_task(self.controls.run(self._stopping)))
-            await self._sync_clock()
+            await sync_first(self._store, self._stopping, self._metrics, self._throttled)
             # the wheel starts at the store's time: read it only once it is the server's
             self._scheduler = AsyncScheduler(clock=StoreClock(self._store))
             if self._settings.queues is None:
                 loops.append(asyncio.create_task(self._discover_loop(loops)))
             else:
                 loops += [asyncio.create_task(self._claim_loop(q)) for q in self._settings.queues]
-            loops.append(asyncio.create_task(self._renew_loop()))
+            loops.append(asyncio.create_task(self._renewals.run(self._stopping)))
             await self._stopping.wait()
         finally:
             # loops are asked to stop, not cancelled: a claim cancelled mid-call may still
@@ -168,27 +148,6 @@ class Dispatcher:
             self._stopping.set()
             await asyncio.gather(*loops, return_exceptions=True)
             await self._wind_down()
-
-    async def _sync_clock(self) -> None:
-        """Measure the store's clock before the first claim, if it follows a server's.
-
-        Until then such a store can only guess the time from this host's clock, and a host
-        running ahead would fire timers early by its lead.
-        """
-        if not isinstance(self._store, SyncsClock):
-            return
-        failures = 0
-        while not self._stopping.is_set():
-            try:
-                await self._store.sync_clock()
-                return
-            except StoreUnavailable as error:
-                failures += 1
-                self._metrics.store_errors["clock"] += 1
-                self._throttled.warning(
-                    "clock", "store unavailable, reading its clock again soon: %s", error
-                )
-                await self._unless_stopping(jittered_pause(failures))
 
     async def _wind_down(self) -> None:
         if self._scheduler is not None:
@@ -248,8 +207,9 @@ class Dispatcher:
         """Serve every queue the store's due-queue index lists, each in a claim loop of its own.
 
         The default queue's loop starts at once and stays. Another queue's loop starts when
-        the index lists it as due within the lookahead, and ends once the queue has nothing
-        due within `FORGET_AFTER_S` (the index brings it back in time), so loops follow the
+        the index lists it as due within the lookahead, and ends once a claim leaves nothing
+        due by its horizon, or for a queue whose callbacks are answered nothing due within
+        `FORGET_AFTER_S` (the index brings it back in time), so loops follow the
         queues with work, not every queue ever seen. Past `MAX_CLAIM_LOOPS` due queues take
         turns: a loop that claimed while others wait hands its turn on after one claim, and
         its queue joins the back of the line. A change to a queue no loop waits on (a new
@@ -344,7 +304,7 @@ class Dispatcher:
 
     async def _claim_loop(self, queue: str, *, stays: bool = True) -> None:
         """Claim `queue` until stopping; unless it `stays`, until it is paused, has nothing
-        due within `FORGET_AFTER_S`, or hands its turn on to a queue waiting in line."""
+        due soon (`_discover_loop`), or hands its turn on to a queue waiting in line."""
         settings = self._settings
         controls = self.controls
         failures = 0
@@ -357,20 +317,28 @@ class Dispatcher:
                     return  # the due-queue look starts a loop again once it is resumed
                 await self._unless_stopping(controls.changed())
                 continue
-            room = self._room_to_claim()
+            room = self._room.room(queue, len(self._held))
             if room <= 0:
-                # back-pressure: the local queue is full, claim again once some settle
-                self._room.clear()
-                await self._unless_stopping(self._room.wait())
+                # back-pressure: the worker is full, claim again once some settle
+                await self._unless_stopping(self._room.wait(queue))
                 continue
             limit = min(settings.batch, room)
             rate = controls.queue_rate(queue)
             if rate is not None:
                 limit = min(limit, controls.claim_bound(queue))
             try:
-                async with self._claiming:
-                    horizon_ms = self._store.now_ms() + settings.lookahead_ms
-                    leases = await self._store.claim(queue, horizon_ms, limit, settings.lease_ms)
+                # claims in flight at once, in lines: a thousand due queues must not take
+                # every store connection at the same instant
+                async with self._room.line(queue):
+                    # claims that went before while this one waited may have taken the room
+                    limit = min(limit, self._room.room(queue, len(self._held)))
+                    if limit > 0:
+                        horizon_ms = self._store.now_ms() + settings.lookahead_ms
+                        leases = await self._store.claim(
+                            queue, horizon_ms, limit, settings.lease_ms
+                        )
+                if limit <= 0:
+                    continue
                 self._hold(await self._advance(leases))
                 if not stays and self._hand_on(queue, len(leases) == limit):
                     return
@@ -380,6 +348,10 @@ class Dispatcher:
                         # waits in the store, not in this worker's leases
                         await self._unless_stopping(asyncio.sleep(len(leases) / rate / 2))
                     continue  # there may be more due already
+                if not stays and not self._room.prompt(queue):
+                    # nothing more due by the horizon: the due-queue index, which looks at
+                    # every queue at once, brings the queue back when its next timer nears
+                    return
                 next_due_ms = await self._store.next_due_ms(queue)
                 sleep_s = self._idle_s(next_due_ms, horizon_ms)
                 if not stays and sleep_s >= FORGET_AFTER_S:
@@ -400,16 +372,6 @@ class Dispatcher:
                 self._metrics.store_errors["claim"] += 1
                 logger.exception("claiming %s failed; trying again", queue)
                 await self._unless_stopping(jittered_pause(failures))
-
-    def _room_to_claim(self) -> int:
-        """How many timers a claim may take now: the worker holds at most `max_in_flight`, and
-        at most `concurrency + 2 * batch`, so that an overloaded worker leaves its backlog in
-        the store, in due order and for any worker, instead of holding leases that lapse while
-        they wait for a slot; and a claim waits until a quarter of a batch fits."""
-        settings = self._settings
-        most = min(settings.max_in_flight, settings.concurrency + 2 * settings.batch)
-        room = most - len(self._held)
-        return room if room >= min(settings.batch, settings.concurrency) // 4 else 0
 
     async def _advance(self, leases: list[Lease]) -> list[Lease]:
         """Move the schedules of claimed occurrences on; return the leases to fire.
@@ -494,55 +456,11 @@ class Dispatcher:
             self._deliver(ready)
 
     async def renew(self, lease: Lease) -> Lease:
-        """Push a held lease's deadline `lease_ms` from now and hold the renewed lease.
+        """Push a held lease's deadline `lease_ms` from now and hold the renewed lease
+        (`Renewals.renew`)."""
+        return await self._renewals.renew(lease)
 
-        Raises:
-            LeaseLost: the lease lapsed and the timer went to another claim.
-            StoreUnavailable: the store did not answer; the lease stands as it was.
-        """
-        renewed = await self._store.extend(lease, self._settings.lease_ms)
-        if self._held.get(lease.timer.id) is lease:
-            self._held[lease.timer.id] = renewed
-        return renewed
-
-    async def _renew_loop(self) -> None:
-        """Renew leases that run short, waiting or running, by `lease_ms` each time.
-
-        A lease is checked every quarter `lease_ms` and renewed once under half is left, so
-        it holds for as long as its callback runs and this process lives, and lapses within
-        one `lease_ms` of a crash, however long the callback's timeout.
-        """
-        lease_ms = self._settings.lease_ms
-        while not self._stopping.is_set():
-            await self._unless_stopping(asyncio.sleep(lease_ms / 4000))
-            if self._stopping.is_set():
-                return
-            now = self._store.now_ms()
-            short = [
-                lease for lease in self._held.values() if lease.deadline_ms - now < lease_ms // 2
-            ]
-            if short:
-                limit = asyncio.Semaphore(RENEW_CONCURRENCY)
-                await asyncio.gather(*(self._renew_one(lease, limit) for lease in short))
-
-    async def _renew_one(self, lease: Lease, limit: asyncio.Semaphore) -> None:
-        """Renew one lease; a failure is logged and touches no other lease."""
-        timer_id = lease.timer.id
-        try:
-            async with limit:
-                if self._held.get(timer_id) is lease:  # not settled or renewed meanwhile
-                    await self.renew(lease)
-        except LeaseLost:
-            self._metrics.leases_lost += 1
-            if self._held.get(timer_id) is lease:
-                self._unfired.pop(timer_id, None)
-                self.settled(timer_id)
-        except StoreUnavailable as error:
-            self._metrics.store_errors["extend"] += 1
-            self._throttled.warning("extend", "store unavailable, lease not renewed: %s", error)
-        except Exception:
-            # policy: a surprise from the store must not end the renewing of other leases
-            self._metrics.store_errors["extend"] += 1
-            logger.exception(
-                "renewing the lease on timer=%s failed", timer_id, extra={"timer_id": timer_id}
-            )
+    def _lost(self, timer_id: str) -> None:
+        """Forget a held timer whose lease passed on while it waited or ran."""
+        self._unfired.pop(timer_id, None)
+        self.settled(timer_id)

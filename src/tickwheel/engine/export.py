@@ -1,7 +1,7 @@
-"""Render an engine's `Metrics` as Prometheus metric families when a registry is scraped.
+"""Render an engine's counts as Prometheus metric families when a registry is scraped.
 
-Apart from the counting (`metrics.py`) so that the engine runs without prometheus-client: it is
-imported only when metrics are registered on a registry.
+Apart from the counting (`counts.py`) so that the engine runs without prometheus-client: it is
+imported only when `Metrics` are registered on a registry.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from prometheus_client.core import (
     Metric,
 )
 
-from tickwheel.engine.metrics import Metrics
+from tickwheel.engine.counts import Counts
 
 
 class MetricsCollector:
-    """A registry's collector for one `Metrics`: its counts as Prometheus families."""
+    """A registry's collector for one `Counts`: its counts as Prometheus families."""
 
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(self, metrics: Counts) -> None:
         self._metrics = metrics
 
     def collect(self) -> Iterator[Metric]:

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any, TypeVar
 
 from tickwheel.engine.backoff import retry_due_ms
@@ -17,6 +18,7 @@ from tickwheel.engine.metrics import Metrics
 from tickwheel.errors import LeaseLost, StoreUnavailable
 from tickwheel.model import truncate_error
 from tickwheel.stores import Lease, Store, StoreSettings
+from tickwheel.stores.base import Deferral
 
 logger = logging.getLogger("tickwheel.engine")
 
@@ -25,7 +27,9 @@ T = TypeVar("T")
 STORE_RETRY_MIN_S = 0.05
 STORE_RETRY_MAX_S = 1.0
 DEFERS_AT_ONCE = 8
-"""Deferrals one settler has in flight at most."""
+"""Deferrals one settler has in flight at most when the store takes them one at a time."""
+DEFER_BATCH = 500
+"""Deferrals one store call carries at most."""
 """The longest pause between tries of an unavailable store: a store back from an outage is
 found within a second, at the cost of one failed connection a second per loop meanwhile."""
 LOG_EVERY_S = 10.0
@@ -89,6 +93,9 @@ class Settler:
         self._acks: list[Lease] = []
         self._acked: list[asyncio.Future[bool] | None] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._defers: list[Deferral] = []
+        self._deferred: list[asyncio.Future[bool]] = []
+        self._defer_flusher: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
 
     def ack(self, lease: Lease) -> asyncio.Future[bool]:
@@ -181,13 +188,53 @@ class Settler:
         For a callback that never went out: its turn under a limit is far off, its host asked
         to be left alone, no connection came free, its target hangs, or its worker is stopping.
         """
-        reason = truncate_error(reason)
+        done = asyncio.get_running_loop().create_future()
+        self._defers.append((lease, due_ms, truncate_error(reason)))
+        self._deferred.append(done)
+        if self._defer_flusher is None or self._defer_flusher.done():
+            self._defer_flusher = asyncio.create_task(self._flush_defers())
+        if await done:
+            self._metrics.deferred[lease.timer.queue] += 1
+
+    async def _flush_defers(self) -> None:
+        """Send the deferrals queued, `DEFER_BATCH` per store call, one call at a time: a
+        flood handed back at once (a target that hangs) takes a few round trips, not one
+        each, and no more than one store connection from the claims and acks of others."""
+        while self._defers:
+            batch, futures = self._defers[:DEFER_BATCH], self._deferred[:DEFER_BATCH]
+            del self._defers[:DEFER_BATCH], self._deferred[:DEFER_BATCH]
+            leases = [lease for lease, _, _ in batch]
+            try:
+                landed = await self._with_retries("defer", partial(self._defer_many, batch), leases)
+            except _Lapsed:
+                landed = [False] * len(batch)
+            except Exception:
+                # policy: one refused deferral must not fail the others: each alone, and
+                # one the store refuses by itself is dead-lettered (`_or_kill`)
+                alone = await asyncio.gather(*(self._defer_one(*item) for item in batch))
+                for done, ok in zip(futures, alone, strict=True):
+                    if not done.done():
+                        done.set_result(ok)
+                continue
+            for (lease, _, _), done, ok in zip(batch, futures, landed, strict=True):
+                if not ok:
+                    self._metrics.leases_lost += 1
+                    logger.info(
+                        "timer=%s lease lost before defer; its new holder settles it",
+                        lease.timer.id,
+                        extra={"timer_id": lease.timer.id},
+                    )
+                if not done.done():
+                    done.set_result(ok)
+
+    async def _defer_many(self, batch: list[Deferral], _: list[Lease]) -> list[bool]:
+        return await self._store.defer_many(batch)
+
+    async def _defer_one(self, lease: Lease, due_ms: int, reason: str) -> bool:
         async with self._deferring:
-            deferred = await self._or_kill(
+            return await self._or_kill(
                 "defer", lambda: self._store.defer(lease, due_ms, reason), lease, due_ms, reason
             )
-        if deferred:
-            self._metrics.deferred[lease.timer.queue] += 1
 
     async def _or_kill(
         self,
@@ -218,11 +265,16 @@ class Settler:
 
     async def drain(self) -> None:
         """Wait until every queued ack, retry and kill has landed or lapsed."""
-        while self._background or (self._flusher is not None and not self._flusher.done()):
+
+        def busy(flusher: asyncio.Task[None] | None) -> bool:
+            return flusher is not None and not flusher.done()
+
+        while self._background or busy(self._flusher) or busy(self._defer_flusher):
             if self._background:
                 await asyncio.gather(*self._background)
-            if self._flusher is not None and not self._flusher.done():
-                await self._flusher
+            for flusher in (self._flusher, self._defer_flusher):
+                if flusher is not None and not flusher.done():
+                    await flusher
 
     async def _flush_acks(self) -> None:
         metrics = self._metrics

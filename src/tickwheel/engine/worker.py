@@ -7,7 +7,7 @@ import logging
 
 from tickwheel.engine.dispatch import Dispatcher
 from tickwheel.engine.fairness import Fairness
-from tickwheel.engine.limits import GO, host_key, store_limiter
+from tickwheel.engine.limiter import GO, host_key, store_limiter
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.outcome import GuardedTarget, NotFired, Outcome, Target, Verdict
 from tickwheel.engine.settings import WorkerSettings
@@ -122,6 +122,7 @@ class Worker:
             origin = _origin(lease.timer)
             if not await self._slots.take(origin, SUSPECT_PATIENCE_S):
                 # its target has hung lately: wait in the store, not in a slot or in memory
+                self._dispatcher.hung(lease.timer.queue, True)
                 defer_ms = round(self._slots.defer_s(origin) * 1000)
                 await self._settler.defer(
                     lease, self._store.now_ms() + defer_ms, "waiting: its target has not answered"
@@ -153,6 +154,8 @@ class Worker:
                     return
             finally:
                 self._slots.give(origin, started, answered=answered)
+            if answered:
+                self._dispatcher.hung(timer.queue, False)
             self._limiter.release(admission)
             admission = GO
             if timer.callback is not None:

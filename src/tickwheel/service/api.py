@@ -13,13 +13,20 @@ from typing import Any
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
+from tickwheel.service.api_errors import install_error_handlers
 from tickwheel.service.dashboard import static_routes
-from tickwheel.service.errors import install_error_handlers
 from tickwheel.service.gate import Gate
 from tickwheel.service.queue_cap import QueueCap
 from tickwheel.service.quotas import Quotas
 from tickwheel.service.request_metrics import RequestMetrics
-from tickwheel.service.routes import dead, limits, ops, queues, schedules, timers
+from tickwheel.service.routes import (
+    dead_routes,
+    limit_routes,
+    ops_routes,
+    queue_routes,
+    schedule_routes,
+    timer_routes,
+)
 from tickwheel.service.routes.deps import Context
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.service.tenants import tenants_of
@@ -109,8 +116,15 @@ def create_app(
         redoc_url=None,
     )
     app.state.tickwheel = context
-    for resource in (timers, schedules, dead, queues, limits, ops):
-        app.include_router(resource.router())
+    for resource in (
+        timer_routes,
+        schedule_routes,
+        dead_routes,
+        queue_routes,
+        limit_routes,
+        ops_routes,
+    ):
+        app.router.routes.extend(resource.router().routes)
     app.router.routes.extend(static_routes())
     install_error_handlers(app)
     app.add_middleware(Gate, settings=settings)

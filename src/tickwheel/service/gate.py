@@ -13,14 +13,19 @@ import hmac
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tickwheel.service.errors import ApiError, error_response
+from tickwheel.service.api_errors import ApiError, error_response
 from tickwheel.service.origin import SAFE_METHODS, Origins
 from tickwheel.service.schemas import ErrorDetail
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.service.tenants import SCOPE_KEY, tenants_of
 
 MAX_REQUEST_HEADER_BYTES = 32 * 1024
-"""Request headers in all; `tickwheel serve` makes its HTTP parser (h11) refuse larger ones too."""
+"""Request headers in all, counted as ``name: value\\r\\n``; `tickwheel serve`'s HTTP protocol
+(`protocol.BoundedHttpTools`) refuses larger ones as they arrive, this gate under any server."""
+
+
+_CLOSING = frozenset({413, 431})
+"""Refusals after which the connection closes: the rest of such a request is not read."""
 
 
 class Gate:
@@ -29,8 +34,9 @@ class Gate:
     (415).
 
     The body is read here, counted against `max_body_bytes` as it streams in, and handed on
-    whole, so no route ever parses more than the limit. ``/healthz``, ``/docs`` and
-    ``/openapi.json`` need no token; everything else does when one is set, ``/metrics`` included.
+    whole, so no route ever parses more than the limit. ``/healthz``, ``/docs`` (and its files)
+    and ``/openapi.json`` need no token; everything else does when one is set, ``/metrics``
+    included.
     """
 
     OPEN_PATHS = frozenset(
@@ -38,6 +44,8 @@ class Gate:
             "/healthz",
             "/docs",
             "/docs.js",
+            "/docs/swagger-ui-bundle.js",
+            "/docs/swagger-ui.css",
             "/openapi.json",
             "/dashboard",
             "/dashboard.js",
@@ -69,6 +77,8 @@ class Gate:
             refusal = ApiError(415, "send the body as JSON with Content-Type: application/json")
         if refusal is not None:
             extra = {"WWW-Authenticate": "Bearer"} if refusal.status == 401 else {}
+            if refusal.status in _CLOSING:
+                extra["Connection"] = "close"
             detail = ErrorDetail(code=refusal.code, message=refusal.message, field=refusal.field)
             await error_response(refusal.status, detail, extra)(scope, receive, send)
             return

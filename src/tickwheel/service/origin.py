@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from starlette.datastructures import Headers
 
-from tickwheel.service.errors import ApiError
+from tickwheel.service.api_errors import ApiError
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 """Names of this machine a browser can use without DNS, so no page can rebind them."""

@@ -76,9 +76,9 @@ class Process:
         allow_private_targets: bool,
     ) -> Worker:
         """Build the worker that fires the store's timers over HTTP; `start_worker` runs it."""
-        from tickwheel.engine.http import HttpTarget
+        from tickwheel.callbacks.http import HttpTarget
+        from tickwheel.callbacks.settings import HttpSettings
         from tickwheel.engine.metrics import Metrics
-        from tickwheel.engine.settings import HttpSettings
         from tickwheel.engine.worker import Worker
 
         target = HttpTarget(

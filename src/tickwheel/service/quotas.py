@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tickwheel.model import State
-from tickwheel.service.errors import ApiError
+from tickwheel.service.api_errors import ApiError
 from tickwheel.service.tenants import Tenant, Tenants
 from tickwheel.stores.base import QueueInfo, Store
 from tickwheel.stores.checks import MAX_LIST

@@ -35,6 +35,8 @@ class RequestMetrics:
         self.requests = requests
         self.seconds = seconds
         self.by_tenant = by_tenant
+        # each label set's two series, found once: `labels()` costs a lock and tuples a call
+        self._series: dict[tuple[object, ...], tuple[Counter, Histogram]] = {}
 
     @staticmethod
     def series(registry: CollectorRegistry, *, by_tenant: bool = False) -> dict[str, Any]:
@@ -89,11 +91,16 @@ class RequestMetrics:
             template = scope["path"]
         else:
             template = UNMATCHED
+        tenant: tuple[str, ...] = ()
         if self.by_tenant:
-            tenant = scope.get(SCOPE_KEY)
-            name = NO_TENANT if tenant is None else tenant.name
-            self.requests.labels(method, template, str(status), name).inc()
-            self.seconds.labels(method, template, name).observe(seconds)
-            return
-        self.requests.labels(method, template, str(status)).inc()
-        self.seconds.labels(method, template).observe(seconds)
+            named = scope.get(SCOPE_KEY)
+            tenant = (NO_TENANT if named is None else named.name,)
+        key = (method, template, status, *tenant)
+        series = self._series.get(key)
+        if series is None:  # the labels are from fixed sets: this dict stays as small
+            series = self._series[key] = (
+                self.requests.labels(method, template, str(status), *tenant),
+                self.seconds.labels(method, template, *tenant),
+            )
+        series[0].inc()
+        series[1].observe(seconds)

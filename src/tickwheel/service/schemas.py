@@ -1,22 +1,16 @@
-"""The JSON bodies of the HTTP API: requests in, timers and errors out."""
+"""The JSON bodies of the HTTP API: requests in, timers and errors out (flow control's are
+`flow_schemas.py`'s, schedules' `schedule_schemas.py`'s)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    JsonValue,
-    StrictBool,
-    WithJsonSchema,
-)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, WithJsonSchema
 
 from tickwheel.errors import InvalidArgument, InvalidTimer
 from tickwheel.model import (
@@ -36,15 +30,6 @@ from tickwheel.model import (
     State,
     Timer,
     json_depth,
-)
-from tickwheel.stores.base import (
-    MAX_BURST,
-    MAX_CONCURRENCY,
-    MAX_RATE,
-    MIN_RATE,
-    Limit,
-    QueueInfo,
-    QueueSettings,
 )
 
 MAX_EPOCH_S = MAX_DUE_MS // 1000
@@ -124,7 +109,14 @@ At most {MAX_BODY_BYTES} bytes as sent (UTF-8); null sends no body."""
 
 def format_ms(ms: int) -> str:
     """Write epoch ms as RFC 3339 UTC with milliseconds: ``2030-01-01T09:00:00.000Z``."""
-    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")[:-6] + "Z"
+    seconds, milliseconds = divmod(ms, 1000)
+    return f"{_second(seconds)}.{milliseconds:03d}Z"
+
+
+@functools.lru_cache(maxsize=4096)
+def _second(seconds: int) -> str:
+    # the times one answer shows (created, updated, due soon) mostly fall in a few seconds
+    return (_EPOCH + timedelta(seconds=seconds)).isoformat()[:-6]
 
 
 class _Input(BaseModel):
@@ -283,8 +275,17 @@ class CallbackOut(BaseModel):
 
     @classmethod
     def of(cls, callback: Callback) -> CallbackOut:
+        return cls.model_validate(cls.fields_of(callback))
+
+    @staticmethod
+    def fields_of(callback: Callback) -> dict[str, Any]:
         headers = dict.fromkeys(callback.headers, REDACTED)
-        return cls(url=callback.url, method=callback.method, headers=headers, body=callback.body)
+        return {
+            "url": callback.url,
+            "method": callback.method,
+            "headers": headers,
+            "body": callback.body,
+        }
 
 
 class RetryOut(BaseModel):
@@ -298,13 +299,17 @@ class RetryOut(BaseModel):
 
     @classmethod
     def of(cls, retry: RetryPolicy) -> RetryOut:
-        return cls(
-            max_attempts=retry.max_attempts,
-            min_backoff=retry.min_backoff_s,
-            max_backoff=retry.max_backoff_s,
-            timeout=retry.timeout_s,
-            max_retry=retry.max_retry_s,
-        )
+        return cls.model_validate(cls.fields_of(retry))
+
+    @staticmethod
+    def fields_of(retry: RetryPolicy) -> dict[str, Any]:
+        return {
+            "max_attempts": retry.max_attempts,
+            "min_backoff": retry.min_backoff_s,
+            "max_backoff": retry.max_backoff_s,
+            "timeout": retry.timeout_s,
+            "max_retry": retry.max_retry_s,
+        }
 
 
 class TimerOut(BaseModel):
@@ -325,19 +330,26 @@ class TimerOut(BaseModel):
 
     @classmethod
     def of(cls, timer: Timer) -> TimerOut:
-        return cls(
-            id=timer.id,
-            queue=timer.queue,
-            due=format_ms(timer.due_ms),
-            due_ms=timer.due_ms,
-            state=timer.state,
-            attempt=timer.attempts_spent,  # claims handed back unsent are no attempts
-            callback=None if timer.callback is None else CallbackOut.of(timer.callback),
-            payload=timer.payload,
-            retry=RetryOut.of(timer.retry),
-            created=format_ms(timer.created_ms),
-            updated=format_ms(timer.updated_ms),
-            last_error=timer.last_error,
+        """The API's view of `timer`, validated in one call from plain fields (a third of the
+        time of a model per part)."""
+        created = format_ms(timer.created_ms)
+        same = timer.updated_ms == timer.created_ms  # as every new timer is
+        callback = timer.callback
+        return cls.model_validate(
+            {
+                "id": timer.id,
+                "queue": timer.queue,
+                "due": format_ms(timer.due_ms),
+                "due_ms": timer.due_ms,
+                "state": timer.state,
+                "attempt": timer.attempts_spent,  # claims handed back unsent are no attempts
+                "callback": None if callback is None else CallbackOut.fields_of(callback),
+                "payload": timer.payload,
+                "retry": RetryOut.fields_of(timer.retry),
+                "created": created,
+                "updated": created if same else format_ms(timer.updated_ms),
+                "last_error": timer.last_error,
+            }
         )
 
 
@@ -389,118 +401,6 @@ class HealthOut(BaseModel):
 
     status: Literal["ok"]
     store: str
-
-
-Rate = Annotated[float, Field(strict=True, ge=MIN_RATE, le=MAX_RATE, allow_inf_nan=False)]
-Burst = Annotated[int, Field(strict=True, ge=1, le=MAX_BURST)]
-Concurrency = Annotated[int, Field(strict=True, ge=1, le=MAX_CONCURRENCY)]
-
-
-class LimitIn(_Input):
-    """A bound on callbacks: `rate` a second on average with bursts of `burst` (default: one
-    second's worth; it needs a rate), and at most `concurrency` at once; a rate, a concurrency
-    or both."""
-
-    rate: Rate | None = None
-    burst: Burst | None = None
-    concurrency: Concurrency | None = None
-
-    def limit(self, field_prefix: str = "") -> Limit:
-        """The store's `Limit`; its refusals (no rate nor concurrency, a burst without a rate)
-        name the field under `field_prefix`."""
-        try:
-            return Limit(rate=self.rate, burst=self.burst, concurrency=self.concurrency)
-        except InvalidArgument as error:
-            message = str(error).removeprefix(f"{error.argument}: ")
-            raise InvalidArgument(field_prefix + error.argument, message) from None
-
-
-class LimitOut(BaseModel):
-    """A limit as stored (unset parts null)."""
-
-    rate: float | None
-    burst: int | None
-    concurrency: int | None
-
-    @classmethod
-    def of(cls, limit: Limit) -> LimitOut:
-        return cls(rate=limit.rate, burst=limit.burst, concurrency=limit.concurrency)
-
-
-class HostLimitOut(BaseModel):
-    """The limit on callbacks to one host (``host`` or ``host:port``, as in its URLs)."""
-
-    host: str
-    rate: float | None
-    burst: int | None
-    concurrency: int | None
-
-    @classmethod
-    def of_host(cls, host: str, limit: Limit) -> HostLimitOut:
-        return cls(host=host, rate=limit.rate, burst=limit.burst, concurrency=limit.concurrency)
-
-
-class LimitsOut(BaseModel):
-    """One page of host limits, sorted by host; pass `cursor` back for the next page, null at
-    the end."""
-
-    limits: list[HostLimitOut]
-    cursor: str | None = None
-
-
-class QueueIn(_Input):
-    """A queue's settings, replacing the ones it had: paused (no worker claims from it) and
-    a limit on its callbacks."""
-
-    paused: StrictBool = False
-    limit: LimitIn | None = None
-
-    def settings(self) -> QueueSettings:
-        limit = None if self.limit is None else self.limit.limit("limit.")
-        return QueueSettings(paused=self.paused, limit=limit)
-
-
-class QueueCounts(BaseModel):
-    """A queue's timers per state."""
-
-    scheduled: int
-    leased: int
-    paused: int
-    done: int
-    dead: int
-
-
-class QueueOut(BaseModel):
-    """One queue: its timers per state, how long its earliest overdue timer has waited (null
-    when none is due), and its settings."""
-
-    name: str
-    counts: QueueCounts
-    oldest_overdue_s: float | None
-    paused: bool
-    limit: LimitOut | None
-
-    @classmethod
-    def of(cls, info: QueueInfo, now_ms: int) -> QueueOut:
-        earliest = info.earliest_due_ms
-        limit = info.settings.limit
-        return cls(
-            name=info.name,
-            counts=QueueCounts(**{state.value: info.counts.get(state, 0) for state in State}),
-            oldest_overdue_s=None
-            if earliest is None or earliest > now_ms
-            else (now_ms - earliest) / 1000,
-            paused=info.settings.paused,
-            limit=None if limit is None else LimitOut.of(limit),
-        )
-
-
-class QueuesOut(BaseModel):
-    """One page of the queues that hold timers or have settings, sorted by name; pass `cursor`
-    back for the next page, null at the end."""
-
-    queues: list[QueueOut]
-    cursor: str | None = None
 
 
 class ReplayedOut(BaseModel):

@@ -13,15 +13,16 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable, Coroutine, Generator
+from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.errors import StoreUnavailable
-from tickwheel.service.gate import MAX_REQUEST_HEADER_BYTES
+from tickwheel.service.api_workers import ApiWorkers
 from tickwheel.service.process import Process
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.stores.base import Store, StoreSettings
-from tickwheel.stores.urls import redact
+from tickwheel.stores.redaction import redact
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -53,26 +54,10 @@ async def serve(
             reachable from other machines without a token (`ServiceSettings.check_exposure`).
     """
     settings.check_exposure()  # before anything is opened or bound
-    # imported here: `tickwheel ls` and friends should not pay for FastAPI and uvicorn
-    import uvicorn
-
-    from tickwheel.service.api import create_app
-
     stopping = stop or asyncio.Event()
     async with Process(settings.store_url, stopping, settings.store_settings()) as process:
-        sock = process.cleanup.enter_context(_listen(settings.host, settings.port))
-        app = create_app(settings, process.store, registry=process.registry)
-        config = uvicorn.Config(
-            app,
-            log_level="warning",
-            access_log=False,
-            lifespan="on",
-            server_header=False,
-            # h11 bounds the headers it buffers; httptools reads headers of any size
-            http="h11",
-            h11_max_incomplete_event_size=MAX_REQUEST_HEADER_BYTES,
-        )
-        server = _server(config)
+        shared = settings.api_workers > 1
+        sock = process.cleanup.enter_context(_listen(settings.host, settings.port, shared))
         if settings.worker:
             process.add_worker(
                 worker_settings,
@@ -80,12 +65,10 @@ async def serve(
                 allow_private_targets=settings.allow_private_targets,
             )
         await _check_replicas(process.store)
-        serving = process.start(server.serve(sockets=[sock]), "api")
+        server, serving = _start_api(process, settings, sock)
         process.watch_queues()
         process.start_worker()
-        # uvicorn offers no event for "started"; the lifespan startup takes a few ms
-        while not server.started and not serving.done():  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+        await _started(server, serving)
         line = (
             f"tickwheel serving {_url(sock)} · store {redact(settings.store_url)}"
             f" · worker {'off' if process.worker is None else 'on'}"
@@ -94,12 +77,68 @@ async def serve(
             line += f" · {_queues(process.worker.settings)}"
         if settings.tenants is not None:  # the names only: they are what the metrics label
             line += f" · tokens {', '.join(sorted(t.name for t in settings.tenants))}"
+        if shared and server.started:
+            others = ApiWorkers(settings, sock.getsockname()[1], settings.api_workers - 1)
+            process.cleanup.push_async_callback(others.stop)
+            await others.start()
+            process.start(others.watch(), "api-workers")
+            line += f" · api workers {settings.api_workers}"
         # held timers are handed back before the API goes away
         await process.run(line if server.started else None, out)
         server.should_exit = True
         # even when hurried, uvicorn gets a moment to end its app's lifespan: cancelled, it logs
         # the lifespan's CancelledError as an error with a traceback
         await process.finish(serving, grace_s=API_HURRIED_S)
+
+
+async def serve_api(settings: ServiceSettings, ready: Connection) -> None:
+    """Answer the API alone on `settings.port`, which `serve` and its other API processes
+    listen on too (``SO_REUSEPORT``), until a stop signal; tell `ready` once listening.
+
+    Raises:
+        OSError: the address cannot be listened on.
+    """
+    async with Process(settings.store_url, asyncio.Event(), settings.store_settings()) as process:
+        sock = process.cleanup.enter_context(_listen(settings.host, settings.port, True))
+        server, serving = _start_api(process, settings, sock)
+        process.watch_queues()
+        await _started(server, serving)
+        if server.started:
+            ready.send(None)
+            ready.close()
+        await process.run(None, None)
+        server.should_exit = True
+        await process.finish(serving, grace_s=API_HURRIED_S)
+
+
+def _start_api(
+    process: Process, settings: ServiceSettings, sock: socket.socket
+) -> tuple[uvicorn.Server, asyncio.Task[None]]:
+    """Start uvicorn on `sock` with the app over the process's store and registry."""
+    # imported here: `tickwheel ls` and friends should not pay for FastAPI and uvicorn
+    import uvicorn
+
+    from tickwheel.service.api import create_app
+    from tickwheel.service.protocol import BoundedHttpTools
+
+    app = create_app(settings, process.store, registry=process.registry)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        server_header=False,
+        http=BoundedHttpTools,  # httptools' parsing, the request head bounded
+    )
+    server = _server(config)
+    return server, process.start(server.serve(sockets=[sock]), "api")
+
+
+async def _started(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:
+    """Wait until uvicorn listens, or has ended (its error comes out of `Process.run`)."""
+    # uvicorn offers no event for "started"; the lifespan startup takes a few ms
+    while not server.started and not serving.done():  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
 
 
 async def work(
@@ -208,15 +247,16 @@ def run(main: Coroutine[Any, Any, None]) -> None:
         runner.run(main)
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """Bind the API's socket here rather than in uvicorn, which exits the process when it cannot.
+def _listen(host: str, port: int, shared: bool = False) -> socket.socket:
+    """Bind the API's socket here rather than in uvicorn, which exits the process when it cannot;
+    `shared` lets other API processes of this user listen on the same address.
 
     Raises:
         OSError: the address is taken or not ours, with a message naming it.
     """
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        return socket.create_server((host, port), family=family, backlog=2048)
+        return socket.create_server((host, port), family=family, backlog=2048, reuse_port=shared)
     except OSError as error:
         raise OSError(error.errno, f"cannot listen on {host}:{port}: {error.strerror}") from None
 

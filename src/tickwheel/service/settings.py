@@ -7,12 +7,12 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tickwheel.errors import InvalidArgument
+from tickwheel.service.secret_file import read_secret_file
 from tickwheel.stores.base import DAY_MS, HOUR_MS, MAX_LIMITS, MAX_SCHEDULES, StoreSettings
-from tickwheel.stores.urls import redact
+from tickwheel.stores.redaction import redact
 
 if TYPE_CHECKING:
     from tickwheel.service.tenants import Tenants
@@ -24,8 +24,8 @@ DEFAULT_MAX_BODY_BYTES = 4 * MIB
 """Room for a batch of 1,000 timers of up to ~4 KiB each as JSON (the batch route's limit)."""
 MAX_MAX_BODY_BYTES = 64 * MIB
 """The highest `max_body_bytes` accepted: each request's body is held in memory whole."""
-MAX_SECRET_FILE_BYTES = 64 * 1024
-"""A secret file longer than this is the wrong file (a log, a device), not a secret."""
+MAX_API_WORKERS = 64
+"""API processes one `serve` may run: far more than the cores of any one host it runs on."""
 
 _SECRETS = frozenset({"token", "signing_secret"})
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -47,6 +47,7 @@ _ENV = {
     "TICKWHEEL_MAX_LIMITS": "max_limits",
     "TICKWHEEL_MIN_SCHEDULE_INTERVAL": "min_schedule_interval_s",
     "TICKWHEEL_OCCURRENCE_RETENTION": "occurrence_retention_s",
+    "TICKWHEEL_API_WORKERS": "api_workers",
 }
 # a secret may come from a file instead, so that it is not in the environment of every child
 _SECRET_FILES = {
@@ -63,6 +64,7 @@ _INTS = frozenset(
         "max_limits",
         "min_schedule_interval_s",
         "occurrence_retention_s",
+        "api_workers",
     }
 )
 _BOOLS = frozenset({"allow_private_targets", "worker", "insecure"})
@@ -94,6 +96,8 @@ class ServiceSettings:
             rule that fires more often is refused (422).
         occurrence_retention_s: how long a schedule's done occurrence is kept (at most the
             day every done timer is kept).
+        api_workers: processes answering the API on one port (``SO_REUSEPORT``), the first
+            with the worker; above 1 the store must be one processes share (not memory).
     """
 
     store_url: str = "sqlite:///./tickwheel.db"
@@ -112,6 +116,7 @@ class ServiceSettings:
     max_limits: int = MAX_LIMITS
     min_schedule_interval_s: int = 1
     occurrence_retention_s: int = HOUR_MS // 1000
+    api_workers: int = 1
 
     def __post_init__(self) -> None:
         from tickwheel.service.tenants import Tenants
@@ -155,6 +160,16 @@ class ServiceSettings:
         if _not_int(retention) or not 0 <= retention <= DAY_MS // 1000:
             raise InvalidArgument(
                 "occurrence_retention_s", f"must be 0 to 86400 seconds, got {retention!r}"
+            )
+        if _not_int(self.api_workers) or not 1 <= self.api_workers <= MAX_API_WORKERS:
+            raise InvalidArgument(
+                "api_workers", f"must be 1 to {MAX_API_WORKERS}, got {self.api_workers!r}"
+            )
+        if self.api_workers > 1 and self.store_url.startswith("memory:"):
+            raise InvalidArgument(
+                "api_workers",
+                "more than one API process needs a store they share (sqlite or redis), "
+                "not memory://",
             )
 
     def store_settings(self) -> StoreSettings:
@@ -228,34 +243,6 @@ class ServiceSettings:
             values["tenants"] = load_tenants(tokens_file, "TICKWHEEL_TOKENS_FILE")
         values.update(given)
         return cls(**values)
-
-
-def read_secret_file(path: str | Path, argument: str) -> str:
-    """Return the secret held in the file at `path`, without its trailing newline.
-
-    The secret itself never appears in an error; `argument` (the flag or variable that named
-    the file) does.
-
-    Raises:
-        InvalidArgument: the file cannot be read, is empty, is not UTF-8 text or is over
-            `MAX_SECRET_FILE_BYTES`.
-    """
-    try:
-        with open(path, "rb") as file:
-            raw = file.read(MAX_SECRET_FILE_BYTES + 1)
-    except OSError as error:
-        raise InvalidArgument(argument, f"cannot read {path}: {error.strerror or error}") from None
-    if len(raw) > MAX_SECRET_FILE_BYTES:
-        raise InvalidArgument(argument, f"{path} is over {MAX_SECRET_FILE_BYTES} bytes")
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError:
-        raise InvalidArgument(argument, f"{path} is not UTF-8 text") from None
-    # one trailing newline is what editors and `echo` add; anything else is the secret's own
-    secret = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
-    if not secret:
-        raise InvalidArgument(argument, f"{path} is empty")
-    return secret
 
 
 def is_loopback(host: str) -> bool:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tickwheel.errors import InvalidArgument
-from tickwheel.service.settings import read_secret_file
+from tickwheel.service.secret_file import read_secret_file
 
 logger = logging.getLogger("tickwheel.service")
 

@@ -42,6 +42,10 @@ _set_timer, _set_token, _set_deadline = (
 )
 
 
+Deferral = tuple[Lease, int, str]
+"""A lease to hand back unsent, the due time (epoch ms) it goes back to, and why."""
+
+
 def new_lease(timer: Timer, token: int, deadline_ms: int) -> Lease:
     """`Lease(timer, token, deadline_ms)` at half the cost (slot setters skip the frozen
     ``__setattr__``): a claim builds one per timer."""
@@ -315,6 +319,15 @@ class Store(Protocol):
         claim. A timer with no attempt spent yet loses its `first_claimed_ms`: its run of
         attempts (which `RetryPolicy.max_retry_s` bounds) has not begun. A defer sent again
         after its reply was lost reports its landing as success.
+        """
+        ...
+
+    async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
+        """`defer` many leases in few round trips or transactions, each `(lease, due_ms,
+        reason)`.
+
+        Returns, per deferral in order, True if deferred, False if its lease was lost (nothing
+        changed for that one); lost leases raise nothing.
         """
         ...
 

@@ -29,8 +29,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from tickwheel.errors import InvalidArgument, StoreUnavailable
 from tickwheel.stores.base import Store, StoreSettings
 from tickwheel.stores.memory import MemoryStore
+from tickwheel.stores.redaction import redact
 from tickwheel.stores.sqlite import SqliteStore
-from tickwheel.stores.urls import redact
 
 Opener = Callable[[str, StoreSettings | None], Store]
 

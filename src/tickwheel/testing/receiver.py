@@ -17,7 +17,7 @@ from types import TracebackType
 
 from aiohttp import web
 
-from tickwheel.engine.signing import verify_signature
+from tickwheel.callbacks.signing import verify_signature
 
 Respond = Callable[["Received"], "Reply | Awaitable[Reply]"]
 

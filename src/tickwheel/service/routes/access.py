@@ -14,7 +14,7 @@ from fastapi import Depends, Request
 
 from tickwheel.model import State, Timer
 from tickwheel.schedule import ScheduleState
-from tickwheel.service.errors import ApiError
+from tickwheel.service.api_errors import ApiError
 from tickwheel.service.routes.deps import Context, found, is_timer_id
 from tickwheel.service.tenants import SCOPE_KEY, Tenant
 from tickwheel.stores.base import Page, QueueInfo, SchedulePage, Store

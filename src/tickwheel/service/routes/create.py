@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tickwheel.engine.guard import check_target_url
+from tickwheel.callbacks.guard import check_target_url
 from tickwheel.errors import CapReached, InvalidArgument, NotReplicated, TimerExists
 from tickwheel.model import Timer
-from tickwheel.service.errors import ApiError, describe
+from tickwheel.service.api_errors import ApiError, describe
 from tickwheel.service.routes import access
 from tickwheel.service.routes.deps import Context
 from tickwheel.service.schemas import BatchItemOut, TimerIn, TimerOut

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from tickwheel.errors import CapReached
 from tickwheel.model import MAX_ID_CHARS, Timer, occurrence_of
-from tickwheel.service.errors import ApiError
+from tickwheel.service.api_errors import ApiError
 from tickwheel.service.queue_cap import QueueCap
 from tickwheel.service.quotas import Quotas
 from tickwheel.service.schemas import ID_PATTERN, ErrorOut
@@ -125,13 +125,14 @@ class StrictQueryRoute(APIRoute):
 
         async def strict(request: Request) -> Response:
             if request.scope["query_string"]:
-                _check_query(request, known)
+                check_query(request, known)
             return await handle(request)
 
         return strict
 
 
-def _check_query(request: Request, known: set[str]) -> None:
+def check_query(request: Request, known: set[str]) -> None:
+    """Refuse (400) a query parameter not in `known`, or one given twice."""
     seen: set[str] = set()
     for name, _ in request.query_params.multi_items():
         if name not in known:

@@ -1,4 +1,4 @@
-// Swagger UI over this service's OpenAPI document; the bundle above is pinned by its hash.
+// Swagger UI (5.35.0, served by this service) over this service's OpenAPI document.
 "use strict";
 window.ui = SwaggerUIBundle({
   url: "openapi.json",

@@ -22,7 +22,7 @@ from psycopg.pq import TransactionStatus
 from tickwheel.errors import InvalidArgument, StoreUnavailable
 from tickwheel.stores.postgres import schema as ddl
 from tickwheel.stores.postgres.schema import Names
-from tickwheel.stores.urls import redact
+from tickwheel.stores.redaction import redact
 
 POOL_TIMEOUT_S = 5.0
 """Longest wait for a pooled connection (the server down, the pool busy) before a call fails."""

@@ -26,6 +26,7 @@ from tickwheel.errors import InvalidArgument, LeaseLost, StoreUnavailable, Timer
 from tickwheel.model import Timer, truncate_error
 from tickwheel.stores.base import (
     ANY_QUEUE,
+    Deferral,
     DueQueues,
     Lease,
     StoreSettings,
@@ -42,13 +43,13 @@ from tickwheel.stores.checks import (
 from tickwheel.stores.coalesce import Coalescer
 from tickwheel.stores.postgres import ops
 from tickwheel.stores.postgres import queries as sql
-from tickwheel.stores.postgres.controls import Controls
+from tickwheel.stores.postgres.beside_timers import BesideTimers
 from tickwheel.stores.postgres.ops import Op, queue_of
 from tickwheel.stores.postgres.runner import AsyncTx, SyncTx
 from tickwheel.stores.rebuild import as_scheduled
 
 
-class PostgresStore(Controls):
+class PostgresStore(BesideTimers):
     """Timers in one schema of a PostgreSQL database, shared by any number of processes.
 
     Construction does no I/O; `clock` decides what is due (the wall clock of this host unless
@@ -298,6 +299,26 @@ class PostgresStore(Controls):
 
     async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
         await self._hand_back(lease, due_ms, sql.DEFER, reason)
+
+    async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
+        """Defer many leases, up to 1,000 per transaction."""
+        deferred: list[bool] = []
+        for start in range(0, len(deferrals), ops.BATCH):
+            chunk = deferrals[start : start + ops.BATCH]
+            deferred += await self._run(functools.partial(self._defer_many, chunk))
+        for queue in {lease.timer.queue for lease, _, _ in deferrals}:
+            self._wakeups.notify(queue)
+        return deferred
+
+    def _defer_many(self, deferrals: Sequence[Deferral], now: int) -> Op[list[bool]]:
+        for _, due_ms, _ in deferrals:
+            check_due(due_ms, now, self.settings)
+        deferred = []
+        for lease, due_ms, reason in deferrals:
+            params = {"id": lease.timer.id, "token": lease.token, "due": due_ms, "now": now}
+            _, changed = yield sql.DEFER, {**params, "error": truncate_error(reason)}
+            deferred.append(changed > 0)
+        return deferred
 
     async def _hand_back(self, lease: Lease, due_ms: int, update: str, error: str) -> None:
         def work(now: int) -> Op[None]:

@@ -13,12 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias, cast
 
-from tickwheel.errors import TimerExists
+from tickwheel.errors import NotReplicated, TimerExists
 from tickwheel.model import Timer
+from tickwheel.stores.checks import check_due
+from tickwheel.stores.coalesce import Coalescer
 from tickwheel.stores.codec import encode_spec
 from tickwheel.stores.rebuild import as_scheduled
 from tickwheel.stores.redis.record import RecordCodec, SeqSource, base36, pack_new
 from tickwheel.stores.redis.shards import Shards
+from tickwheel.stores.redis.store_base import RedisStoreBase
 
 Added: TypeAlias = list[Timer | TimerExists]
 
@@ -129,3 +132,61 @@ def _added(
         return as_scheduled(timer, now_ms, *result)
     existing = records.unpack(timer.id, result)
     return existing if existing.spec() == timer.spec() else TimerExists(timer.id)
+
+
+class RedisAdding(RedisStoreBase):
+    """The add calls of `RedisStore`: one (group commit) or many."""
+
+    _adding: Coalescer[Timer, Timer]
+    _replacing: Coalescer[Timer, Timer]
+
+    async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
+        """Add one timer; concurrent adds share a round trip (group commit)."""
+        self._open()
+        check_due(timer.due_ms, self._clock(), self.settings)
+        try:
+            return await (self._replacing if replace else self._adding).submit(timer)
+        except NotReplicated as error:  # its own id: others' timers may share the round trip
+            raise error.of((timer.id,)) from None
+
+    async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
+        """Add many timers in few round trips; return them as stored, in order.
+
+        Each timer is added atomically, as by `add`, the batch as a whole is not: after a
+        `StoreUnavailable` some may be stored. An id held by a timer with another spec raises
+        `TimerExists` once the rest are stored.
+        """
+        stored = []
+        try:
+            added = await self._add(timers, replace)
+        except NotReplicated as error:
+            raise error.of(tuple(timer.id for timer in timers)) from None
+        for result in added:
+            if isinstance(result, TimerExists):
+                raise result
+            stored.append(result)
+        return stored
+
+    async def _add(self, timers: Sequence[Timer], replace: bool, *, checked: bool = False) -> Added:
+        """Add `timers`, each due time checked against the horizon unless `checked` (by
+        `add`, before it queued: a batch of others' timers must not fail for one of them)."""
+        self._open()
+        now = await self._now()
+        if not checked:
+            for timer in timers:
+                check_due(timer.due_ms, now, self.settings)
+        first_seq = self._seq.take(len(timers))
+        if len(timers) == 1:
+            one = await add_one(
+                self._shards, self._records, timers[0], replace=replace, now_ms=now, seq=first_seq
+            )
+            return [one]
+        return await add(
+            self._shards, self._records, timers, replace=replace, now_ms=now, first_seq=first_seq
+        )
+
+    async def _add_checked(self, timers: Sequence[Timer]) -> Added:
+        return await self._add(timers, False, checked=True)
+
+    async def _replace_checked(self, timers: Sequence[Timer]) -> Added:
+        return await self._add(timers, True, checked=True)

@@ -19,11 +19,14 @@ from importlib import resources
 from typing import Any
 
 from tickwheel.errors import CapReached
-from tickwheel.stores.base import Limit
+from tickwheel.stores.base import Limit, LimitPage
+from tickwheel.stores.checks import check_host, check_list
 from tickwheel.stores.codec import decode_limit, encode_limit
 from tickwheel.stores.redis.keys import limits_key
 from tickwheel.stores.redis.queue_settings import REFUSED, version_key
 from tickwheel.stores.redis.scripts import Client, unavailable
+from tickwheel.stores.redis.shared_grants import RedisGrants
+from tickwheel.stores.redis.store_base import RedisStoreBase
 
 
 def _source(name: str) -> str:
@@ -65,3 +68,35 @@ class HostLimits:
                 self._page, 2, *self._keys, "" if cursor is None else cursor, limit
             )
         return [(reply[n].decode(), decode_limit(reply[n + 1])) for n in range(0, len(reply), 2)]
+
+
+class RedisHostLimits(RedisStoreBase):
+    """The host-limit calls of `RedisStore`."""
+
+    _host_limits: HostLimits
+
+    async def limits(self) -> dict[str, Limit]:
+        self._open()
+        return await self._host_limits.read()
+
+    async def list_limits(self, limit: int = 100, cursor: str | None = None) -> LimitPage:
+        """One page read through the index of hosts (`host_limits.py`), not the whole hash."""
+        self._open()
+        check_list(limit)
+        found = await self._host_limits.page(limit + 1, cursor)
+        if len(found) > limit:
+            return LimitPage(found[:limit], found[limit - 1][0])
+        return LimitPage(found, None)
+
+    async def set_limit(self, host: str, limit: Limit) -> None:
+        self._open()
+        check_host(host)
+        await self._host_limits.put(host, limit, self.settings.max_limits)
+
+    async def delete_limit(self, host: str) -> bool:
+        self._open()
+        return await self._host_limits.put(host, None)
+
+    def limit_grants(self) -> RedisGrants:
+        """Return the limit grants every worker of this store shares (`RedisGrants`)."""
+        return RedisGrants(self._client, self.prefix)

@@ -19,9 +19,11 @@ from typing import Any
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer
 from tickwheel.stores.base import Page, Stats
+from tickwheel.stores.checks import check_list, check_list_filters
 from tickwheel.stores.codec import state_code, state_of
 from tickwheel.stores.redis.record import RecordCodec
 from tickwheel.stores.redis.shards import Shards
+from tickwheel.stores.redis.store_base import RedisStoreBase
 
 SCAN_STEPS = 50  # HSCAN steps (of ~100 records, ~2 ms of Redis) a scan.lua call takes at most
 
@@ -159,3 +161,36 @@ async def count(shards: Shards, now_ms: int) -> Counts:
             if due < found.earliest.get(queue, due + 1):
                 found.earliest[queue] = due
     return found
+
+
+class RedisListing(RedisStoreBase):
+    """The list and count calls of `RedisStore`."""
+
+    async def list(
+        self,
+        state: State | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        *,
+        queue: str | None = None,
+        due_from_ms: int | None = None,
+        due_to_ms: int | None = None,
+    ) -> Page:
+        """Page through the timers shard by shard (`py` says in which order): a timer
+        present for the whole walk is listed; one added or deleted meanwhile may or may not be."""
+        self._open()
+        check_list(limit)
+        check_list_filters(queue, due_from_ms, due_to_ms)
+        now = await self._now()
+        filters = (
+            queue or "",
+            "" if due_from_ms is None else str(due_from_ms),
+            "" if due_to_ms is None else str(due_to_ms),
+        )
+        return await list_page(self._shards, self._records, state, limit, cursor, now, filters)
+
+    async def stats(self) -> Stats:
+        self._open()
+        now = await self._now()
+        await self._claimer.purge_all(now)
+        return (await count(self._shards, now)).stats()

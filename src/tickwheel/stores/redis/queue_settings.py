@@ -25,9 +25,11 @@ from importlib import resources
 from typing import Any
 
 from tickwheel.stores.base import Limit, QueueSettings
+from tickwheel.stores.checks import check_queue_limit, check_queue_pause, check_queue_settings
 from tickwheel.stores.codec import decode_limit, encode_limit
 from tickwheel.stores.redis.keys import queue_settings_key
 from tickwheel.stores.redis.scripts import Client, unavailable
+from tickwheel.stores.redis.store_base import RedisStoreBase
 
 _PAUSED = "paused:"
 _LIMIT = "limit:"
@@ -118,3 +120,39 @@ async def read_versions(client: Client, keys: tuple[str, str]) -> list[int]:
                 pipe.get(key)
             replies: Any = await pipe.execute()
     return [int(reply or 0) for reply in replies]
+
+
+class RedisQueueSettings(RedisStoreBase):
+    """The queue-settings calls of `RedisStore`."""
+
+    _queue_settings: QueueSettingsHash
+
+    async def queue_settings(self) -> dict[str, QueueSettings]:
+        self._open()
+        return await self._queue_settings.settings()
+
+    async def set_queue(self, queue: str, settings: QueueSettings) -> None:
+        """Write (or with the defaults delete) the queue's settings fields in one script, then
+        wake the queue's waiters in every process through the wake channel."""
+        self._open()
+        check_queue_settings(queue, settings)
+        await self._queue_settings.replace(queue, settings)
+        await self._wake_queue(queue)
+
+    async def pause_queue(self, queue: str, paused: bool) -> bool:
+        """Set or clear the queue's pause field alone (settings_field.lua), then wake its
+        waiters."""
+        self._open()
+        check_queue_pause(queue, paused)
+        changed = await self._queue_settings.pause(queue, paused)
+        await self._wake_queue(queue)
+        return changed
+
+    async def set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
+        """Set or delete the queue's limit field alone (settings_field.lua), then wake its
+        waiters."""
+        self._open()
+        check_queue_limit(queue, limit)
+        had = await self._queue_settings.set_limit(queue, limit)
+        await self._wake_queue(queue)
+        return had

@@ -1,0 +1,252 @@
+"""The HTTP callback target: every timer's callback goes through one pooled `HttpClient`.
+
+The client is our own (`httpclient.py`) rather than aiohttp or httpx: measured with
+bench/http_clients.py, their general request paths cost most of a worker's CPU per callback.
+Each attempt waits for a connection slot (per host, then global) before its timeout starts, so
+a burst of due timers queues here instead of opening a connection each; the wait is bounded
+too (`SLOT_WAIT_S`), so callbacks to a healthy receiver do not sit behind ones to endpoints
+that never answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import random
+import ssl
+import time
+from collections.abc import Callable
+from email.utils import parsedate_to_datetime
+from importlib import metadata
+
+from tickwheel.callbacks.connection import BadResponse, Disconnected, Response
+from tickwheel.callbacks.guard import PrivateAddressRefused, is_public_address
+from tickwheel.callbacks.httpclient import HttpClient, NotSent
+from tickwheel.callbacks.pool import Origin, PoolTimeout
+from tickwheel.callbacks.resolver import ConnectFailed, InvalidHost
+from tickwheel.callbacks.settings import HttpSettings
+from tickwheel.callbacks.signing import SIGNATURE_HEADER, sign
+from tickwheel.engine.outcome import ACKED, NotFired, Outcome, Verdict
+from tickwheel.errors import Closed
+from tickwheel.model import Callback, Timer, occurrence_of, replace_controls, truncate_error
+from tickwheel.urls import CallbackUrl, InvalidUrl, parse_url
+
+__all__ = ["ERROR_BODY_CHARS", "MAX_RETRY_AFTER_S", "HttpTarget", "retry_after_s"]
+
+ERROR_BODY_CHARS = 200
+# an occurrence of a schedule says which, and its nominal time (epoch ms, before any jitter);
+# both come from the timer id, which a signature covers
+SCHEDULE_ID_HEADER = "Tickwheel-Schedule-Id"
+OCCURRENCE_HEADER = "Tickwheel-Occurrence"
+_RETRY_STATUSES = frozenset({408, 429})
+_HOLD_STATUSES = frozenset({429, 503})  # their Retry-After speaks for the whole host
+MAX_RETRY_AFTER_S = 600.0
+"""Longest `Retry-After` a host is held for; a longer one holds it this long."""
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # send Content-Length: 0 without a body
+NO_SLOT_DEFER_S = 1.0
+"""A callback that found no free connection goes back to the store due this much later (with
+up to as much again of jitter), spending no attempt: it was never sent."""
+
+
+def _version() -> str:
+    try:
+        return metadata.version("tickwheel")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+def retry_after_s(value: str | None, now_s: float | None = None) -> float | None:
+    """Parse a ``Retry-After`` header (delay seconds or HTTP-date) into seconds from now."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        return float(value) if len(value) <= 12 else None
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    now = time.time() if now_s is None else now_s
+    return max(0.0, when.timestamp() - now)
+
+
+def _one_line(body: bytes) -> str:
+    return " ".join(body.decode("utf-8", "replace").split())[:ERROR_BODY_CHARS]
+
+
+def _status_error(status: int, body: bytes) -> str:
+    text = _one_line(body)
+    return f"HTTP {status}: {text}" if text else f"HTTP {status}"
+
+
+def _connection_error(error: ConnectFailed, origin: Origin) -> Outcome:
+    cause = error.cause
+    where = f"{origin[1]}:{origin[2]}"
+    if error.dns:
+        reason = cause.strerror or str(cause)
+        return Outcome(Verdict.RETRY, truncate_error(f"DNS lookup failed: {where}: {reason}"))
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return Outcome(Verdict.RETRY, truncate_error(f"TLS certificate error: {where}"))
+    if cause.errno == errno.ECONNREFUSED:
+        return Outcome(Verdict.RETRY, f"connection refused: {where}")
+    reason = cause.strerror or type(cause).__name__
+    return Outcome(Verdict.RETRY, truncate_error(f"connection failed: {where}: {reason}"))
+
+
+def _judge(response: Response) -> Outcome:
+    status = response.status
+    if 200 <= status < 300:
+        return ACKED
+    if status in _RETRY_STATUSES or 500 <= status < 600:
+        wait_s = retry_after_s(response.retry_after)
+        hold_s = None
+        if wait_s is not None and status in _HOLD_STATUSES:
+            hold_s = min(wait_s, MAX_RETRY_AFTER_S)
+        return Outcome(Verdict.RETRY, _status_error(status, response.body), wait_s, hold_s)
+    if 300 <= status < 400:
+        # a redirect could point anywhere, including behind the firewall
+        location = (response.location or "")[:ERROR_BODY_CHARS]
+        return Outcome(Verdict.KILL, f"HTTP {status}: redirect to {location!r} not followed")
+    return Outcome(Verdict.KILL, _status_error(status, response.body))
+
+
+class HttpTarget:
+    """Fire timers by making their HTTP callbacks (implements `tickwheel.engine.outcome.Target`).
+
+    `settings` say how (`HttpSettings`; its defaults when None). Callers not yet building the
+    settings may pass their fields as keywords instead.
+    """
+
+    def __init__(self, settings: HttpSettings | None = None) -> None:
+        settings = HttpSettings() if settings is None else settings
+        self.settings = settings
+        secret = settings.signing_secret
+        self._key = None if secret is None else secret.encode()
+        self._allow_private = settings.allow_private_targets
+        self._agent_line = f"User-Agent: {settings.user_agent or f'tickwheel/{_version()}'}\r\n"
+        self._client = HttpClient(
+            allow_private=settings.allow_private_targets,
+            max_connections=settings.max_connections,
+            max_per_host=settings.max_per_host,
+        )
+        self._closed = False
+
+    def _request(self, timer: Timer, callback: Callback, url: CallbackUrl, attempt: int) -> bytes:
+        """Return the whole request: the timer's method, headers and body plus tickwheel's."""
+        body = b"" if callback.body is None else callback.body.encode()
+        lines = [f"{callback.method} {url.target} HTTP/1.1\r\nHost: {url.host_header}\r\n"]
+        own = callback.headers
+        names = {name.lower() for name in own} if own else ()
+        if "user-agent" not in names:
+            lines.append(self._agent_line)
+        if "accept-encoding" not in names:
+            lines.append("Accept-Encoding: identity\r\n")
+        lines.extend(f"{name}: {value}\r\n" for name, value in own.items())
+        lines.append(
+            f"Tickwheel-Timer-Id: {timer.id}\r\nTickwheel-Attempt: {attempt}\r\n"
+            f"Tickwheel-Due: {timer.due_ms}\r\nIdempotency-Key: {timer.id}\r\n"
+        )
+        occurrence = occurrence_of(timer.id)
+        if occurrence is not None:
+            lines.append(
+                f"{SCHEDULE_ID_HEADER}: {occurrence[0]}\r\n{OCCURRENCE_HEADER}: {occurrence[1]}\r\n"
+            )
+        if self._key is not None:
+            signature = sign(
+                self._key,
+                body,
+                int(time.time()),
+                method=callback.method,
+                target=url.target,
+                timer_id=timer.id,
+                attempt=attempt,
+            )
+            lines.append(f"{SIGNATURE_HEADER}: {signature}\r\n")
+        if callback.body is not None or callback.method in _BODY_METHODS:
+            lines.append(f"Content-Length: {len(body)}\r\n")
+        lines.append("\r\n")
+        return "".join(lines).encode() + body
+
+    async def fire(self, timer: Timer, attempt: int) -> Outcome:
+        """Make one attempt at `timer`'s callback and say how it went; never raises for it.
+
+        Whatever goes wrong in the attempt becomes an outcome, even an error nobody foresaw
+        (a retry naming its type only: its text may quote the URL), so every timer is settled.
+
+        Raises:
+            ValueError: `timer` has no callback (it belongs to a Python consumer's queue).
+            Closed: the target was closed.
+        """
+        return await self._fire(timer, attempt, None)
+
+    async def fire_guarded(self, timer: Timer, attempt: int, go: Callable[[], bool]) -> Outcome:
+        """As `fire`, asking `go` on a ready connection right before the request is written.
+
+        Raises:
+            NotFired: `go` said no; nothing was sent.
+        """
+        return await self._fire(timer, attempt, go)
+
+    async def _fire(self, timer: Timer, attempt: int, go: Callable[[], bool] | None) -> Outcome:
+        outcome = await self._attempt(timer, attempt, go)
+        error = outcome.error
+        if error is None or error.isprintable():
+            return outcome
+        # a receiver chose the body, the reason and the Location: an operator's terminal shows
+        # them through `tickwheel get`, so they are stored without control characters
+        return dataclasses.replace(outcome, error=replace_controls(error))
+
+    async def _attempt(self, timer: Timer, attempt: int, go: Callable[[], bool] | None) -> Outcome:
+        callback = timer.callback
+        if callback is None:
+            raise ValueError(f"timer {timer.id} has no HTTP callback")
+        if self._closed:
+            raise Closed("HttpTarget is closed")
+        try:
+            url = parse_url(callback.url)
+        except InvalidUrl as error:
+            # not the error's text: it may quote the URL, whose query may carry a token
+            return Outcome(Verdict.KILL, f"invalid URL: host {error.host or '?'}")
+        origin = url.origin
+        host = url.host
+        if url.is_ip and not self._allow_private and not is_public_address(host):
+            return Outcome(Verdict.KILL, f"refused: {host} is a private address")
+        timeout_s = timer.retry.timeout_s
+        try:
+            request = self._request(timer, callback, url, attempt)
+            response = await self._client.request(origin, request, timeout_s, go)
+            return _judge(response)
+        except NotSent:
+            raise NotFired from None
+        except TimeoutError:
+            return Outcome(Verdict.RETRY, f"timeout after {timeout_s} s")
+        except PoolTimeout as error:
+            where = f"{host}:{url.port}"
+            return Outcome(
+                Verdict.DEFER,
+                f"no free connection to {where} within {error.waited_s:g} s",
+                NO_SLOT_DEFER_S * (1 + random.random()),
+            )
+        except InvalidHost:
+            return Outcome(Verdict.KILL, f"invalid URL: host {host}")
+        except PrivateAddressRefused as error:
+            return Outcome(Verdict.KILL, str(error))
+        except ConnectFailed as error:
+            return _connection_error(error, origin)
+        except Disconnected as error:
+            return Outcome(Verdict.RETRY, f"connection closed by {host} {error}")
+        except BadResponse as error:
+            reason = f": {error}" if str(error) else ""
+            return Outcome(Verdict.RETRY, f"invalid HTTP response from {host}{reason}")
+        except OSError as error:
+            reason = error.strerror or type(error).__name__
+            return Outcome(Verdict.RETRY, truncate_error(f"connection failed: {host}: {reason}"))
+        except Exception as error:
+            return Outcome(Verdict.RETRY, f"unexpected error: {type(error).__name__}")
+
+    async def close(self) -> None:
+        """Close every connection; idempotent. Firing afterwards raises `Closed`."""
+        self._closed = True
+        self._client.close()

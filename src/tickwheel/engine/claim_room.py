@@ -1,0 +1,96 @@
+"""`ClaimRoom`: how much a worker may claim, for which queue, and in which line it waits.
+
+A worker holds at most `concurrency + 2 * batch` timers, so that an overloaded worker leaves
+its backlog in the store, in due order and for any worker, instead of holding leases that
+lapse while they wait for a slot. Queues are told apart by their last callback: *prompt* (it
+was answered), *hung* (it went back unsent because its target hangs) or unknown. A prompt
+queue may claim into a reserve as large again, and each kind waits for its claims in a line
+of its own, so a flood of unknown or hanging queues stands neither in a prompt queue's room
+nor in its line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tickwheel.engine.settings import WorkerSettings
+
+CLAIMS_AT_ONCE = 16
+"""Claims in flight at once for prompt queues, and as many again for unknown ones."""
+HUNG_CLAIMS_AT_ONCE = 2
+"""Claims in flight at once for hung queues."""
+
+
+class ClaimRoom:
+    """The room to claim of one dispatcher holding `held()` timers, and its claim lines."""
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self._most = min(settings.max_in_flight, settings.concurrency + 2 * settings.batch)
+        self._reserve_to = min(settings.max_in_flight, 2 * self._most)
+        self._least = min(settings.batch, settings.concurrency) // 4
+        self._prompt: set[str] = set()
+        self._hung: set[str] = set()
+        self._lines = {
+            "prompt": asyncio.Semaphore(CLAIMS_AT_ONCE),
+            "unknown": asyncio.Semaphore(CLAIMS_AT_ONCE),
+            "hung": asyncio.Semaphore(HUNG_CLAIMS_AT_ONCE),
+        }
+        # the claim loops waiting for room: prompt queues' (the reserve may free first)
+        # and the others'
+        self._waiting: dict[str, asyncio.Event] = {}
+        self._waiting_prompt: dict[str, asyncio.Event] = {}
+
+    def prompt(self, queue: str) -> bool:
+        """Whether `queue`'s last callback was answered."""
+        return queue in self._prompt
+
+    def note(self, queue: str, *, hangs: bool) -> None:
+        """Note that a callback of `queue` went back unsent because its target hangs
+        (`hangs`), or was answered."""
+        if hangs:
+            self._hung.add(queue)
+            self._prompt.discard(queue)
+        else:
+            self._prompt.add(queue)
+            self._hung.discard(queue)
+
+    def line(self, queue: str) -> asyncio.Semaphore:
+        """The line a claim of `queue` waits in."""
+        if queue in self._prompt:
+            return self._lines["prompt"]
+        return self._lines["hung" if queue in self._hung else "unknown"]
+
+    def room(self, queue: str, held: int) -> int:
+        """How many timers a claim of `queue` may take while the worker holds `held`: the
+        worker's room (none until a quarter of a batch fits), and for a prompt queue the
+        reserve beyond it."""
+        room = self._most - held
+        if room >= self._least:
+            return room
+        return max(0, self._reserve_to - held) if queue in self._prompt else 0
+
+    async def wait(self, queue: str) -> None:
+        """Wait until `freed` finds room for `queue` (cancel to give up)."""
+        waiters = self._waiting_prompt if queue in self._prompt else self._waiting
+        event = waiters[queue] = asyncio.Event()
+        try:
+            await event.wait()
+        finally:
+            waiters.pop(queue, None)
+
+    def freed(self, held: int) -> None:
+        """Wake the claim loops waiting for room that there is room for, the worker now
+        holding `held` timers."""
+        if not (self._waiting or self._waiting_prompt):
+            return
+        if self._most - held >= self._least:
+            woken = [*self._waiting.values(), *self._waiting_prompt.values()]
+            self._waiting.clear()
+            self._waiting_prompt.clear()
+        elif self._waiting_prompt and self._reserve_to - held > 0:
+            woken = list(self._waiting_prompt.values())
+            self._waiting_prompt.clear()
+        else:
+            return
+        for event in woken:
+            event.set()

@@ -1,0 +1,141 @@
+"""Claiming and settling the timers of a `MemoryStore`: claim, extend, ack, retry, defer and kill,
+and the due-queue reads a worker claims by."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tickwheel.errors import LeaseLost
+from tickwheel.model import State, Timer, truncate_error
+from tickwheel.stores.base import ANY_QUEUE, Deferral, DueQueues, Lease
+from tickwheel.stores.checks import check_claim, check_due, check_due_queues, check_lease
+from tickwheel.stores.memory.heaps import MemoryHeaps
+
+
+class MemoryLeasing(MemoryHeaps):
+    """The claim and settle calls of `MemoryStore`."""
+
+    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+        self._open()
+        check_claim(limit, lease_ms, self.settings)
+        self._wakeups.mark(queue)
+        now = self._clock()
+        for timer_id, _ in self._leases.pop_due(now):
+            timer = self._timers[timer_id]
+            self._queue_leases[timer.queue].cancel(timer_id)
+            self._schedule(timer.evolve(state=State.SCHEDULED, updated_ms=now))
+        heap = self._due.get(queue)
+        if heap is None:
+            return []
+        leases = []
+        for timer_id, _ in heap.pop_due(horizon_ms, limit):
+            timer = self._timers[timer_id]
+            leased = timer.evolve(
+                state=State.LEASED,
+                attempt=timer.attempt + 1,
+                updated_ms=now,
+                first_claimed_ms=now if timer.first_claimed_ms is None else timer.first_claimed_ms,
+            )
+            self._timers[timer_id] = leased
+            self._lease(leased, now + lease_ms)
+            leases.append(Lease(leased, leased.attempt, now + lease_ms))
+        self._fix_head(queue)
+        return leases
+
+    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
+        check_lease(lease_ms)
+        timer = self._settle(lease)
+        deadline = self._clock() + lease_ms
+        self._lease(timer, deadline)
+        return Lease(lease.timer, lease.token, deadline)
+
+    async def next_due_ms(self, queue: str) -> int | None:
+        self._open()
+        self._wakeups.mark(queue)
+        return self._next_due(queue)
+
+    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+        self._open()
+        check_due_queues(horizon_ms, limit)
+        self._wakeups.mark(ANY_QUEUE)
+        heads = self._heads
+        due = heads.pop_due(horizon_ms, limit)
+        next_ms = heads.next_due_ms()
+        for queue, at_ms in due:
+            heads.push(queue, at_ms, at_ms)
+        return DueQueues([queue for queue, _ in due], next_ms)
+
+    async def queues(self) -> list[str]:
+        self._open()
+        self._wakeups.mark(ANY_QUEUE)
+        held = (*self._due.items(), *self._queue_leases.items())
+        return sorted({queue for queue, heap in held if heap})
+
+    async def ack(self, lease: Lease) -> None:
+        timer = self._settle(lease)
+        now = self._clock()
+        self._timers[timer.id] = timer.evolve(state=State.DONE, updated_ms=now)
+        self._expiry.push(timer.id, now + self.settings.retention_of(timer.id), None)
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        acked = []
+        for lease in leases:
+            try:
+                await self.ack(lease)
+            except LeaseLost:
+                acked.append(False)
+            else:
+                acked.append(True)
+        return acked
+
+    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+        check_due(due_ms, self._clock(), self.settings)
+        timer = self._settle(lease)
+        self._schedule(
+            timer.evolve(
+                state=State.SCHEDULED,
+                due_ms=due_ms,
+                updated_ms=self._clock(),
+                last_error=truncate_error(error),
+            )
+        )
+
+    async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
+        deferred = []
+        for lease, due_ms, reason in deferrals:
+            try:
+                await self.defer(lease, due_ms, reason)
+            except LeaseLost:
+                deferred.append(False)
+            else:
+                deferred.append(True)
+        return deferred
+
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        check_due(due_ms, self._clock(), self.settings)
+        timer = self._settle(lease)
+        self._schedule(
+            timer.evolve(
+                state=State.SCHEDULED,
+                due_ms=due_ms,
+                updated_ms=self._clock(),
+                last_error=truncate_error(reason),
+                deferrals=timer.deferrals + 1,
+                # no attempt made yet: the run of attempts has not begun
+                first_claimed_ms=timer.first_claimed_ms if timer.attempts_spent > 1 else None,
+            )
+        )
+
+    async def kill(self, lease: Lease, error: str) -> None:
+        timer = self._settle(lease)
+        self._timers[timer.id] = timer.evolve(
+            state=State.DEAD, updated_ms=self._clock(), last_error=truncate_error(error)
+        )
+
+    def _settle(self, lease: Lease) -> Timer:
+        self._open()
+        timer = self._timers.get(lease.timer.id)
+        if timer is None or timer.state is not State.LEASED or timer.attempt != lease.token:
+            raise LeaseLost(lease.timer.id, lease.token)
+        self._unlease(timer)
+        return timer

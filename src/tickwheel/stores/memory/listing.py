@@ -1,0 +1,72 @@
+"""Listing and counting the timers of a `MemoryStore`: list, stats and queue_infos."""
+
+from __future__ import annotations
+
+from tickwheel.model import State
+from tickwheel.stores.base import Page, QueueInfo, QueueSettings, Stats
+from tickwheel.stores.checks import check_list, check_list_filters
+from tickwheel.stores.memory.heaps import MemoryHeaps
+
+
+class MemoryListing(MemoryHeaps):
+    """The list and count calls of `MemoryStore`."""
+
+    async def queue_infos(self) -> list[QueueInfo]:
+        self._open()
+        self._expire_done(self._clock())
+        counts: dict[str, dict[State, int]] = {}
+        for timer in self._timers.values():
+            per_state = counts.get(timer.queue)
+            if per_state is None:
+                per_state = counts[timer.queue] = dict.fromkeys(State, 0)
+            per_state[timer.state] += 1
+        infos = []
+        for queue in sorted(counts.keys() | self._queue_settings.keys()):
+            heap = self._due.get(queue)
+            infos.append(
+                QueueInfo(
+                    queue,
+                    counts.get(queue) or dict.fromkeys(State, 0),
+                    None if heap is None else heap.next_due_ms(),
+                    self._queue_settings.get(queue, QueueSettings()),
+                )
+            )
+        return infos
+
+    async def list(
+        self,
+        state: State | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        *,
+        queue: str | None = None,
+        due_from_ms: int | None = None,
+        due_to_ms: int | None = None,
+    ) -> Page:
+        self._open()
+        check_list(limit)
+        check_list_filters(queue, due_from_ms, due_to_ms)
+        self._expire_done(self._clock())
+        ids = sorted(
+            timer_id
+            for timer_id, timer in self._timers.items()
+            if (cursor is None or timer_id > cursor)
+            and (state is None or timer.state is state)
+            and (queue is None or timer.queue == queue)
+            and (due_from_ms is None or timer.due_ms >= due_from_ms)
+            and (due_to_ms is None or timer.due_ms < due_to_ms)
+        )
+        timers = [self._timers[timer_id] for timer_id in ids[: limit + 1]]
+        if len(timers) > limit:
+            return Page(timers[:limit], timers[limit - 1].id)
+        return Page(timers, None)
+
+    async def stats(self) -> Stats:
+        self._open()
+        now = self._clock()
+        self._expire_done(now)
+        counts = dict.fromkeys(State, 0)
+        for timer in self._timers.values():
+            counts[timer.state] += 1
+        dues = [due for heap in self._due.values() if (due := heap.next_due_ms()) is not None]
+        return Stats(counts, min(dues, default=None))

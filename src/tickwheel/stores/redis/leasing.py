@@ -1,0 +1,171 @@
+"""Claiming and settling the timers of a `RedisStore`: claim, extend, ack, retry, defer and kill,
+and the due-queue reads a worker claims by."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tickwheel.errors import LeaseLost, NotReplicated, StoreUnavailable
+from tickwheel.model import truncate_error
+from tickwheel.stores.base import ANY_QUEUE, Deferral, DueQueues, Lease
+from tickwheel.stores.checks import check_claim, check_due, check_due_queues, check_lease
+from tickwheel.stores.redis.record import base36
+from tickwheel.stores.redis.scripts import Arg
+from tickwheel.stores.redis.store_base import RedisStoreBase
+
+ACK_BATCH = 500  # leases per ack.lua call
+MAX_MS = 2**53  # Lua and sorted-set scores are doubles: integers are exact below this
+
+
+class RedisLeasing(RedisStoreBase):
+    """The claim and settle calls of `RedisStore`."""
+
+    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+        self._open()
+        check_claim(limit, lease_ms, self.settings)
+        self._listener.wakeups.mark(queue)
+        now = await self._now()
+        return await self._claimer.claim(queue, min(horizon_ms, MAX_MS), limit, lease_ms, now)
+
+    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
+        self._open()
+        check_lease(lease_ms)
+        now = await self._now()
+        await self._settle("extend", lease, now + lease_ms, self._next_seq())
+        return Lease(lease.timer, lease.token, now + lease_ms)
+
+    async def next_due_ms(self, queue: str) -> int | None:
+        self._open()
+        self._listener.wakeups.mark(queue)
+        now = await self._now()
+        calls = [self._shards.call("next_due", s, (queue, now)) for s in range(self.shards)]
+        dues = [int(due) for due in await self._shards.run_many(calls) if due]
+        return min(dues, default=None)
+
+    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+        """The earliest heads of every shard (heads.lua, one pipeline), merged by time."""
+        self._open()
+        check_due_queues(horizon_ms, limit)
+        self._listener.wakeups.mark(ANY_QUEUE)
+        args = (horizon_ms, limit)
+        calls = [self._shards.call("heads", s, args) for s in range(self.shards)]
+        heads: dict[str, int] = {}
+        for reply in await self._shards.run_many(calls):
+            for name, at in zip(reply[::2], reply[1::2], strict=True):
+                queue, at_ms = name.decode(), int(at)
+                if at_ms < heads.get(queue, at_ms + 1):
+                    heads[queue] = at_ms
+        ordered = sorted(heads.items(), key=lambda head: head[1])
+        due = [queue for queue, at_ms in ordered[:limit] if at_ms <= horizon_ms]
+        return DueQueues(due, ordered[len(due)][1] if len(ordered) > len(due) else None)
+
+    async def queues(self) -> list[str]:
+        """The union of every shard's queues, from one pipeline of `queues.lua` calls."""
+        self._open()
+        self._listener.wakeups.mark(ANY_QUEUE)
+        calls = [self._shards.call("queues", s, ()) for s in range(self.shards)]
+        replies = await self._shards.run_many(calls)
+        return sorted({name.decode() for reply in replies for name in reply})
+
+    async def ack(self, lease: Lease) -> None:
+        (acked,) = await self.ack_many([lease])
+        if not acked:
+            raise LeaseLost(lease.timer.id, lease.token)
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Ack many leases: one ack.lua call per shard (per 500), all in one pipeline."""
+        self._open()
+        now = await self._now()
+        by_shard: dict[int, list[int]] = {}
+        for n, lease in enumerate(leases):
+            by_shard.setdefault(self._shards.of(lease.timer.id), []).append(n)
+        batches = [
+            (shard, positions[start : start + ACK_BATCH])
+            for shard, positions in by_shard.items()
+            for start in range(0, len(positions), ACK_BATCH)
+        ]
+        expiry = now + self.settings.retention_ms
+        occurrence_expiry = now + self.settings.occurrence_retention()
+        doubts = self._in_doubt
+        calls = [
+            self._shards.call(
+                "ack",
+                shard,
+                (
+                    now,
+                    expiry,
+                    "".join([f"{leases[n].timer.id} {leases[n].token} " for n in positions]),
+                    doubts.ids([leases[n] for n in positions]) if doubts else "",
+                    occurrence_expiry,
+                ),
+            )
+            for shard, positions in batches
+        ]
+        try:
+            answers = await self._shards.run_many(calls)
+        except StoreUnavailable:
+            self._in_doubt.note(leases, now)
+            raise
+        acked = [False] * len(leases)
+        for (_, positions), replies in zip(batches, answers, strict=True):
+            for n, reply in zip(positions, replies, strict=True):
+                acked[n] = reply == 1
+        return acked
+
+    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+        self._open()
+        now = await self._now()
+        check_due(due_ms, now, self.settings)
+        await self._settle(
+            "retry", lease, now, base36(due_ms), self._next_seq(), truncate_error(error)
+        )
+
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        self._open()
+        now = await self._now()
+        check_due(due_ms, now, self.settings)
+        await self._settle(
+            "defer", lease, now, base36(due_ms), self._next_seq(), truncate_error(reason)
+        )
+
+    async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
+        """Defer many leases: one defer.lua call each, all in one pipeline."""
+        self._open()
+        now = await self._now()
+        for _, due_ms, _ in deferrals:
+            check_due(due_ms, now, self.settings)
+        doubts = self._in_doubt
+        calls = [
+            self._shards.call(
+                "defer",
+                self._shards.of(lease.timer.id),
+                (lease.timer.id, lease.token, now, base36(due_ms), self._next_seq(),
+                 truncate_error(reason), int(doubts.take(lease))),
+            )
+            for lease, due_ms, reason in deferrals
+        ]  # fmt: skip
+        try:
+            replies = await self._shards.run_many(calls)
+        except StoreUnavailable:
+            doubts.note([lease for lease, _, _ in deferrals], now)
+            raise
+        except NotReplicated as error:
+            raise error.of(tuple(lease.timer.id for lease, _, _ in deferrals)) from None
+        return [reply == 1 for reply in replies]
+
+    async def kill(self, lease: Lease, error: str) -> None:
+        self._open()
+        now = await self._now()
+        await self._settle("kill", lease, now, truncate_error(error))
+
+    async def _settle(self, name: str, lease: Lease, *args: Arg) -> None:
+        """Run a one-lease settle script; its last argument says whether this lease's last
+        settle went unanswered (then "settled so already, by this token" counts)."""
+        again = int(self._in_doubt.take(lease))
+        try:
+            settled = await self._shards.step(name, lease.timer.id, lease.token, *args, again)
+        except StoreUnavailable:
+            self._in_doubt.note([lease], self._clock())
+            raise
+        if not settled:
+            raise LeaseLost(lease.timer.id, lease.token)

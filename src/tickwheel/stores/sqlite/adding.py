@@ -1,0 +1,163 @@
+"""Adding timers to a `SqliteStore`: one at a time (group commit), many per transaction, and
+over an id that may be taken."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from functools import partial
+
+from tickwheel.errors import InvalidArgument, TimerExists
+from tickwheel.model import Timer
+from tickwheel.stores.checks import check_due
+from tickwheel.stores.coalesce import Coalescer
+from tickwheel.stores.codec import SpecCache
+from tickwheel.stores.rebuild import as_scheduled
+from tickwheel.stores.sqlite import queries as sql
+from tickwheel.stores.sqlite.queries import RowCodec
+from tickwheel.stores.sqlite.schema import transaction
+from tickwheel.stores.sqlite.thread import BATCH, SqliteThread
+
+
+def insert_timer(
+    conn: sqlite3.Connection,
+    now: int,
+    timer: Timer,
+    insert: str,
+    attempt: int = 0,
+    spec: str | None = None,
+    *,
+    deferrals: int = 0,
+) -> tuple[Timer, bool]:
+    """Write `timer` as newly scheduled by `insert` (`queries.INSERT_NEW` or `INSERT_OVER`);
+    return it as stored and whether a row was written.
+
+    `spec` is `encode_spec(timer)` when the caller has it already.
+    """
+    row = RowCodec.new_row(timer, now, attempt, spec, deferrals)
+    written = conn.execute(insert, row).rowcount > 0
+    return as_scheduled(timer, now, attempt, deferrals), written
+
+
+class SqliteAdding(SqliteThread):
+    """The add calls of `SqliteStore`."""
+
+    _adding: Coalescer[Timer, Timer]
+    _replacing: Coalescer[Timer, Timer]
+
+    async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
+        """Add one timer; adds made while one is being written share the next transaction
+        (group commit), each with its own result or error."""
+        self._check_open()
+        return await (self._replacing if replace else self._adding).submit(timer)
+
+    async def _add_new(self, timers: list[Timer]) -> list[Timer | Exception]:
+        return await self._add_each(timers, replace=False)
+
+    async def _add_replacing(self, timers: list[Timer]) -> list[Timer | Exception]:
+        return await self._add_each(timers, replace=True)
+
+    async def _add_each(self, timers: list[Timer], *, replace: bool) -> list[Timer | Exception]:
+        """Add `timers` in one transaction (a lone one in one statement when its id is new);
+        a timer's own refusal (a taken id, a due time past the horizon) is its result."""
+        if len(timers) == 1:
+            (timer,) = timers
+            try:
+                stored = await self._run(None, lambda c, now: self._add(c, now, timer, replace))
+            except (TimerExists, InvalidArgument) as refused:
+                return [refused]
+            self._wakeups.notify(stored.queue)
+            return [stored]
+
+        def work(conn: sqlite3.Connection, now: int) -> list[Timer | Exception]:
+            results: list[Timer | Exception] = []
+            for timer in timers:
+                try:
+                    results.append(self._add(conn, now, timer, replace, in_transaction=True))
+                except (TimerExists, InvalidArgument) as refused:
+                    results.append(refused)
+            return results
+
+        results = await self._run("BEGIN IMMEDIATE", work)
+        for queue in {r.queue for r in results if isinstance(r, Timer)}:
+            self._wakeups.notify(queue)
+        return results
+
+    async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
+        """Add many timers, up to 1,000 per transaction; return them as stored, in order.
+
+        Each transaction is atomic; an id held by a timer with another spec raises
+        `TimerExists` once the rest are stored.
+        """
+        stored: list[Timer] = []
+        conflicts: list[TimerExists] = []
+        specs = SpecCache()
+
+        def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Timer]) -> list[Timer]:
+            for timer in chunk:
+                check_due(timer.due_ms, now, self.settings)
+            added = []
+            for timer in chunk:
+                if not replace:
+                    timer_added, written = insert_timer(
+                        conn, now, timer, sql.INSERT_NEW, spec=specs.encode(timer)
+                    )
+                    if written:
+                        added.append(timer_added)
+                        continue
+                try:
+                    added.append(self._add_over(conn, now, timer, replace))
+                except TimerExists as conflict:
+                    conflicts.append(conflict)
+            return added
+
+        for start in range(0, len(timers), BATCH):
+            stored.extend(
+                await self._run(
+                    "BEGIN IMMEDIATE", partial(work, chunk=timers[start : start + BATCH])
+                )
+            )
+        for queue in {timer.queue for timer in stored}:
+            self._wakeups.notify(queue)
+        if conflicts:
+            raise conflicts[0]
+        return stored
+
+    def _add(
+        self,
+        conn: sqlite3.Connection,
+        now: int,
+        timer: Timer,
+        replace: bool,
+        *,
+        in_transaction: bool = False,
+    ) -> Timer:
+        """Add `timer`; where its id may be taken, in a transaction of its own unless the
+        caller holds one."""
+        check_due(timer.due_ms, now, self.settings)
+        if not replace:
+            # the common case, a new id, is one statement and needs no transaction
+            added, written = insert_timer(conn, now, timer, sql.INSERT_NEW)
+            if written:
+                return added
+        if in_transaction:
+            return self._add_over(conn, now, timer, replace)
+        return transaction(
+            conn,
+            "BEGIN IMMEDIATE",
+            self._clock,
+            lambda c, now: self._add_over(c, now, timer, replace),
+        )
+
+    def _add_over(self, conn: sqlite3.Connection, now: int, timer: Timer, replace: bool) -> Timer:
+        """Add `timer` where its id may be taken: idempotent, conflict or replace."""
+        row = conn.execute(sql.GET, {"id": timer.id, "now": now}).fetchone()
+        if row is not None and not replace:
+            if self._rows.same_spec(row, timer):
+                return self._rows.timer(row)
+            raise TimerExists(timer.id)
+        # REPLACE also drops a finished timer past its retention that still holds the id; the
+        # attempt carries over so a lease on the replaced timer can never match a new one
+        old = None if row is None else self._rows.timer(row)
+        attempt, deferrals = (0, 0) if old is None else (old.attempt, old.deferrals)
+        return insert_timer(conn, now, timer, sql.INSERT_OVER, attempt, deferrals=deferrals)[0]

@@ -1,0 +1,166 @@
+"""Claiming and settling the timers of a `SqliteStore`: claim, extend, ack, retry, defer and kill,
+and the due-queue reads a worker claims by."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from functools import partial
+
+from tickwheel.errors import LeaseLost
+from tickwheel.model import truncate_error
+from tickwheel.stores.base import ANY_QUEUE, Deferral, DueQueues, Lease, new_lease
+from tickwheel.stores.checks import check_claim, check_due, check_due_queues, check_lease
+from tickwheel.stores.sqlite import queries as sql
+from tickwheel.stores.sqlite.thread import BATCH, SqliteThread
+
+PURGE_BATCH = 1000
+"""Most finished timers past their retention that one claim deletes."""
+
+
+def _settle(conn: sqlite3.Connection, lease: Lease, update: str, **values: object) -> None:
+    """Run `update` (a settling statement of `queries`) if `lease` still holds its timer, else
+    raise `LeaseLost`."""
+    params = {"id": lease.timer.id, "token": lease.token, **values}
+    if conn.execute(update, params).rowcount == 0:
+        raise LeaseLost(lease.timer.id, lease.token)
+
+
+class SqliteLeasing(SqliteThread):
+    """The claim and settle calls of `SqliteStore`."""
+
+    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+        self._check_open()
+        check_claim(limit, lease_ms, self.settings)
+        self._wakeups.mark(queue)
+
+        def work(conn: sqlite3.Connection, now: int) -> list[Lease]:
+            expired = [{"rowid": r, "now": now} for (r,) in conn.execute(sql.EXPIRED, {"now": now})]
+            conn.executemany(sql.UNLEASE, expired)
+            deadline = now + lease_ms
+            seq = conn.execute(sql.LAST_LEASE, {"deadline": deadline}).fetchone()[0]
+            params = {"queue": queue, "horizon": horizon_ms, "limit": limit}
+            params |= {"deadline": deadline, "now": now, "seq": seq}
+            rows = conn.execute(sql.CLAIM, params).fetchall()
+            at = conn.execute(sql.NEXT_DUE, {"queue": queue}).fetchone()[0]
+            if at is None:
+                conn.execute(sql.DROP_HEAD, {"queue": queue})
+            else:
+                conn.execute(sql.SET_HEAD, {"queue": queue, "at": at})
+            conn.execute(sql.PURGE_DONE, {"now": now, "batch": PURGE_BATCH})
+            rows.sort(key=lambda row: row[0])  # RETURNING order is unspecified
+            timers = [self._rows.timer(row[1:]) for row in rows]
+            return [new_lease(timer, timer.attempt, deadline) for timer in timers]
+
+        return await self._run("BEGIN IMMEDIATE", work)
+
+    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
+        check_lease(lease_ms)
+
+        def work(conn: sqlite3.Connection, now: int) -> Lease:
+            _settle(conn, lease, sql.EXTEND, deadline=now + lease_ms)
+            return Lease(lease.timer, lease.token, now + lease_ms)
+
+        return await self._run(None, work)
+
+    async def next_due_ms(self, queue: str) -> int | None:
+        self._wakeups.mark(queue)
+
+        def work(conn: sqlite3.Connection, now: int) -> int | None:
+            due: int | None = conn.execute(sql.NEXT_DUE, {"queue": queue}).fetchone()[0]
+            return due
+
+        return await self._run(None, work)
+
+    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+        check_due_queues(horizon_ms, limit)
+        self._wakeups.mark(ANY_QUEUE)
+
+        def work(conn: sqlite3.Connection, now: int) -> DueQueues:
+            params = {"horizon": horizon_ms, "limit": limit}
+            due = [queue for (queue,) in conn.execute(sql.DUE_HEADS, params)]
+            return DueQueues(due, conn.execute(sql.NEXT_HEAD, params).fetchone()[0])
+
+        return await self._run(None, work)
+
+    async def queues(self) -> list[str]:
+        self._wakeups.mark(ANY_QUEUE)
+
+        def work(conn: sqlite3.Connection, now: int) -> list[str]:
+            return [name for (name,) in conn.execute(sql.QUEUES)]
+
+        return await self._run(None, work)
+
+    async def ack(self, lease: Lease) -> None:
+        def work(conn: sqlite3.Connection, now: int) -> None:
+            end = now + self.settings.retention_of(lease.timer.id)
+            _settle(conn, lease, sql.ACK, end=end, now=now)
+
+        await self._run(None, work)
+
+    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+        """Ack many leases, up to 1,000 per transaction."""
+
+        def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Lease]) -> list[bool]:
+            retention_of = self.settings.retention_of
+            held = [
+                {
+                    "id": lease.timer.id,
+                    "token": lease.token,
+                    "end": now + retention_of(lease.timer.id),
+                    "now": now,
+                }
+                for lease in chunk
+            ]
+            return [conn.execute(sql.ACK, params).rowcount > 0 for params in held]
+
+        acked: list[bool] = []
+        for start in range(0, len(leases), BATCH):
+            chunk = leases[start : start + BATCH]
+            acked += await self._run("BEGIN IMMEDIATE", partial(work, chunk=chunk))
+        return acked
+
+    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+        def work(conn: sqlite3.Connection, now: int) -> None:
+            check_due(due_ms, now, self.settings)
+            _settle(conn, lease, sql.RETRY, due=due_ms, now=now, error=truncate_error(error))
+
+        await self._run(None, work)
+        self._wakeups.notify(lease.timer.queue)
+
+    async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
+        """Defer many leases, up to 1,000 per transaction."""
+
+        def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Deferral]) -> list[bool]:
+            for _, due_ms, _ in chunk:
+                check_due(due_ms, now, self.settings)
+            return [
+                conn.execute(
+                    sql.DEFER,
+                    {"id": lease.timer.id, "token": lease.token, "due": due_ms, "now": now,
+                     "error": truncate_error(reason)},
+                ).rowcount > 0
+                for lease, due_ms, reason in chunk
+            ]  # fmt: skip
+
+        deferred: list[bool] = []
+        for start in range(0, len(deferrals), BATCH):
+            chunk = deferrals[start : start + BATCH]
+            deferred += await self._run("BEGIN IMMEDIATE", partial(work, chunk=chunk))
+        for queue in {lease.timer.queue for lease, _, _ in deferrals}:
+            self._wakeups.notify(queue)
+        return deferred
+
+    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        def work(conn: sqlite3.Connection, now: int) -> None:
+            check_due(due_ms, now, self.settings)
+            _settle(conn, lease, sql.DEFER, due=due_ms, now=now, error=truncate_error(reason))
+
+        await self._run(None, work)
+        self._wakeups.notify(lease.timer.queue)
+
+    async def kill(self, lease: Lease, error: str) -> None:
+        def work(conn: sqlite3.Connection, now: int) -> None:
+            _settle(conn, lease, sql.KILL, now=now, error=truncate_error(error))
+
+        await self._run(None, work)

@@ -1,0 +1,147 @@
+"""What every part of `SqliteStore` runs on: the file's one connection, on one thread per store,
+and the wakeups of tasks waiting for a queue to change."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tickwheel.errors import Closed, StoreUnavailable
+from tickwheel.stores.base import StoreSettings, wall_ms
+from tickwheel.stores.checks import check_timeout
+from tickwheel.stores.schedule_codec import ScheduleCodec
+from tickwheel.stores.sqlite.queries import Row, RowCodec
+from tickwheel.stores.sqlite.schema import R, Work, connect, transaction
+from tickwheel.stores.wake import Wakeups
+
+WATCH_INTERVAL_S = 0.005
+"""How often `wait` checks whether another connection committed (``PRAGMA data_version``)."""
+
+BATCH = 1000  # timers or leases per transaction in add_many and ack_many
+
+
+def _data_version(conn: sqlite3.Connection, now: int) -> int:
+    version: int = conn.execute("PRAGMA data_version").fetchone()[0]
+    return version
+
+
+class SqliteThread:
+    """The file's connection on one thread, and the wakeups; the base of each part of the store.
+
+    Every call runs on one thread per store, which owns the connection and opens it on first
+    use, so construction does no I/O. `clock` is called on that thread.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        settings: StoreSettings | None = None,
+        *,
+        clock: Callable[[], int] = wall_ms,
+    ) -> None:
+        self.path = Path(path)
+        self.settings = settings or StoreSettings()
+        self._clock = clock
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tickwheel-sqlite")
+        self._conn: sqlite3.Connection | None = None  # used only on the executor's thread
+        self._closed = False
+        self._rows = RowCodec()  # used only on the executor's thread
+        self._schedules = ScheduleCodec()  # used only on the executor's thread
+        self._wakeups = Wakeups()
+        self._watcher: asyncio.Task[None] | None = None
+        self._seen_version: int | None = None
+
+    def now_ms(self) -> int:
+        return self._clock()
+
+    async def wait(self, queue: str, timeout_s: float) -> bool:
+        """Wait for a change to `queue` by this store, or a commit by any other connection.
+
+        Other connections (processes) are seen by polling ``PRAGMA data_version`` every
+        `WATCH_INTERVAL_S` while a task waits; the file does not say what changed, so such a
+        commit wakes every waiter of this store, whatever its queue.
+        """
+        self._check_open()
+        check_timeout(timeout_s)
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.create_task(self._watch(), name=f"tickwheel-watch {self.path}")
+        return await self._wakeups.wait(queue, timeout_s)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+        try:
+            # queued behind every call already submitted, so those finish first
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._disconnect)
+        finally:
+            self._executor.shutdown(wait=True)
+
+    def _woke(self, row: Row | None) -> bool:
+        """Wake the waiters of the queue in `row` (a changed timer's), if any; return whether."""
+        if row is None:
+            return False
+        self._wakeups.notify(row[0])
+        return True
+
+    async def _watch(self) -> None:
+        """Wake every waiter when another connection has committed, polling while tasks wait.
+
+        ``PRAGMA data_version`` on the store's own connection changes only when another
+        connection commits (this store's changes notify their queue directly). The last
+        version seen outlives the task, so a commit between two waits still wakes the second;
+        the first poll of a store wakes its waiters, having nothing to compare with.
+        """
+        while True:
+            try:
+                version = await self._run(None, _data_version)
+            except (StoreUnavailable, Closed):
+                self._wakeups.notify_all()  # the waiters' next call reports it
+                return
+            if version != self._seen_version:
+                self._seen_version = version
+                self._wakeups.notify_all()
+            if not self._wakeups:
+                return
+            await asyncio.sleep(WATCH_INTERVAL_S)
+
+    def _wake(self, queue: str | None) -> None:
+        if queue is not None:
+            self._wakeups.notify(queue)
+
+    async def _run(self, begin: str | None, work: Work[R]) -> R:
+        self._check_open()
+        try:
+            future = asyncio.get_running_loop().run_in_executor(
+                self._executor, self._on_thread, begin, work
+            )
+        except RuntimeError as error:  # the executor shut down under a concurrent close
+            raise Closed("store is closed") from error
+        return await future
+
+    def _on_thread(self, begin: str | None, work: Work[R]) -> R:
+        try:
+            if self._conn is None:
+                self._conn = connect(self.path, self._clock)
+            return transaction(self._conn, begin, self._clock, work)
+        except sqlite3.Error as error:
+            raise StoreUnavailable(f"sqlite store {self.path}: {error}") from error
+
+    def _disconnect(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("PRAGMA optimize")
+            self._conn.close()
+            self._conn = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Closed("store is closed")
