@@ -409,3 +409,32 @@ async def test_a_large_batch_with_taken_ids_falls_back_and_stores_the_rest(
     assert stats.counts[State.SCHEDULED] == ops.PLAIN_FIRST + 3
     fresh = [Timer(id=f"c{n}", due_ms=now) for n in range(ops.PLAIN_FIRST)]
     assert [timer.id for timer in await pg.add_many(fresh)] == [timer.id for timer in fresh]
+
+
+async def test_defer_many_defers_each_lease_once_in_one_statement(pg: PostgresStore) -> None:
+    now = pg.now_ms()
+    await pg.add_many([Timer(id=f"d{n}", due_ms=now) for n in range(3)])
+    first = await pg.claim("default", now, 3, 30_000)
+    await pg.retry(first[2], now, "HTTP 503")
+    (again,) = await pg.claim("default", pg.now_ms(), 3, 30_000)  # d2, token 2; first[2] stale
+    deferrals = [
+        (first[0], now + 5000, "held"),
+        (first[0], now + 9000, "held again"),
+        (first[2], now + 5000, "stale"),
+        (first[1], now + 7000, "held"),
+    ]
+    assert await pg.defer_many(deferrals) == [True, False, False, True]
+    d0, d1, d2 = [await pg.get(f"d{n}") for n in range(3)]
+    assert d0 is not None
+    assert d1 is not None
+    assert d2 is not None
+    assert (d0.state, d0.due_ms, d0.last_error, d0.deferrals) == (
+        State.SCHEDULED,
+        now + 5000,
+        "held",
+        1,
+    )
+    assert (d1.due_ms, d1.attempts_spent) == (now + 7000, 0)
+    assert d2.state is State.LEASED
+    assert again.timer.id == "d2"
+    assert await pg.defer_many([]) == []
