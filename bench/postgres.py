@@ -20,13 +20,17 @@ one-at-a-time enqueue (``await task.defer_async()`` vs ``await store.add()``) an
 due at once drained (its worker, `PROCRASTINATE_CONCURRENCY` jobs at a time, the job deleted on
 success, vs ``consume`` with a plain ack loop).
 
-A third table churns `--churn` timers through add, claim and ack (1,000 at a time, retention 0,
+`--pending N,M,…` adds a table of claim latency with N (then M …) timers pending an hour
+ahead, written server-side: the median of 100 claims of 10 timers due now (each followed by
+an `ack_many`), so the cost of the index probe with many pending shows.
+
+A last table churns `--churn` timers through add, claim and ack (1,000 at a time, retention 0,
 autovacuum on as by default) and reports the ``timers`` table's live and dead tuples and its
 size with its indexes at the end: claims delete finished timers in batches, so neither grows
 with the count.
 
-    python bench/postgres.py [--rounds 3] [--churn 200000] [--no-procrastinate] [--no-durable]
-                             [--markdown PATH|-]
+    python bench/postgres.py [--rounds 3] [--churn 200000] [--no-procrastinate]
+                             [--pending 10000,1000000] [--no-durable] [--markdown PATH|-]
 """
 
 from __future__ import annotations
@@ -339,6 +343,41 @@ PROCRASTINATE: list[tuple[str, str, Measure, Measure, float, bool]] = [
 ]  # fmt: skip
 
 
+async def claim_latency(bench: Bench, pending: int) -> float:
+    """Median ms of a claim of 10 due timers with `pending` others an hour ahead."""
+    store = bench.store()
+    try:
+        await store.stats()
+        now = store.now_ms()
+        schema = store.names.schema
+        fill = f"""INSERT INTO {schema}.timers (id, queue, state, due_ms, seq, attempt,
+                       created_ms, updated_ms, spec, deferrals)
+                   SELECT 'p' || g, 'default', 0, {now + 3_600_000} + g, g, 0, {now}, {now},
+                          '[null,null,null]', 0
+                   FROM generate_series(1, {pending}) AS g"""
+        async with await psycopg.AsyncConnection.connect(bench.url, autocommit=True) as conn:
+            await conn.execute(fill)
+            await conn.execute(f"ANALYZE {schema}.timers")
+        times = []
+        for round_ in range(100):
+            await store.add_many(_timers(f"r{round_}", 10, store.now_ms()))
+            start = time.perf_counter()
+            leases = await store.claim("default", store.now_ms(), 10, 30_000)
+            times.append(time.perf_counter() - start)
+            await store.ack_many(leases)
+        return statistics.median(times) * 1000
+    finally:
+        await store.close()
+
+
+async def pending_table(bench: Bench, counts: list[int]) -> Table:
+    table = Table("Claim latency by timers pending", ["pending", "claim of 10, median ms"])
+    for count in counts:
+        progress(f"claim latency at {count:,} pending")
+        table.rows.append([f"{count:,}", fmt(await claim_latency(bench, count), 2)])
+    return table
+
+
 async def churn(bench: Bench, total: int) -> Table:
     """Add, claim and ack `total` timers 1,000 at a time; sample the table as it goes."""
     store = PostgresStore(
@@ -378,6 +417,9 @@ async def churn(bench: Bench, total: int) -> Table:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="0: the churn table alone")
+    parser.add_argument(
+        "--pending", default="", help="claim latency at these counts: 10000,1000000"
+    )
     parser.add_argument("--no-procrastinate", action="store_true", help="skip its table")
     parser.add_argument("--churn", type=int, default=200_000, help="timers in the churn table")
     parser.add_argument("--no-durable", action="store_true", help="fsync and sync commit off")
@@ -408,6 +450,9 @@ def main() -> None:
                 f"{PROCRASTINATE_CONCURRENCY}; one round each"
             )
             emit(table, tables)
+        if args.pending:
+            counts = [int(count) for count in args.pending.split(",")]
+            emit(asyncio.run(pending_table(Bench(server), counts)), tables)
         if args.churn:
             emit(asyncio.run(churn(Bench(server), args.churn)), tables)
     finally:

@@ -120,6 +120,18 @@ DEFER = f"""UPDATE {{s}}.timers SET state = {SCHEDULED}, due_ms = %(due)s, deadl
                 first_claimed_ms = CASE WHEN attempt - deferrals > 1 THEN first_claimed_ms END,
                 seq = {NEXT_SEQ}
             WHERE {_HELD}"""
+DEFER_MANY = f"""WITH u AS (
+        SELECT * FROM unnest(%(ids)b::text[], %(tokens)b::int[], %(dues)b::bigint[],
+                             %(errors)b::text[]) WITH ORDINALITY AS u(id, token, due, error, n)),
+    base AS (SELECT {NEXT_SEQ} AS b)
+    UPDATE {{s}}.timers AS t SET state = {SCHEDULED}, due_ms = u.due, deadline_ms = NULL,
+        updated_ms = %(now)s, last_error = u.error, deferrals = t.deferrals + 1,
+        first_claimed_ms = CASE WHEN t.attempt - t.deferrals > 1 THEN t.first_claimed_ms END,
+        seq = base.b + u.n
+    FROM u, base WHERE t.id = u.id AND t.state = {LEASED} AND t.attempt = u.token
+    RETURNING u.n"""
+"""`DEFER` for many leases in one statement, each its own (id, token, due, error); returns the
+place (from 1) of each one deferred."""
 KILL = f"""UPDATE {{s}}.timers SET state = {DEAD}, deadline_ms = NULL, updated_ms = %(now)s,
                last_error = %(error)s
            WHERE {_HELD}"""

@@ -69,9 +69,6 @@ class PostgresStore(BesideTimers):
         self._adding = Coalescer(self._add_new, ops.BATCH)
         self._replacing = Coalescer(self._add_replacing, ops.BATCH)
 
-    def now_ms(self) -> int:
-        return self._clock()
-
     async def add(self, timer: Timer, *, replace: bool = False, tx: AsyncTx | None = None) -> Timer:
         """Add one timer; with `tx`, inside the caller's transaction on that connection.
 
@@ -304,23 +301,13 @@ class PostgresStore(BesideTimers):
         await self._hand_back(lease, due_ms, sql.DEFER, reason)
 
     async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
-        """Defer many leases, up to 1,000 per transaction."""
+        """Defer many leases, up to 1,000 per statement."""
         deferred: list[bool] = []
         for start in range(0, len(deferrals), ops.BATCH):
             chunk = deferrals[start : start + ops.BATCH]
-            deferred += await self._run(functools.partial(self._defer_many, chunk))
+            deferred += await self._run(functools.partial(_defer_many, self.settings, chunk))
         for queue in {lease.timer.queue for lease, _, _ in deferrals}:
             self._wakeups.notify(queue)
-        return deferred
-
-    def _defer_many(self, deferrals: Sequence[Deferral], now: int) -> Op[list[bool]]:
-        for _, due_ms, _ in deferrals:
-            check_due(due_ms, now, self.settings)
-        deferred = []
-        for lease, due_ms, reason in deferrals:
-            params = {"id": lease.timer.id, "token": lease.token, "due": due_ms, "now": now}
-            _, changed = yield sql.DEFER, {**params, "error": truncate_error(reason)}
-            deferred.append(changed > 0)
         return deferred
 
     async def _hand_back(self, lease: Lease, due_ms: int, update: str, error: str) -> None:
@@ -344,6 +331,29 @@ def _settle(lease: Lease, update: str, **values: object) -> Op[None]:
     _, changed = yield update, {"id": lease.timer.id, "token": lease.token, **values}
     if changed == 0:
         raise LeaseLost(lease.timer.id, lease.token)
+
+
+def _defer_many(settings: StoreSettings, deferrals: Sequence[Deferral], now: int) -> Op[list[bool]]:
+    """Defer each (lease, due, reason) whose lease holds; the same lease twice defers once."""
+    for _, due_ms, _ in deferrals:
+        check_due(due_ms, now, settings)
+    first: dict[tuple[str, int], int] = {}
+    for index, (lease, _, _) in enumerate(deferrals):
+        first.setdefault((lease.timer.id, lease.token), index)
+    chosen = [deferrals[index] for index in sorted(first.values())]
+    if not chosen:
+        return []
+    params = {
+        "now": now,
+        "ids": [lease.timer.id for lease, _, _ in chosen],
+        "tokens": [lease.token for lease, _, _ in chosen],
+        "dues": [due_ms for _, due_ms, _ in chosen],
+        "errors": [truncate_error(reason) for _, _, reason in chosen],
+    }
+    found, _ = yield sql.DEFER_MANY, params
+    places = sorted(first.values())
+    landed = {places[n - 1] for (n,) in found}
+    return [index in landed for index in range(len(deferrals))]
 
 
 def _stored(results: Sequence[Timer | Exception]) -> list[Timer]:
