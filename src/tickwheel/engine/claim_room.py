@@ -44,6 +44,10 @@ class ClaimRoom:
         """Whether `queue`'s last callback was answered."""
         return queue in self._prompt
 
+    def hung(self, queue: str) -> bool:
+        """Whether `queue`'s last callback went back unsent because its target hangs."""
+        return queue in self._hung
+
     def note(self, queue: str, *, hangs: bool) -> None:
         """Note that a callback of `queue` went back unsent because its target hangs
         (`hangs`), or was answered."""

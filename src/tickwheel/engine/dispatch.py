@@ -38,7 +38,7 @@ MAX_CLAIM_LOOPS = 1024
 DUE_QUEUES_PER_LOOK = 1000
 """Due queues one look at the index asks for beyond those served or paused already."""
 FORGET_AFTER_S = 1.0
-"""A prompt queue's loop ends when its next due time is this far off."""
+"""A discovered queue's loop ends when its next due time is this far off."""
 
 
 class Dispatcher:
@@ -207,9 +207,9 @@ class Dispatcher:
         """Serve every queue the store's due-queue index lists, each in a claim loop of its own.
 
         The default queue's loop starts at once and stays. Another queue's loop starts when
-        the index lists it as due within the lookahead, and ends once a claim leaves nothing
-        due by its horizon, or for a queue whose callbacks are answered nothing due within
-        `FORGET_AFTER_S` (the index brings it back in time), so loops follow the
+        the index lists it as due within the lookahead, and ends once the queue has nothing due
+        within `FORGET_AFTER_S`, or a hung queue's claim leaves nothing due by its horizon (the
+        index brings it back in time), so loops follow the
         queues with work, not every queue ever seen. Past `MAX_CLAIM_LOOPS` due queues take
         turns: a loop that claimed while others wait hands its turn on after one claim, and
         its queue joins the back of the line. A change to a queue no loop waits on (a new
@@ -348,9 +348,10 @@ class Dispatcher:
                         # waits in the store, not in this worker's leases
                         await self._unless_stopping(asyncio.sleep(len(leases) / rate / 2))
                     continue  # there may be more due already
-                if not stays and not self._room.prompt(queue):
-                    # nothing more due by the horizon: the due-queue index, which looks at
-                    # every queue at once, brings the queue back when its next timer nears
+                if not stays and self._room.hung(queue):
+                    # its targets hang: the due-queue index, which looks at every queue at
+                    # once, brings it back when its next timer nears, without a round trip
+                    # per queue (a loop that ends unasked waits for the index's next look)
                     return
                 next_due_ms = await self._store.next_due_ms(queue)
                 sleep_s = self._idle_s(next_due_ms, horizon_ms)
