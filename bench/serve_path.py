@@ -5,7 +5,7 @@ Run ``python bench/serve_path.py --vs PATH`` (PATH: the ``src`` directory of an 
 checkout, e.g. ``git worktree add /tmp/first 4adfd91`` then ``--vs /tmp/first/src``).
 
 Each run starts `python -m tickwheel serve` (API and worker in one process) on a private
-redis-server (or a fresh SQLite file), creates ``rate * span`` timers through
+redis-server (or a fresh SQLite file, or a schema on a PostgreSQL server of its own), creates ``rate * span`` timers through
 ``POST /v1/timers/batch`` due evenly over ``span`` seconds from ``lead`` seconds after the
 creates began, and a lean receiver in its own process records each callback's lateness
 (arrival minus ``Tickwheel-Due``). The code under test and the earlier code run alternately,
@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import uvloop
 from harness.machine import OtherLoad, machine_table, sample_other_load
@@ -41,7 +44,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--lead", type=float, default=28.0, help="seconds from create to due")
     parser.add_argument("--settle", type=float, default=8.0, help="seconds after the last due")
     parser.add_argument("--runs", type=int, default=3, help="runs of each code at each rate")
-    parser.add_argument("--store", choices=("redis", "sqlite"), default="redis")
+    parser.add_argument("--store", choices=("redis", "sqlite", "postgres"), default="redis")
     parser.add_argument(
         "--via", choices=("api", "store"), default="api",
         help="create through serve's API, or add_many straight to the store (this checkout's)",
@@ -87,6 +90,8 @@ def store_url(args: argparse.Namespace, server: OwnRedis | None, directory: Path
     if args.store == "redis":
         assert server is not None
         return f"{server.url}?prefix=sp{uuid.uuid4().hex[:8]}"
+    if args.store == "postgres":
+        return f"{args.postgres_url}?schema=sp{uuid.uuid4().hex[:8]}"
     return f"sqlite:///{directory}/{uuid.uuid4().hex[:8]}.db"
 
 
@@ -137,15 +142,35 @@ async def run(args: argparse.Namespace, server: OwnRedis | None, tables: list[Ta
     emit(table, tables)
 
 
+@contextlib.contextmanager
+def own_postgres(args: argparse.Namespace) -> Iterator[Any]:
+    """A PostgreSQL server of the bench's own (tests/pg_server.py) when the store is postgres."""
+    if args.store != "postgres":
+        yield None
+        return
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from pg_server import PostgresServer
+
+    server = PostgresServer(durable=True)
+    try:
+        server.start()
+        args.postgres_url = server.url
+        yield server
+    finally:
+        server.remove()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     if args.logs:
         args.logs.mkdir(parents=True, exist_ok=True)
     tables: list[Table] = []
     start_s = time.monotonic()
-    with private_redis("tickwheel-bench-serve-") as server:
+    with private_redis("tickwheel-bench-serve-") as server, own_postgres(args) as postgres:
         machine = machine_table(sample_other_load())
         machine.rows += server.rows()
+        if postgres is not None:
+            machine.rows.append(["postgresql", f"{postgres.url} (own, durable commits)"])
         emit(machine, tables)
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(run(args, server if args.store == "redis" else None, tables))

@@ -23,7 +23,8 @@ from tickwheel.testing.receiver import Receiver
 
 from .harness import FaultReport, Stream, now_ms, report, settle
 
-pytestmark = pytest.mark.timeout(120)
+# lateness bounded by the clock through a fault: `make test` runs these alone
+pytestmark = [pytest.mark.timeout(120), pytest.mark.latency]
 
 LEASE_S = 10
 """The worker's lease, longer than the lateness target: timers that came back only when a lease

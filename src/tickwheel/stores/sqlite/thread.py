@@ -96,9 +96,9 @@ class SqliteThread:
         """Wake every waiter when another connection has committed, polling while tasks wait.
 
         ``PRAGMA data_version`` on the store's own connection changes only when another
-        connection commits (this store's changes notify their queue directly). The last
-        version seen outlives the task, so a commit between two waits still wakes the second;
-        the first poll of a store wakes its waiters, having nothing to compare with.
+        connection commits (this store's changes notify their queue directly). The version is
+        first read when the store connects, and the last seen outlives the task, so a commit
+        between two waits still wakes the second.
         """
         while True:
             try:
@@ -131,6 +131,10 @@ class SqliteThread:
         try:
             if self._conn is None:
                 self._conn = connect(self.path, self._clock)
+                if self._seen_version is None:
+                    # what the watch compares with from the first poll on: however late that
+                    # poll comes, only another connection's commit since now wakes waiters
+                    self._seen_version = _data_version(self._conn, 0)
             return transaction(self._conn, begin, self._clock, work)
         except sqlite3.Error as error:
             raise StoreUnavailable(f"sqlite store {self.path}: {error}") from error
