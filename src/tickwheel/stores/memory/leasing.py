@@ -3,7 +3,8 @@ and the due-queue reads a worker claims by."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Coroutine, Iterable, Sequence
+from typing import Any
 
 from tickwheel.errors import LeaseLost
 from tickwheel.model import State, Timer, truncate_error
@@ -78,15 +79,7 @@ class MemoryLeasing(MemoryHeaps):
         self._expiry.push(timer.id, now + self.settings.retention_of(timer.id), None)
 
     async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
-        acked = []
-        for lease in leases:
-            try:
-                await self.ack(lease)
-            except LeaseLost:
-                acked.append(False)
-            else:
-                acked.append(True)
-        return acked
+        return await _landed(self.ack(lease) for lease in leases)
 
     async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
         check_due(due_ms, self._clock(), self.settings)
@@ -101,15 +94,7 @@ class MemoryLeasing(MemoryHeaps):
         )
 
     async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
-        deferred = []
-        for lease, due_ms, reason in deferrals:
-            try:
-                await self.defer(lease, due_ms, reason)
-            except LeaseLost:
-                deferred.append(False)
-            else:
-                deferred.append(True)
-        return deferred
+        return await _landed(self.defer(*deferral) for deferral in deferrals)
 
     async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
         check_due(due_ms, self._clock(), self.settings)
@@ -139,3 +124,16 @@ class MemoryLeasing(MemoryHeaps):
             raise LeaseLost(lease.timer.id, lease.token)
         self._unlease(timer)
         return timer
+
+
+async def _landed(settles: Iterable[Coroutine[Any, Any, None]]) -> list[bool]:
+    """Await each settle in turn: True where it landed, False where its lease was lost."""
+    landed = []
+    for settle in settles:
+        try:
+            await settle
+        except LeaseLost:
+            landed.append(False)
+        else:
+            landed.append(True)
+    return landed
