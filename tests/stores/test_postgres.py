@@ -237,6 +237,23 @@ async def test_an_older_schema_says_what_to_run_and_migrate_moves_it_on_under_lo
     await migrated.close()
 
 
+async def test_stores_meeting_a_fresh_schema_at_once_all_work(
+    postgres_server: PostgresServer, schema: str
+) -> None:
+    """`serve` opens several connections to a new schema at once (API, worker, gauges): one
+    creates it, the others wait on the migration lock and then find it made."""
+    url = f"{postgres_server.url}?schema={schema}"
+    stores = [PostgresStore(url) for _ in range(8)]
+    try:
+        await asyncio.gather(
+            *(store.add(Timer(id=f"t{n}", due_ms=0)) for n, store in enumerate(stores))
+        )
+        assert (await stores[0].stats()).counts[State.SCHEDULED] == 8
+    finally:
+        for store in stores:
+            await store.close()
+
+
 async def test_a_newer_schema_is_refused(postgres_server: PostgresServer, schema: str) -> None:
     url = f"{postgres_server.url}?schema={schema}"
     migrate(url)

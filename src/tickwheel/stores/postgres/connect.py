@@ -28,7 +28,11 @@ POOL_TIMEOUT_S = 5.0
 """Longest wait for a pooled connection (the server down, the pool busy) before a call fails."""
 CONNECT_TIMEOUT_S = 5
 
-_EXISTS = "SELECT to_regclass('{s}.schema_version') IS NOT NULL"
+# read from pg_class under the statement's snapshot: `to_regclass` answers from the
+# backend's catalog cache, which an advisory lock does not refresh, so a store that waited for
+# another to create the schema would still see none and create it again
+_EXISTS = """SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables
+             WHERE schemaname = '{s}' AND tablename = 'schema_version')"""
 _VERSION = "SELECT version FROM {s}.schema_version"
 
 

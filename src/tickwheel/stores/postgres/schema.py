@@ -185,8 +185,6 @@ MIGRATIONS: Sequence[Sequence[str]] = (V1,)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('{s}:migrate', 0))"
-VERSION = """SELECT CASE WHEN to_regclass('{s}.schema_version') IS NULL THEN 0
-             ELSE (SELECT version FROM {s}.schema_version) END"""
 SET_VERSION = "UPDATE {s}.schema_version SET version = %s"
 
 
