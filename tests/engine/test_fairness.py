@@ -7,7 +7,6 @@ import asyncio
 import pytest
 
 from tickwheel.engine.fairness import (
-    MAX_DEFER_S,
     MIN_DEFER_S,
     PROBE_S,
     STUCK_S,
@@ -71,7 +70,26 @@ async def test_an_unanswered_probe_makes_its_origin_suspect_and_bounded() -> Non
     while taken < 10 and await try_take(fair, "hang.example:1"):
         taken += 1
     assert taken == SUSPECT_PER_ORIGIN
-    assert MIN_DEFER_S <= fair.defer_s("hang.example:1") <= 2 * MAX_DEFER_S
+    now_ms = 1_000_000
+    back_ms = fair.come_back_ms("hang.example:1", "q", now_ms)
+    assert now_ms + MIN_DEFER_S * 1000 <= back_ms < now_ms + 2 * MIN_DEFER_S * 1000
+
+
+async def test_a_queues_deferred_timers_come_back_together_and_queues_in_turn() -> None:
+    """One claim takes a queue's deferred timers back, not one claim per timer; the queues of
+    a flood come back spread over the period, not at one instant."""
+    clock = Clock()
+    fair = Fairness(64, clock)
+    assert await fair.take("hang.example:1", 1.0)
+    clock.now += 10.0  # hung for 10 s: back within 10 to 20 s
+    now_ms = 5_000_000
+    for queue in ("a", "b"):
+        backs = {fair.come_back_ms("hang.example:1", queue, now_ms + step) for step in range(50)}
+        assert len(backs) == 1
+        assert now_ms + 10_000 <= backs.pop() < now_ms + 20_000
+    spread = {fair.come_back_ms("hang.example:1", f"q{n}", now_ms) for n in range(1000)}
+    assert len(spread) > 900
+    assert max(spread) - min(spread) > 9_000
 
 
 async def test_an_origin_that_answered_turns_suspect_after_stuck_s() -> None:

@@ -6,12 +6,15 @@ lapse while they wait for a slot. Queues are told apart by their last callback: 
 was answered), *hung* (it went back unsent because its target hangs) or unknown. A prompt
 queue may claim into a reserve as large again, and each kind waits for its claims in a line
 of its own, so a flood of unknown or hanging queues stands neither in a prompt queue's room
-nor in its line.
+nor in its line. Hung queues are claimed at `HUNG_CLAIMS_PER_S` at most, each in its turn
+(`hung_turn`), so a flood at targets that never answer costs the store and the worker a
+bounded number of claims a second, however many queues it spans.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 from tickwheel.engine.settings import WorkerSettings
 
@@ -19,6 +22,9 @@ CLAIMS_AT_ONCE = 16
 """Claims in flight at once for prompt queues, and as many again for unknown ones."""
 HUNG_CLAIMS_AT_ONCE = 2
 """Claims in flight at once for hung queues."""
+HUNG_CLAIMS_PER_S = 20
+"""Claims a second of hung queues at most: a queue alone is claimed when due, a thousand take
+turns, each claimed every 50 s (its timers' targets have not answered for seconds)."""
 
 
 class ClaimRoom:
@@ -39,6 +45,7 @@ class ClaimRoom:
         # and the others'
         self._waiting: dict[str, asyncio.Event] = {}
         self._waiting_prompt: dict[str, asyncio.Event] = {}
+        self._next_hung_s = 0.0  # monotonic time of the next hung claim's turn
 
     def prompt(self, queue: str) -> bool:
         """Whether `queue`'s last callback was answered."""
@@ -57,6 +64,12 @@ class ClaimRoom:
         else:
             self._prompt.add(queue)
             self._hung.discard(queue)
+
+    def hung_turn(self) -> float:
+        """Take the next turn for a claim of a hung queue; return its monotonic time."""
+        now = time.monotonic()
+        turn = self._next_hung_s = max(now, self._next_hung_s + 1 / HUNG_CLAIMS_PER_S)
+        return turn
 
     def line(self, queue: str) -> asyncio.Semaphore:
         """The line a claim of `queue` waits in."""

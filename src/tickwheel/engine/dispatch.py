@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 
 from tickwheel.engine.claim_room import ClaimRoom
@@ -18,7 +19,7 @@ from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.renewals import Renewals
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled, jittered_pause
-from tickwheel.engine.store_clock import StoreClock, sync_first
+from tickwheel.engine.store_clock import StoreClock, sync_first, unless_stopping
 from tickwheel.errors import StoreUnavailable
 from tickwheel.runtime import AsyncScheduler
 from tickwheel.stores import Lease, Store
@@ -39,6 +40,8 @@ DUE_QUEUES_PER_LOOK = 1000
 """Due queues one look at the index asks for beyond those served or paused already."""
 FORGET_AFTER_S = 1.0
 """A discovered queue's loop ends when its next due time is this far off."""
+REST_LOOK_S = 0.25
+"""While hung queues rest, the look for due queues wakes for their turns at most this often."""
 
 
 class Dispatcher:
@@ -94,6 +97,8 @@ class Dispatcher:
         # for a loop (a dict as an ordered set)
         self._serving: dict[str, asyncio.Task[None]] = {}
         self._line: dict[str, None] = {}
+        # hung queues due, each with the monotonic time of its turn to be claimed (`ClaimRoom`)
+        self._resting: dict[str, float] = {}
         self._paused_of: object = None
         self._paused: set[str] = set()
         self.controls = Controls(store, metrics)
@@ -208,13 +213,13 @@ class Dispatcher:
 
         The default queue's loop starts at once and stays. Another queue's loop starts when
         the index lists it as due within the lookahead, and ends once the queue has nothing due
-        within `FORGET_AFTER_S`, or a hung queue's claim leaves nothing due by its horizon (the
-        index brings it back in time), so loops follow the
-        queues with work, not every queue ever seen. Past `MAX_CLAIM_LOOPS` due queues take
-        turns: a loop that claimed while others wait hands its turn on after one claim, and
-        its queue joins the back of the line. A change to a queue no loop waits on (a new
-        queue, from this process or another) wakes the look, so a new queue's first timer is
-        claimed within tens of ms; else it looks by the index's next head, at least every
+        within `FORGET_AFTER_S`, or after a hung queue's claim (the index brings it back in
+        its turn), so loops follow the queues with work, not every queue ever seen. Past
+        `MAX_CLAIM_LOOPS` due queues take turns: a loop that claimed while others wait hands
+        its turn on after one claim, and its queue joins the back of the line. A change to a
+        queue no loop waits on (a new queue, from this process or another) wakes the look, so
+        a new queue's first timer is claimed within tens of ms; else it looks by the index's
+        next head, at least every
         `DISCOVER_EVERY_S`.
         """
         self._serve(DEFAULT_QUEUE, loops)
@@ -222,7 +227,8 @@ class Dispatcher:
         failures = 0
         while not self._stopping.is_set():
             paused = self._paused_queues()
-            want = DUE_QUEUES_PER_LOOK + len(self._serving) + len(paused)
+            resting = self._resting
+            want = DUE_QUEUES_PER_LOOK + len(self._serving) + len(paused) + len(resting)
             try:
                 found = await self._store.due_queues(
                     self._store.now_ms() + lookahead_ms, min(want, MAX_DUE_QUEUES)
@@ -245,14 +251,26 @@ class Dispatcher:
                 continue
             if self._stopping.is_set():
                 return  # `run` is gathering the loops: start none it would not wait for
+            now_s = time.monotonic()
             for queue in found.queues:
-                if queue not in self._serving and queue not in paused:
-                    self._line.setdefault(queue, None)
+                if queue in self._serving or queue in paused or queue in self._line:
+                    continue
+                turn_s = resting.pop(queue, None)
+                if turn_s is None and self._room.hung(queue):
+                    turn_s = self._room.hung_turn()
+                if turn_s is not None and turn_s > now_s:
+                    resting[queue] = turn_s  # its targets hang: claimed in its turn
+                    continue
+                self._line[queue] = None
+            for queue in [queue for queue, turn_s in resting.items() if turn_s <= now_s]:
+                del resting[queue]  # emptied meanwhile
             self._start_turns(loops)
             sleep_s = DISCOVER_EVERY_S
             if found.next_ms is not None:
                 wake_ms = found.next_ms - lookahead_ms // 2
                 sleep_s = min(sleep_s, max(0.0, (wake_ms - self._store.now_ms()) / 1000))
+            if resting:
+                sleep_s = min(sleep_s, max(REST_LOOK_S, min(resting.values()) - now_s))
             await self._unless_stopping(self._store.wait(ANY_QUEUE, sleep_s))
             await self._unless_stopping(asyncio.sleep(DISCOVER_SPACING_S))
 
@@ -350,8 +368,8 @@ class Dispatcher:
                     continue  # there may be more due already
                 if not stays and self._room.hung(queue):
                     # its targets hang: the due-queue index, which looks at every queue at
-                    # once, brings it back when its next timer nears, without a round trip
-                    # per queue (a loop that ends unasked waits for the index's next look)
+                    # once, brings it back when its next timer nears and its turn among hung
+                    # queues has come, without a round trip per queue
                     return
                 next_due_ms = await self._store.next_due_ms(queue)
                 sleep_s = self._idle_s(next_due_ms, horizon_ms)
@@ -403,14 +421,7 @@ class Dispatcher:
         return kept
 
     async def _unless_stopping(self, waiting: Awaitable[object]) -> None:
-        """Await `waiting` (a sleep, never a store write), cut short by `stop`."""
-        task = asyncio.ensure_future(waiting)
-        stopping = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            task.cancel()
-            stopping.cancel()
+        await unless_stopping(waiting, self._stopping)
 
     def _idle_s(self, next_due_ms: int | None, horizon_ms: int) -> float:
         """How long to sleep after a claim up to `horizon_ms` that took all there was."""

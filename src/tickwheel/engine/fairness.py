@@ -21,8 +21,9 @@ origins, in order within one.
 from __future__ import annotations
 
 import asyncio
-import random
+import math
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,15 +73,20 @@ class Fairness:
         self._counted_at = -RECOUNT_S
         self._ticking: asyncio.TimerHandle | None = None
 
-    def defer_s(self, key: str) -> float:
-        """How long a callback to a suspect origin should wait in the store: as long as the
-        origin has hung so far, within bounds, so a flood comes back ever more rarely; spread
-        over up to twice that, so it comes back as a trickle, not a wave."""
+    def come_back_ms(self, key: str, queue: str, now_ms: int) -> int:
+        """When a callback to a suspect origin `key` of `queue` should come back from the
+        store: after as long as the origin has hung so far (whole seconds, within bounds), so
+        a flood comes back ever more rarely; at an instant within twice that which is
+        `queue`'s own, so a queue's deferred timers come back together, to one claim, and
+        queues one after another, as a trickle rather than a wave."""
         origin = self._origins.get(key)
         hung_s = 0.0
         if origin is not None:
             hung_s = self._clock() - max(origin.busy_since, origin.last_answer)
-        return min(MAX_DEFER_S, max(MIN_DEFER_S, hung_s)) * (1 + random.random())
+        period_ms = 1000 * math.ceil(min(MAX_DEFER_S, max(MIN_DEFER_S, hung_s)))
+        earliest_ms = now_ms + period_ms
+        phase_ms = zlib.crc32(queue.encode()) % period_ms
+        return earliest_ms + (phase_ms - earliest_ms) % period_ms
 
     async def take(self, key: str, patience_s: float) -> bool:
         """Wait for a slot for a call to origin `key` (``host[:port]``); True once the slot is

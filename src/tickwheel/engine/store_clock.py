@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
 from tickwheel.engine.metrics import Metrics
@@ -56,10 +56,15 @@ async def sync_first(
             failures += 1
             metrics.store_errors["clock"] += 1
             throttled.warning("clock", "store unavailable, reading its clock again soon: %s", error)
-            pause = asyncio.ensure_future(jittered_pause(failures))
-            stop = asyncio.ensure_future(stopping.wait())
-            try:
-                await asyncio.wait({pause, stop}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                pause.cancel()
-                stop.cancel()
+            await unless_stopping(jittered_pause(failures), stopping)
+
+
+async def unless_stopping(waiting: Awaitable[object], stopping: asyncio.Event) -> None:
+    """Await `waiting` (a sleep, never a store write), cut short once `stopping` is set."""
+    task = asyncio.ensure_future(waiting)
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        task.cancel()
+        stop.cancel()

@@ -29,7 +29,7 @@ ANSWERED_WITHIN = 0.95
 """A call back within this share of its timeout was answered (else it timed out)."""
 SUSPECT_PATIENCE_S = 0.5
 """Longest a callback to a target that has hung lately waits for a slot in the worker before it
-goes back to the store for a while (`Fairness.defer_s`)."""
+goes back to the store for a while (`Fairness.come_back_ms`)."""
 
 
 def _origin(timer: Timer) -> str:
@@ -123,10 +123,8 @@ class Worker:
             if not await self._slots.take(origin, SUSPECT_PATIENCE_S):
                 # its target has hung lately: wait in the store, not in a slot or in memory
                 self._dispatcher.hung(lease.timer.queue, True)
-                defer_ms = round(self._slots.defer_s(origin) * 1000)
-                await self._settler.defer(
-                    lease, self._store.now_ms() + defer_ms, "waiting: its target has not answered"
-                )
+                back_ms = self._slots.come_back_ms(origin, lease.timer.queue, self._store.now_ms())
+                await self._settler.defer(lease, back_ms, "waiting: its target has not answered")
                 return
             started, answered = self._slots.started(), False
             try:
