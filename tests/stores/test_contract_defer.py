@@ -155,3 +155,21 @@ async def test_many_deferrals_land_together_and_a_lost_lease_only_fails_its_own(
     assert kept is not None
     assert (kept.due_ms, kept.last_error) == (clock.now_ms, "handed back alone")
     assert await store.defer_many([]) == []
+
+
+async def test_a_lease_twice_in_one_call_is_deferred_once_and_every_shard_lands(
+    store: Store, clock: ManualClock
+) -> None:
+    """A store settles many leases in few calls (per shard on Redis): each lease lands once,
+    in its place, whatever its shard."""
+    await store.add_many([Timer(id=f"t{n}", due_ms=clock.now_ms) for n in range(200)])
+    leases = await store.claim("default", clock.now_ms, 200, 1000)
+    later = clock.now_ms + 5000
+    deferrals = [(lease, later + n, "its target hangs") for n, lease in enumerate(leases)]
+    landed = await store.defer_many([*deferrals, deferrals[7]])
+    assert landed == [True] * 200 + [False]
+    for lease, due_ms, _ in deferrals:
+        got = await store.get(lease.timer.id)
+        assert got is not None
+        assert (got.state, got.due_ms, got.deferrals) == (State.SCHEDULED, due_ms, 1)
+    assert (await store.stats()).counts[State.SCHEDULED] == 200

@@ -13,7 +13,7 @@ from tickwheel.stores.redis.record import base36
 from tickwheel.stores.redis.scripts import Arg
 from tickwheel.stores.redis.store_base import RedisStoreBase
 
-ACK_BATCH = 500  # leases per ack.lua call
+SETTLE_BATCH = 500  # leases per ack.lua or defer.lua call
 MAX_MS = 2**53  # Lua and sorted-set scores are doubles: integers are exact below this
 
 
@@ -76,14 +76,7 @@ class RedisLeasing(RedisStoreBase):
         """Ack many leases: one ack.lua call per shard (per 500), all in one pipeline."""
         self._open()
         now = await self._now()
-        by_shard: dict[int, list[int]] = {}
-        for n, lease in enumerate(leases):
-            by_shard.setdefault(self._shards.of(lease.timer.id), []).append(n)
-        batches = [
-            (shard, positions[start : start + ACK_BATCH])
-            for shard, positions in by_shard.items()
-            for start in range(0, len(positions), ACK_BATCH)
-        ]
+        batches = self._batches(leases)
         expiry = now + self.settings.retention_ms
         occurrence_expiry = now + self.settings.occurrence_retention()
         doubts = self._in_doubt
@@ -106,11 +99,7 @@ class RedisLeasing(RedisStoreBase):
         except StoreUnavailable:
             self._in_doubt.note(leases, now)
             raise
-        acked = [False] * len(leases)
-        for (_, positions), replies in zip(batches, answers, strict=True):
-            for n, reply in zip(positions, replies, strict=True):
-                acked[n] = reply == 1
-        return acked
+        return _per_lease(batches, answers, len(leases))
 
     async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
         self._open()
@@ -121,37 +110,46 @@ class RedisLeasing(RedisStoreBase):
         )
 
     async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
-        self._open()
-        now = await self._now()
-        check_due(due_ms, now, self.settings)
-        await self._settle(
-            "defer", lease, now, base36(due_ms), self._next_seq(), truncate_error(reason)
-        )
+        (deferred,) = await self.defer_many([(lease, due_ms, reason)])
+        if not deferred:
+            raise LeaseLost(lease.timer.id, lease.token)
 
     async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
-        """Defer many leases: one defer.lua call each, all in one pipeline."""
+        """Defer many leases: one defer.lua call per shard (per 500), all in one pipeline."""
         self._open()
         now = await self._now()
         for _, due_ms, _ in deferrals:
             check_due(due_ms, now, self.settings)
+        leases = [lease for lease, _, _ in deferrals]
+        batches = self._batches(leases)
         doubts = self._in_doubt
-        calls = [
-            self._shards.call(
-                "defer",
-                self._shards.of(lease.timer.id),
-                (lease.timer.id, lease.token, now, base36(due_ms), self._next_seq(),
-                 truncate_error(reason), int(doubts.take(lease))),
-            )
-            for lease, due_ms, reason in deferrals
-        ]  # fmt: skip
+        calls = []
+        for shard, positions in batches:
+            args: list[Arg] = [now]
+            for n in positions:
+                lease, due_ms, reason = deferrals[n]
+                args += (lease.timer.id, lease.token, base36(due_ms), self._next_seq(),
+                         truncate_error(reason), int(doubts.take(lease)))  # fmt: skip
+            calls.append(self._shards.call("defer", shard, args))
         try:
-            replies = await self._shards.run_many(calls)
+            answers = await self._shards.run_many(calls)
         except StoreUnavailable:
-            doubts.note([lease for lease, _, _ in deferrals], now)
+            doubts.note(leases, now)
             raise
         except NotReplicated as error:
-            raise error.of(tuple(lease.timer.id for lease, _, _ in deferrals)) from None
-        return [reply == 1 for reply in replies]
+            raise error.of(tuple(lease.timer.id for lease in leases)) from None
+        return _per_lease(batches, answers, len(leases))
+
+    def _batches(self, leases: Sequence[Lease]) -> list[tuple[int, list[int]]]:
+        """The places of `leases` by shard, in batches of `SETTLE_BATCH`: one script call each."""
+        by_shard: dict[int, list[int]] = {}
+        for n, lease in enumerate(leases):
+            by_shard.setdefault(self._shards.of(lease.timer.id), []).append(n)
+        return [
+            (shard, positions[start : start + SETTLE_BATCH])
+            for shard, positions in by_shard.items()
+            for start in range(0, len(positions), SETTLE_BATCH)
+        ]
 
     async def kill(self, lease: Lease, error: str) -> None:
         self._open()
@@ -169,3 +167,14 @@ class RedisLeasing(RedisStoreBase):
             raise
         if not settled:
             raise LeaseLost(lease.timer.id, lease.token)
+
+
+def _per_lease(
+    batches: list[tuple[int, list[int]]], answers: list[list[int]], count: int
+) -> list[bool]:
+    """Whether each of `count` leases settled, from the replies of its batch's call."""
+    settled = [False] * count
+    for (_, positions), replies in zip(batches, answers, strict=True):
+        for n, reply in zip(positions, replies, strict=True):
+            settled[n] = reply == 1
+    return settled
