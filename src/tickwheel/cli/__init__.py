@@ -40,7 +40,7 @@ def _missing_service(error: ModuleNotFoundError) -> int:
 
 
 try:
-    from tickwheel.cli import commands, flow, importer, migrate, processes, schedules
+    from tickwheel.cli import bulk, commands, flow, importer, migrate, processes, schedules
     from tickwheel.cli.app import app
     from tickwheel.cli.parse import parse_duration, parse_header, parse_time
 except ModuleNotFoundError as _error:
@@ -65,6 +65,7 @@ def main() -> None:
 
 __all__ = [
     "app",
+    "bulk",
     "commands",
     "flow",
     "importer",
