@@ -1,8 +1,10 @@
 """A queue's bulk calls on a `RedisStore`: purge one state, set the queue's defaults.
 
-A purge runs ``lua/purge_queue.lua`` on every shard, `PURGE_BATCH` entries read a call, each
-shard's calls of one round in one pipeline, until every shard says it holds no more: no script
-blocks the server for longer than a claim's does.
+A purge runs ``lua/purge_queue.lua`` on each shard in turn, `PURGE_BATCH` entries read a call,
+until the shard says it holds no more. One call at a time, each a request of its own: Redis
+runs a client's pipelined scripts back to back, and serves sixteen connections' scripts one
+after another before a command that came after them, so either way another client would wait
+for sixteen scripts; this way it waits for one at most (bench/purge.py).
 """
 
 from __future__ import annotations
@@ -24,22 +26,24 @@ class RedisPurging(RedisQueueSettings):
         self._open()
         check_purge(queue, state)
         code = str(state_code(State(state)))
-        shards = self._shards
-        cursors = dict.fromkeys(range(shards.count), "0")
         total = 0
-        while cursors:
-            todo = list(cursors)
-            calls = [
-                shards.call("purge_queue", s, (queue, code, cursors[s], PURGE_BATCH)) for s in todo
-            ]
-            replies: list[Any] = await shards.run_many(calls)
-            for shard, (deleted, cursor) in zip(todo, replies, strict=True):
-                total += int(deleted)
-                if cursor:
-                    cursors[shard] = cursor.decode()
-                else:
-                    del cursors[shard]
+        for shard in range(self._shards.count):
+            total += await self._purge_shard(shard, queue, code)
         return total
+
+    async def _purge_shard(self, shard: int, queue: str, code: str) -> int:
+        """Purge one shard a call at a time."""
+        total, cursor = 0, "0"
+        while True:
+            name, keys, args = self._shards.call(
+                "purge_queue", shard, (queue, code, cursor, PURGE_BATCH)
+            )
+            reply: Any = await self._scripts.run(name, keys, args)
+            deleted, after = reply
+            total += int(deleted)
+            if not after:
+                return total
+            cursor = after.decode()
 
     async def set_queue_defaults(self, queue: str, defaults: QueueDefaults | None) -> bool:
         """Set or delete the queue's defaults field alone (settings_field.lua), then wake its
