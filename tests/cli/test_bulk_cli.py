@@ -106,3 +106,44 @@ async def test_the_async_client_has_the_same_bulk_verbs(service: Service) -> Non
         queue = await client.set_queue_defaults("async-q", headers={"X-A": "1"})
         assert queue.defaults == {"retry": None, "headers": {"X-A": "***"}}
         await client.remove_queue_defaults("async-q")
+
+
+def test_defaults_set_and_rm(tw: Run, service: Service) -> None:
+    result = tw(
+        "defaults", "set", "cli-q", "--attempts", "3", "--timeout", "500ms", "-H", "X-Team: ops"
+    )
+    assert result.exit_code == 0, result.output
+    assert (
+        result.stdout.strip() == "defaults of queue cli-q: 3 attempts, 0.5 s each; headers X-Team"
+    )
+    with Client(service.url) as client:
+        shown = client.queue("cli-q").defaults
+    assert shown is not None
+    assert shown["retry"]["max_attempts"] == 3
+    assert shown["retry"]["max_backoff"] == 3600  # not given: the built-in value
+    assert shown["headers"] == {"X-Team": "***"}
+    body = ok_json(tw("defaults", "set", "cli-q", "-H", "Authorization: Bearer x", "--json"))
+    assert body["defaults"] == {"retry": None, "headers": {"Authorization": "***"}}
+    removed = tw("defaults", "rm", "cli-q")
+    assert removed.exit_code == 0, removed.output
+    assert removed.stdout.strip() == "removed the defaults of queue cli-q"
+    again = tw("defaults", "rm", "cli-q")
+    assert again.exit_code == 1
+    assert "queue 'cli-q' has no defaults" in again.output
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "message"),
+    [
+        (["cli-q"], 2, "give a retry option, a --header or both"),
+        (["cli-q", "--timeout", "soon"], 2, "soon"),
+        (["cli-q", "--attempts", "0"], 2, "--attempts"),
+        (["cli-q", "-H", "no-colon"], 2, "is not a header"),
+        (["cli-q", "-H", "Tickwheel-Attempt: 1"], 2, "is set by tickwheel"),
+        (["cli-q", "--timeout", "2h"], 2, "timeout"),
+    ],
+)
+def test_defaults_refused(tw: Run, args: list[str], status: int, message: str) -> None:
+    result = tw("defaults", "set", *args)
+    assert result.exit_code == status, result.output
+    assert message in result.output
