@@ -154,20 +154,40 @@ async def test_a_purge_of_many_goes_in_batches(
     assert sorted(t.id for t in listed.timers) == [f"x{n}" for n in range(5)]
 
 
+@pytest.mark.parametrize("ahead_ms", [1000, 5 * MINUTE, 2 * DAY])
 async def test_a_schedules_pending_occurrence_is_not_purged(
-    store: Store, clock: ManualClock
+    store: Store, clock: ManualClock, ahead_ms: int
 ) -> None:
     hook = Callback(url="https://example.com/tick")
     state = await store.add_schedule(
-        Schedule(id="s1", every_s=60, start_ms=clock.now_ms + 1000, callback=hook, queue="q")
+        Schedule(id="s1", every_s=60, start_ms=clock.now_ms + ahead_ms, callback=hook, queue="q")
     )
-    await store.add(timer(clock, 1000, id="plain", queue="q"))
-    assert await store.purge("q", State.SCHEDULED) == 1
+    await store.add_many([timer(clock, ahead_ms + n, id=f"plain{n}", queue="q") for n in range(3)])
+    assert await store.purge("q", State.SCHEDULED) == 3
     pending = await store.list(State.SCHEDULED, queue="q")
     assert [t.id for t in pending.timers] == [f"s1@{state.next_ms}"]
-    clock.advance(1000)
+    assert await store.next_due_ms("q") == state.next_ms
+    clock.advance(ahead_ms)
     leases = await store.claim("q", clock.now_ms, 10, LEASE_MS)
     assert [lease.timer.id for lease in leases] == [f"s1@{state.next_ms}"]
+
+
+async def test_moved_and_cancelled_timers_leave_nothing_behind(
+    store: Store, clock: ManualClock
+) -> None:
+    """A timer moved or cancelled far ahead may leave a stale entry in a store's index (Redis
+    day slots): the purge deletes each timer once and counts only those."""
+    await store.add_many([timer(clock, 2 * DAY + n, id=f"t{n}", queue="q") for n in range(6)])
+    assert await store.reschedule("t0", clock.now_ms + 3 * DAY)
+    assert await store.reschedule("t1", clock.now_ms + 30_000)
+    assert await store.cancel("t2")
+    assert await store.pause("t3")
+    assert await store.purge("q", State.SCHEDULED) == 4
+    assert await counts(store, "q") == {State.PAUSED: 1}
+    assert await store.purge("q", State.PAUSED) == 1
+    assert await counts(store, "q") == {}
+    clock.advance(4 * DAY)
+    assert await store.claim("q", clock.now_ms, 100, LEASE_MS) == []
 
 
 async def test_queue_defaults_round_trip_beside_pause_and_limit(store: Store) -> None:
