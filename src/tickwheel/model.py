@@ -130,41 +130,40 @@ def _check_url(url: object) -> None:
         )
 
 
-def _check_headers(headers: object) -> None:
+def check_headers(headers: object, argument: str = "callback.headers") -> None:
     """Refuse headers that would corrupt the request, or that a receiver's parser refuses.
 
     A value holds visible characters, spaces and tabs (RFC 9110 field-content). Non-ASCII
     characters are allowed: the request goes out as UTF-8, bytes HTTP carries as opaque
     ``obs-text``, and a receiver that decodes UTF-8 gets the value as given (one that decodes
     Latin-1 sees mojibake, but no parser refuses them). Names are compared ignoring case, as
-    HTTP does, so ``X-A`` and ``x-a`` are one header given twice.
+    HTTP does, so ``X-A`` and ``x-a`` are one header given twice. `argument` names the field in
+    errors (a queue's default headers are checked the same way).
     """
     if not isinstance(headers, dict):
-        raise InvalidTimer("callback.headers", "must be a mapping of names to values")
+        raise InvalidTimer(argument, "must be a mapping of names to values")
     if len(headers) > MAX_HEADERS:
-        raise InvalidTimer("callback.headers", f"at most {MAX_HEADERS} headers")
+        raise InvalidTimer(argument, f"at most {MAX_HEADERS} headers")
     total = 0
     seen: set[str] = set()
     for name, value in headers.items():
         if not isinstance(name, str) or not _TOKEN.fullmatch(name):
-            raise InvalidTimer("callback.headers", f"invalid header name {_shown(name)}")
+            raise InvalidTimer(argument, f"invalid header name {_shown(name)}")
         lowered = name.lower()
         if lowered in _RESERVED_HEADERS or lowered.startswith("tickwheel-"):
-            raise InvalidTimer("callback.headers", f"{_shown(name)} is set by tickwheel")
+            raise InvalidTimer(argument, f"{_shown(name)} is set by tickwheel")
         if lowered in seen:
-            raise InvalidTimer(
-                "callback.headers", f"{_shown(name)} is given twice (names ignore case)"
-            )
+            raise InvalidTimer(argument, f"{_shown(name)} is given twice (names ignore case)")
         seen.add(lowered)
         if not isinstance(value, str) or _NOT_IN_HEADER_VALUE.search(value):
             raise InvalidTimer(
-                "callback.headers",
+                argument,
                 f"the value of {_shown(name)} must be text: visible characters, spaces and "
                 "tabs, no control characters",
             )
         total += len(name) + len(value.encode())
     if total > MAX_HEADER_BYTES:
-        raise InvalidTimer("callback.headers", f"are over {MAX_HEADER_BYTES} bytes in all")
+        raise InvalidTimer(argument, f"are over {MAX_HEADER_BYTES} bytes in all")
 
 
 def _check_seconds(argument: str, value: object, max_s: float, *, allow_zero: bool) -> None:
@@ -208,7 +207,7 @@ class Callback:
             raise InvalidTimer("callback.method", f"must be one of {sorted(METHODS)}")
         headers = self.headers
         # another callback's headers come as a read-only view (through `dataclasses.replace`)
-        _check_headers(dict(headers) if isinstance(headers, MappingProxyType) else headers)
+        check_headers(dict(headers) if isinstance(headers, MappingProxyType) else headers)
         object.__setattr__(self, "headers", MappingProxyType(dict(headers)))
         if self.body is not None:
             if not isinstance(self.body, str):

@@ -17,7 +17,15 @@ import httpx
 import pytest
 import pytest_asyncio
 import uvicorn
-from playwright.async_api import Browser, ConsoleMessage, Locator, Page, async_playwright, expect
+from playwright.async_api import (
+    Browser,
+    ConsoleMessage,
+    Dialog,
+    Locator,
+    Page,
+    async_playwright,
+    expect,
+)
 from prometheus_client import CollectorRegistry
 
 from tickwheel.engine.metrics import Metrics
@@ -146,15 +154,18 @@ class Tabs:
         self.errors: list[str] = []
         self.responses: list[tuple[str, int]] = []
         self.pages: list[Page] = []
+        self.confirming = True  # how the pages answer confirmations
+        self.asked: list[str] = []  # what they asked
 
     async def new(self) -> Page:
-        """Load the dashboard in a new page that answers its confirmations with yes."""
+        """Load the dashboard in a new page that answers its confirmations as `confirming`
+        says (yes unless a test says otherwise)."""
         page = await self.browser.new_page()
         self.pages.append(page)
         page.set_default_timeout(WAIT_MS)
         page.on("pageerror", lambda error: self.errors.append(str(error)))
         page.on("console", self._console)
-        page.on("dialog", lambda dialog: dialog.accept())
+        page.on("dialog", self._answer)
         page.on("response", lambda response: self.responses.append((response.url, response.status)))
         await page.goto(self.service.url + "/dashboard")
         return page
@@ -170,6 +181,10 @@ class Tabs:
             await login(page)
         await expect(page.locator("#status")).to_have_text(_UPDATED)
         return page
+
+    async def _answer(self, dialog: Dialog) -> None:
+        self.asked.append(dialog.message)
+        await (dialog.accept() if self.confirming else dialog.dismiss())
 
     def _console(self, message: ConsoleMessage) -> None:
         if "Content Security Policy" in message.text or "Trusted Type" in message.text:
@@ -540,3 +555,42 @@ async def test_the_docs_page_renders_with_no_request_leaving_the_machine(
     assert errors == []
     assert f"{service.url}/docs/swagger-ui-bundle.js" in requested
     assert f"{service.url}/openapi.json" in requested
+
+
+async def test_a_queue_is_purged_from_the_page_after_a_confirm(
+    tabs: Tabs, service: Service
+) -> None:
+    for n in range(3):
+        await service.create(f"r-{n}", queue="reports")
+    await service.dead_letter("r-dead", "reports", "HTTP 500", {"n": 1})
+    now_ms = service.store.now_ms()
+    await service.store.add(Timer(id="r-held", due_ms=now_ms, queue="reports", payload=1))
+    [lease] = await service.store.claim("reports", now_ms, 1, 60_000)
+    assert lease.timer.id == "r-held"
+    defaults = {"retry": {"max_attempts": 2, "timeout": 3}, "headers": {"Authorization": "x"}}
+    assert (await service.api.put("/v1/queues/reports/defaults", json=defaults)).status_code == 200
+    page = await tabs.open()
+    row = _row(page, "queues", "reports")
+    await expect(row).to_contain_text("2 attempts, 3 s each; Authorization")
+
+    # a confirmation answered no deletes nothing
+    tabs.confirming = False
+    await _click(page, "queues", "reports", "Purge 3 scheduled")
+    for _ in range(50):  # the dialog is answered on the page's own time
+        if tabs.asked:
+            break
+        await asyncio.sleep(0.05)
+    assert tabs.asked == ["Delete the 3 scheduled timers of queue reports? They are gone for good."]
+    counts = (await service.api.get("/v1/queues/reports")).json()["counts"]
+    assert counts["scheduled"] == 3
+
+    tabs.confirming = True
+    await _click(page, "queues", "reports", "Purge 3 scheduled")
+    await expect(page.locator("#notice")).to_have_text("purged 3 scheduled timers of queue reports")
+    await _click(page, "queues", "reports", "Purge 1 dead")
+    await expect(page.locator("#notice")).to_have_text("purged 1 dead timers of queue reports")
+    counts = (await service.api.get("/v1/queues/reports")).json()["counts"]
+    assert (counts["scheduled"], counts["dead"], counts["leased"]) == (0, 0, 1)
+    # the leased timer is its worker's: no button offers to purge it, and its ack lands
+    await expect(row.get_by_role("button", name=re.compile(r"^Purge"))).to_have_count(0)
+    await service.store.ack(lease)

@@ -257,6 +257,7 @@ async def test_a_queue_with_nothing_reads_as_zero(client: httpx.AsyncClient) -> 
         "oldest_overdue_s": None,
         "paused": False,
         "limit": None,
+        "defaults": None,
     }
 
 

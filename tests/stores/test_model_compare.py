@@ -213,6 +213,10 @@ class StoreComparison(RuleBasedStateMachine):
     def resume(self, timer_id: str) -> None:
         self.both(lambda store: store.resume(timer_id))
 
+    @rule(queue=QUEUES, state=st.sampled_from([State.SCHEDULED, State.PAUSED, State.DEAD]))
+    def purge(self, queue: str, state: State) -> None:
+        self.both(lambda store: store.purge(queue, state))
+
     @rule(ms=STEPS)
     def advance(self, ms: int) -> None:
         self.clock.advance(ms)

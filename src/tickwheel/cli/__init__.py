@@ -40,7 +40,16 @@ def _missing_service(error: ModuleNotFoundError) -> int:
 
 
 try:
-    from tickwheel.cli import commands, flow, importer, migrate, processes, schedules
+    from tickwheel.cli import (
+        bulk,
+        commands,
+        defaults,
+        flow,
+        importer,
+        migrate,
+        processes,
+        schedules,
+    )
     from tickwheel.cli.app import app
     from tickwheel.cli.parse import parse_duration, parse_header, parse_time
 except ModuleNotFoundError as _error:
@@ -65,7 +74,9 @@ def main() -> None:
 
 __all__ = [
     "app",
+    "bulk",
     "commands",
+    "defaults",
     "flow",
     "importer",
     "main",

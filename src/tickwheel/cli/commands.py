@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tickwheel.cli.app import app, dead_app, options, out
+from tickwheel.cli.bulk import cancel_many
 from tickwheel.cli.parse import parse_duration, parse_instant
 from tickwheel.cli.session import api, emit, print_line
 from tickwheel.cli.show import describe_target, shown, timer_table, timers_table
@@ -117,9 +118,16 @@ def reschedule(
 @app.command()
 def cancel(
     ctx: typer.Context,
-    timer_id: Annotated[str, typer.Argument(metavar="ID", help="The timer's id.")],
+    timer_ids: Annotated[
+        list[str], typer.Argument(metavar="ID...", help="The timer's id, or several ids.")
+    ],
 ) -> None:
-    """Cancel a scheduled timer (one that is firing or has fired cannot be cancelled)."""
+    """Cancel a scheduled timer (one that is firing or has fired cannot be cancelled); given
+    several ids, cancel them 1,000 a request and list those that were not cancelled."""
+    if len(timer_ids) > 1:
+        cancel_many(ctx, timer_ids)
+        return
+    (timer_id,) = timer_ids
     with api(ctx) as client:
         client.cancel(timer_id)
     emit(ctx, {"id": timer_id, "cancelled": True}, lambda: f"cancelled {timer_id}")

@@ -37,6 +37,8 @@ from tickwheel.model import new_id
 T = TypeVar("T")
 MAX_PAGE = 1000
 """The most items the API answers a page."""
+MAX_CANCEL = 1000
+"""The most ids one bulk cancel request takes."""
 Query = Mapping[str, str | int | None]
 
 
@@ -242,3 +244,26 @@ def batch(bodies: list[Json]) -> Call[list[Json]]:
     sent = [body if body.get("id") is not None else {**body, "id": new_id()} for body in bodies]
     request = Request("POST", "/v1/timers/batch", {"timers": sent}, idempotent=True)
     return one(request, lambda body: list(body["results"]))
+
+
+def purge(name: str, state: str) -> Call[int]:
+    """Delete every timer of queue `name` in `state` (scheduled, paused or dead); return how
+    many went."""
+    request = Request("DELETE", f"/v1/queues/{segment(name)}/timers", query={"state": state})
+    return one(request, lambda body: int(body["purged"]))
+
+
+def cancel_many(ids: list[str]) -> Call[dict[str, str]]:
+    """Cancel timers by id, `MAX_CANCEL` a request; return each id's result, in order."""
+    results: dict[str, str] = {}
+    for start in range(0, len(ids), MAX_CANCEL):
+        sent = {"ids": ids[start : start + MAX_CANCEL]}
+        body = checked((yield Request("POST", "/v1/timers/cancel", sent)))
+        results.update((item["id"], item["result"]) for item in body["results"])
+    return results
+
+
+def queue_defaults(name: str, retry: Json | None, headers: Json | None) -> Call[QueueInfo]:
+    """Set queue `name`'s defaults: a retry policy (the API's fields) and headers."""
+    body = {"retry": retry, "headers": dict(headers or {})}
+    return queue(name, "defaults", "PUT", body)

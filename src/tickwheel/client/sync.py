@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -224,6 +225,32 @@ class Client:
     def remove_queue_limit(self, queue: str) -> None:
         """Remove the limit of `queue`; none there raises `NotFound`."""
         self.run(calls.delete(f"/v1/queues/{calls.segment(queue)}/limit"))
+
+    def purge(self, queue: str, state: str) -> int:
+        """Delete every timer of `queue` in `state` (``scheduled``, ``paused`` or ``dead``;
+        leased timers are never purged); return how many went."""
+        return self.run(calls.purge(queue, state))
+
+    def cancel_many(self, ids: Iterable[str]) -> dict[str, str]:
+        """Cancel many timers, 1,000 a request; return each id's result: ``cancelled``,
+        ``not_found``, ``not_scheduled`` (firing, fired or dead) or ``schedule_occurrence``."""
+        return self.run(calls.cancel_many(list(ids)))
+
+    def set_queue_defaults(
+        self,
+        queue: str,
+        *,
+        retry: Json | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> QueueInfo:
+        """Give `queue` defaults its timers take when they fire without their own: `retry`
+        (``max_attempts``, ``min_backoff``, ``max_backoff``, ``timeout``, ``max_retry``) for a
+        timer with the built-in policy, `headers` under each timer's own. Replaces any it had."""
+        return self.run(calls.queue_defaults(queue, retry, dict(headers or {})))
+
+    def remove_queue_defaults(self, queue: str) -> None:
+        """Remove the defaults of `queue`; none there raises `NotFound`."""
+        self.run(calls.delete(f"/v1/queues/{calls.segment(queue)}/defaults"))
 
     def limits(self) -> list[HostLimit]:
         """Every limit on a callback host, by host."""

@@ -148,13 +148,15 @@ class RunInfo:
 
 @dataclass(frozen=True, slots=True)
 class QueueInfo:
-    """A queue: timers per state, its oldest overdue timer's age, paused or not, its limit."""
+    """A queue: timers per state, its oldest overdue timer's age, paused or not, its limit,
+    and its defaults as the API shows them (``retry``, ``headers`` with values redacted)."""
 
     name: str
     counts: dict[str, int]
     oldest_overdue_s: float | None
     paused: bool
     limit: Limit | None
+    defaults: Json | None
     json: Json = field(repr=False, compare=False)
 
     @classmethod
@@ -167,6 +169,7 @@ class QueueInfo:
             oldest_overdue_s=data.get("oldest_overdue_s"),
             paused=bool(data.get("paused")),
             limit=None if not limit else Limit.of(limit),
+            defaults=data.get("defaults"),
             json=data,
         )
 

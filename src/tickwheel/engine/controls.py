@@ -19,7 +19,7 @@ from typing import Any
 from tickwheel.engine.metrics import Metrics
 from tickwheel.errors import StoreUnavailable
 from tickwheel.stores import Store
-from tickwheel.stores.base import Limit, QueueSettings
+from tickwheel.stores.base import Lease, Limit, QueueSettings, new_lease
 
 logger = logging.getLogger("tickwheel.engine")
 
@@ -70,6 +70,21 @@ class Controls:
         """The rate limit of `queue`, if it has one."""
         limit = self.queue_limit(queue)
         return None if limit is None else limit.rate
+
+    def with_defaults(self, queue: str, leases: list[Lease]) -> list[Lease]:
+        """`leases` of `queue` as they fire: each timer with its queue's defaults applied
+        (`QueueDefaults.apply`), so its callback, timeout, backoff and attempts follow them."""
+        settings = self.queues.get(queue)
+        defaults = None if settings is None else settings.defaults
+        if defaults is None:
+            return leases
+        fired = []
+        for lease in leases:
+            timer = defaults.apply(lease.timer)
+            fired.append(
+                lease if timer is lease.timer else new_lease(timer, lease.token, lease.deadline_ms)
+            )
+        return fired
 
     def claim_bound(self, queue: str) -> int:
         """Most timers of a rate-limited `queue` worth one claim: its burst and `CLAIM_S` of

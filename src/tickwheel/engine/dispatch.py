@@ -357,7 +357,7 @@ class Dispatcher:
                         )
                 if limit <= 0:
                     continue
-                self._hold(await self._advance(leases))
+                self._hold(controls.with_defaults(queue, await self._advance(leases)))
                 if not stays and self._hand_on(queue, len(leases) == limit):
                     return
                 if len(leases) == limit:

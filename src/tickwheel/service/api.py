@@ -20,6 +20,7 @@ from tickwheel.service.queue_cap import QueueCap
 from tickwheel.service.quotas import Quotas
 from tickwheel.service.request_metrics import RequestMetrics
 from tickwheel.service.routes import (
+    bulk_routes,
     dead_routes,
     limit_routes,
     ops_routes,
@@ -42,7 +43,10 @@ pause, change or delete their schedule instead.
 Flow control: a timer or a whole queue can be paused (`/v1/timers/{id}/pause`,
 `/v1/queues/{queue}/pause`), and callbacks to a host (`/v1/limits/{host}`) or of a queue
 (`PUT /v1/queues/{queue}`) limited in rate and concurrency; all of it is stored, so it holds
-across restarts and for every worker of the store.
+across restarts and for every worker of the store. A queue's timers of one state can be
+purged (`DELETE /v1/queues/{queue}/timers?state=`), many timers cancelled at once
+(`POST /v1/timers/cancel`), and a queue given defaults its timers take when they fire
+without their own retry policy or headers (`PUT /v1/queues/{queue}/defaults`).
 
 Every error is `{"error": {"code", "message", "field"}}`. When the service has a token, every
 path but `/healthz`, `/openapi.json` and the static pages (`/docs`, `/dashboard`) needs
@@ -121,6 +125,7 @@ def create_app(
         schedule_routes,
         dead_routes,
         queue_routes,
+        bulk_routes,
         limit_routes,
         ops_routes,
     ):

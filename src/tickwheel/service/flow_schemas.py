@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State
+from tickwheel.service.bulk_schemas import DefaultsIn, DefaultsOut
 from tickwheel.stores.base import (
     MAX_BURST,
     MAX_CONCURRENCY,
@@ -82,15 +83,19 @@ class LimitsOut(BaseModel):
 
 
 class QueueIn(_Input):
-    """A queue's settings, replacing the ones it had: paused (no worker claims from it) and
-    a limit on its callbacks."""
+    """A queue's settings, replacing the ones it had: paused (no worker claims from it), a
+    limit on its callbacks, and the defaults its timers take (as `PUT .../defaults` sets)."""
 
     paused: StrictBool = False
     limit: LimitIn | None = None
+    defaults: DefaultsIn | None = None
 
     def settings(self) -> QueueSettings:
         limit = None if self.limit is None else self.limit.limit("limit.")
-        return QueueSettings(paused=self.paused, limit=limit)
+        defaults = None if self.defaults is None else self.defaults.defaults()
+        if defaults is not None and defaults.empty:
+            defaults = None
+        return QueueSettings(paused=self.paused, limit=limit, defaults=defaults)
 
 
 class QueueCounts(BaseModel):
@@ -105,18 +110,20 @@ class QueueCounts(BaseModel):
 
 class QueueOut(BaseModel):
     """One queue: its timers per state, how long its earliest overdue timer has waited (null
-    when none is due), and its settings."""
+    when none is due), and its settings (`defaults`: what its timers take when they fire
+    without their own, null for none)."""
 
     name: str
     counts: QueueCounts
     oldest_overdue_s: float | None
     paused: bool
     limit: LimitOut | None
+    defaults: DefaultsOut | None = None
 
     @classmethod
     def of(cls, info: QueueInfo, now_ms: int) -> QueueOut:
         earliest = info.earliest_due_ms
-        limit = info.settings.limit
+        limit, defaults = info.settings.limit, info.settings.defaults
         return cls(
             name=info.name,
             counts=QueueCounts(**{state.value: info.counts.get(state, 0) for state in State}),
@@ -125,6 +132,7 @@ class QueueOut(BaseModel):
             else (now_ms - earliest) / 1000,
             paused=info.settings.paused,
             limit=None if limit is None else LimitOut.of(limit),
+            defaults=None if defaults is None else DefaultsOut.of(defaults),
         )
 
 

@@ -10,6 +10,8 @@ from typing import Protocol
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule, ScheduleState
+from tickwheel.stores.operations import QueueOperations
+from tickwheel.stores.queue_defaults import QueueDefaults
 
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
@@ -135,10 +137,12 @@ class Limit:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueSettings:
-    """What an operator set on a queue: paused (workers claim nothing from it) and a limit."""
+    """What an operator set on a queue: paused (workers claim nothing from it), a limit, and
+    the defaults its timers take when they fire."""
 
     paused: bool = False
     limit: Limit | None = None
+    defaults: QueueDefaults | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +199,7 @@ class StoreSettings:
         return self.occurrence_retention() if "@" in timer_id else self.retention_ms
 
 
-class Store(Protocol):
+class Store(QueueOperations, Protocol):
     """Where timers wait until they fire; every method is atomic and safe to call concurrently."""
 
     def now_ms(self) -> int:

@@ -7,8 +7,10 @@ import math
 import re
 
 from tickwheel.errors import InvalidArgument, InvalidTimer
-from tickwheel.model import MAX_DUE_MS, MAX_QUEUE_CHARS
+from tickwheel.model import MAX_DUE_MS, MAX_QUEUE_CHARS, State
 from tickwheel.stores.base import Limit, QueueSettings, StoreSettings
+from tickwheel.stores.operations import PURGEABLE
+from tickwheel.stores.queue_defaults import QueueDefaults
 from tickwheel.urls import InvalidUrl, parse_url
 
 MAX_LIST = 1000
@@ -90,6 +92,24 @@ def check_queue_limit(queue: str, limit: Limit | None) -> None:
     check_queue(queue)
     if limit is not None and not isinstance(limit, Limit):
         raise InvalidArgument("limit", f"must be a Limit or None, got {limit!r:.80}")
+
+
+def check_queue_defaults(queue: str, defaults: QueueDefaults | None) -> QueueDefaults | None:
+    """Check `Store.set_queue_defaults`'s arguments; return the defaults to keep (None for
+    none: empty defaults are none)."""
+    check_queue(queue)
+    if defaults is not None and not isinstance(defaults, QueueDefaults):
+        raise InvalidArgument("defaults", f"must be QueueDefaults or None, got {defaults!r:.80}")
+    return None if defaults is None or defaults.empty else defaults
+
+
+def check_purge(queue: str, state: State) -> None:
+    """Check `Store.purge`'s arguments: a leased timer is its worker's, a done one expires."""
+    check_queue(queue)
+    if state not in PURGEABLE:
+        raise InvalidArgument(
+            "state", f"must be one of {', '.join(PURGEABLE)}, got {str(state)!r:.80}"
+        )
 
 
 def check_list_filters(queue: str | None, due_from_ms: int | None, due_to_ms: int | None) -> None:

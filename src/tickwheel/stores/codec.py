@@ -17,6 +17,7 @@ from typing import Any, TypeAlias, cast
 
 from tickwheel.model import DEFAULT_RETRY, Callback, RetryPolicy, State, Timer, restore
 from tickwheel.stores.base import Limit, QueueSettings
+from tickwheel.stores.queue_defaults import decode_defaults, encode_defaults
 
 Spec: TypeAlias = tuple[Callback | None, Any, RetryPolicy]
 """A decoded spec: callback, payload, retry policy."""
@@ -166,15 +167,20 @@ def decode_limit(text: str | bytes) -> Limit:
 
 
 def encode_queue_settings(settings: QueueSettings) -> str:
-    """A queue's settings as stored: ``{"paused", "limit"}``, the limit as `encode_limit`'s."""
+    """A queue's settings as stored: ``{"paused", "limit", "defaults"?}``, the limit as
+    `encode_limit`'s, the defaults (only when set) as `encode_defaults`'."""
     limit = None if settings.limit is None else json.loads(encode_limit(settings.limit))
-    return json.dumps({"paused": settings.paused, "limit": limit}, separators=(",", ":"))
+    fields: dict[str, Any] = {"paused": settings.paused, "limit": limit}
+    if settings.defaults is not None:
+        fields["defaults"] = encode_defaults(settings.defaults)
+    return json.dumps(fields, separators=(",", ":"))
 
 
 def decode_queue_settings(text: str | bytes) -> QueueSettings:
     fields = json.loads(text)
-    limit = fields["limit"]
+    limit, defaults = fields["limit"], fields.get("defaults")
     return QueueSettings(
         paused=fields["paused"],
         limit=None if limit is None else Limit(**limit),
+        defaults=None if defaults is None else decode_defaults(defaults),
     )

@@ -40,7 +40,7 @@ async def queue_out(store: Store, queue: str) -> QueueOut:
     return QueueOut.of(QueueInfo(queue, dict.fromkeys(State, 0), None, settings), store.now_ms())
 
 
-async def _writable(context: Context, store: Store, tenant: Tenant | None, queue: str) -> None:
+async def writable(context: Context, store: Store, tenant: Tenant | None, queue: str) -> None:
     """Refuse settings for a queue the tenant may not use (403) or may not add (429)."""
     checks.check_queue(queue)
     check_queue(tenant, queue)
@@ -53,7 +53,7 @@ async def _set_paused(
 ) -> QueueOut:
     """Change the queue's pause alone, in one atomic store call: a concurrent change of its
     limit is kept."""
-    await _writable(context, store, tenant, queue)
+    await writable(context, store, tenant, queue)
     if paused:  # a pause is a setting: a new queue's counts against the cap
         await context.admit_queue(store, queue)
     await store.pause_queue(queue, paused)
@@ -89,7 +89,7 @@ def router() -> APIRouter:
         queue: str, body: QueueIn, context: ContextDep, store: StoreDep, tenant: TenantDep
     ) -> QueueOut:
         """Replace the queue's settings (paused, limit); the defaults remove them."""
-        await _writable(context, store, tenant, queue)
+        await writable(context, store, tenant, queue)
         settings = body.settings()
         if settings != QueueSettings():  # the defaults remove settings: never refused
             await context.admit_queue(store, queue)
@@ -101,7 +101,7 @@ def router() -> APIRouter:
         queue: str, body: LimitIn, context: ContextDep, store: StoreDep, tenant: TenantDep
     ) -> QueueOut:
         """Set the queue's limit, replacing any it had; its pause stays as it is."""
-        await _writable(context, store, tenant, queue)
+        await writable(context, store, tenant, queue)
         await context.admit_queue(store, queue)
         await store.set_queue_limit(queue, body.limit())
         return await queue_out(store, queue)

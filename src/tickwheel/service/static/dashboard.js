@@ -154,7 +154,7 @@ function note(bodyId, message) {
   if (drawn.get(bodyId) === key) return;
   drawn.set(bodyId, key);
   const cell = text("td", message, "note");
-  cell.colSpan = 10;
+  cell.colSpan = 11;
   const tr = document.createElement("tr");
   tr.appendChild(cell);
   $(bodyId).replaceChildren(tr);
@@ -183,15 +183,33 @@ function limitText(limit) {
   return parts.join(", ");
 }
 
+// A queue's defaults (what its timers take when they fire without their own): the policy in
+// short, then the header names (the API shows no values)
+function defaultsText(defaults) {
+  if (!defaults) return "–";
+  const parts = [];
+  const retry = defaults.retry;
+  if (retry) parts.push(`${retry.max_attempts} attempts, ${retry.timeout} s each`);
+  const names = Object.keys(defaults.headers || {});
+  if (names.length) parts.push(names.join(", "));
+  return parts.join("; ") || "–";
+}
+
+// Leased timers are their workers' and never purged; the others a state at a time
+const PURGEABLE = ["scheduled", "paused", "dead"];
+
 function renderQueue(queue) {
   const counts = queue.counts;
   const actions = [queue.paused ? button("Resume", "resume-queue", [queue.name]) : button("Pause", "pause-queue", [queue.name])];
   if (counts.dead > 0) actions.push(button(`Replay ${counts.dead} dead`, "replay-queue", [queue.name, counts.dead]));
   if (queue.limit) actions.push(button("Remove limit", "remove-queue-limit", [queue.name]));
+  for (const state of PURGEABLE) {
+    if (counts[state] > 0) actions.push(button(`Purge ${counts[state]} ${state}`, "purge-queue", [queue.name, state, counts[state]]));
+  }
   return row(
     [queue.name, counts.scheduled, counts.leased, counts.paused, counts.done, counts.dead,
       seconds(queue.oldest_overdue_s), queue.paused ? text("span", "paused", "paused") : "active",
-      limitText(queue.limit)],
+      limitText(queue.limit), defaultsText(queue.defaults)],
     actions, queue.name,
   );
 }
@@ -494,6 +512,9 @@ const ACTIONS = {
     && api("POST", "/v1/dead/replay?" + query({ queue: name })).then((body) => `replayed ${body.replayed} timers of queue ${name}`),
   "remove-limit": (host) => confirm(`Remove the limit on host ${host}?`)
     && api("DELETE", `/v1/limits/${segment(host)}`).then(() => `removed the limit on host ${host}`),
+  "purge-queue": (name, state, count) => confirm(`Delete the ${count} ${state} timers of queue ${name}? They are gone for good.`)
+    && api("DELETE", `/v1/queues/${segment(name)}/timers?` + query({ state }))
+      .then((body) => `purged ${body.purged} ${state} timers of queue ${name}`),
   "remove-queue-limit": (name) => confirm(`Remove the limit of queue ${name}?`)
     && api("DELETE", `/v1/queues/${segment(name)}/limit`).then(() => `removed the limit of queue ${name}`),
   "page-next": (name) => {

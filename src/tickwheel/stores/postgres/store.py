@@ -12,7 +12,8 @@ timers past their retention. Workers wake through ``LISTEN``/``NOTIFY`` (`listen
 
 The schema is `schema.py`'s; the SQL and rows are `queries.py`'s; the operations, which run on
 either kind of connection, are `ops.py`'s, `schedule_ops.py`'s and `flow_ops.py`'s; connections
-and the running of operations are `runner.py`'s; schedules, settings and reads `controls.py`'s.
+and the running of operations are `runner.py`'s; schedules, settings and reads
+`beside_timers.py`'s; purges and queue defaults `purging.py`'s.
 """
 
 from __future__ import annotations
@@ -43,13 +44,13 @@ from tickwheel.stores.checks import (
 from tickwheel.stores.coalesce import Coalescer
 from tickwheel.stores.postgres import ops
 from tickwheel.stores.postgres import queries as sql
-from tickwheel.stores.postgres.beside_timers import BesideTimers
 from tickwheel.stores.postgres.ops import Op, queue_of
+from tickwheel.stores.postgres.purging import PostgresPurging
 from tickwheel.stores.postgres.runner import AsyncTx, SyncTx
 from tickwheel.stores.rebuild import as_scheduled
 
 
-class PostgresStore(BesideTimers):
+class PostgresStore(PostgresPurging):
     """Timers in one schema of a PostgreSQL database, shared by any number of processes.
 
     Construction does no I/O; `clock` decides what is due (the wall clock of this host unless

@@ -4,6 +4,7 @@
 
     <p>:queue-settings        hash    paused:<queue> → "1" while the queue is paused
                                       limit:<queue>  → `codec.encode_limit` JSON
+                                      defaults:<queue> → `encode_defaults_text` JSON
     <p>:limits                hash    callback host → `codec.encode_limit` JSON
     {<p>:queue-settings}:v    string  a count of the writes to the queue settings
     {<p>:limits}:v            string  a count of the writes to the host limits
@@ -27,12 +28,18 @@ from typing import Any
 from tickwheel.stores.base import Limit, QueueSettings
 from tickwheel.stores.checks import check_queue_limit, check_queue_pause, check_queue_settings
 from tickwheel.stores.codec import decode_limit, encode_limit
+from tickwheel.stores.queue_defaults import (
+    QueueDefaults,
+    decode_defaults_text,
+    encode_defaults_text,
+)
 from tickwheel.stores.redis.keys import queue_settings_key
 from tickwheel.stores.redis.scripts import Client, unavailable
 from tickwheel.stores.redis.store_base import RedisStoreBase
 
 _PAUSED = "paused:"
 _LIMIT = "limit:"
+_DEFAULTS = "defaults:"
 REFUSED = -1  # settings_field.lua's answer when a new field would pass the cap
 
 
@@ -83,23 +90,30 @@ class QueueSettingsHash(SettingsHash):
         """Every queue that has settings, by name."""
         paused: set[str] = set()
         limits: dict[str, Limit] = {}
+        defaults: dict[str, QueueDefaults] = {}
         for field, value in (await self.read()).items():
             if field.startswith(_PAUSED):
                 paused.add(field.removeprefix(_PAUSED))
             elif field.startswith(_LIMIT):
                 limits[field.removeprefix(_LIMIT)] = decode_limit(value)
+            elif field.startswith(_DEFAULTS):
+                defaults[field.removeprefix(_DEFAULTS)] = decode_defaults_text(value)
         return {
-            queue: QueueSettings(paused=queue in paused, limit=limits.get(queue))
-            for queue in paused | limits.keys()
+            queue: QueueSettings(
+                paused=queue in paused, limit=limits.get(queue), defaults=defaults.get(queue)
+            )
+            for queue in paused | limits.keys() | defaults.keys()
         }
 
     async def replace(self, queue: str, settings: QueueSettings) -> None:
-        """Store both parts of `queue`'s settings at once; the defaults delete them."""
+        """Store every part of `queue`'s settings at once; the defaults delete them."""
         limit = "" if settings.limit is None else encode_limit(settings.limit)
         paused = "1" if settings.paused else ""
+        given = settings.defaults
+        defaults = "" if given is None or given.empty else encode_defaults_text(given)
         with unavailable("queue_set"):
             await self._client.eval(
-                self._replace, 2, self.key, self.version_key, queue, paused, limit
+                self._replace, 2, self.key, self.version_key, queue, paused, limit, defaults
             )
 
     async def pause(self, queue: str, paused: bool) -> bool:
@@ -110,6 +124,11 @@ class QueueSettingsHash(SettingsHash):
     async def set_limit(self, queue: str, limit: Limit | None) -> bool:
         """Set (None: remove) `queue`'s limit; return whether it had one."""
         return await self.write(_LIMIT + queue, "" if limit is None else encode_limit(limit)) == 1
+
+    async def set_defaults(self, queue: str, defaults: QueueDefaults | None) -> bool:
+        """Set (None: remove) `queue`'s defaults; return whether it had some."""
+        value = "" if defaults is None else encode_defaults_text(defaults)
+        return await self.write(_DEFAULTS + queue, value) == 1
 
 
 async def read_versions(client: Client, keys: tuple[str, str]) -> list[int]:

@@ -48,6 +48,7 @@ NAMES = (
     "pause",
     "peek",
     "purge",
+    "purge_queue",
     "queues",
     "release",
     "replay",

@@ -7,9 +7,10 @@ node and sends concurrently. The class is assembled from one part per concept, e
 subclass of `store_base.RedisStoreBase` (the client, shards, clock and wake channel): adding
 (`adding.py`), one timer by id (`changing.py`), claiming and settling (`leasing.py`, with the
 claim itself in `claiming.py`), schedules (`stored_schedules.py`, each in its shard beside its
-occurrences), queue settings (`queue_settings.py`), host limits (`host_limits.py`), and listing
-and counting (`listing.py`); `record.py` writes and reads the records. This module constructs
-the store and holds the calls that span parts.
+occurrences), queue settings (`queue_settings.py`; `purging.py` adds the bulk calls on a
+queue), host limits (`host_limits.py`), and listing and counting (`listing.py`); `record.py`
+writes and reads the records. This module constructs the store and holds the calls that span
+parts.
 """
 
 from __future__ import annotations
@@ -36,11 +37,8 @@ from tickwheel.stores.redis.keys import DEFAULT_PREFIX, DEFAULT_SHARDS, check_la
 from tickwheel.stores.redis.leasing import RedisLeasing
 from tickwheel.stores.redis.listen import Listener
 from tickwheel.stores.redis.listing import RedisListing
-from tickwheel.stores.redis.queue_settings import (
-    QueueSettingsHash,
-    RedisQueueSettings,
-    read_versions,
-)
+from tickwheel.stores.redis.purging import RedisPurging
+from tickwheel.stores.redis.queue_settings import QueueSettingsHash, read_versions
 from tickwheel.stores.redis.record import RecordCodec, SeqSource
 from tickwheel.stores.redis.resends import InDoubt
 from tickwheel.stores.redis.scripts import Client, Scripts
@@ -55,7 +53,7 @@ class RedisStore(
     RedisChanging,
     RedisLeasing,
     RedisSchedules,
-    RedisQueueSettings,
+    RedisPurging,
     RedisHostLimits,
     RedisListing,
 ):

@@ -13,7 +13,8 @@ occurrences it cancels, creates or skips, so no crash or other process sees one 
 The file, its schema and migrations are `schema.py`'s; the SQL and the rows are `queries.py`'s.
 The class is assembled from one part per concept: `thread.py` (the connection and wakeups),
 `adding.py` (single adds through `group_commit.py`), `changing.py`, `leasing.py`,
-`stored_schedules.py`, `queue_settings.py`, `host_limits.py` and `listing.py`.
+`stored_schedules.py`, `queue_settings.py` (with `purging.py`, the bulk calls on a queue),
+`host_limits.py` and `listing.py`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tickwheel.stores.sqlite.group_commit import GroupCommit
 from tickwheel.stores.sqlite.host_limits import SqliteHostLimits
 from tickwheel.stores.sqlite.leasing import SqliteLeasing
 from tickwheel.stores.sqlite.listing import SqliteListing
-from tickwheel.stores.sqlite.queue_settings import SqliteQueueSettings
+from tickwheel.stores.sqlite.purging import SqlitePurging
 from tickwheel.stores.sqlite.stored_schedules import SqliteSchedules
 from tickwheel.stores.sqlite.thread import BATCH
 
@@ -38,7 +39,7 @@ class SqliteStore(
     SqliteChanging,
     SqliteLeasing,
     SqliteSchedules,
-    SqliteQueueSettings,
+    SqlitePurging,
     SqliteHostLimits,
     SqliteListing,
 ):
