@@ -10,6 +10,8 @@ from typing import Protocol
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule, ScheduleState
+from tickwheel.stores import attempt_record as history
+from tickwheel.stores.attempt_record import Attempt
 
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
@@ -164,7 +166,8 @@ class DueQueues:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreSettings:
     """Limits and policies shared by every store: how long done timers are kept (a schedule's
-    done occurrences at most `occurrence_retention_ms`), and caps on what it holds."""
+    done occurrences at most `occurrence_retention_ms`), how many attempts a timer's history
+    keeps (0: none) and how long, and caps on what it holds."""
 
     retention_ms: int = DAY_MS
     max_horizon_ms: int = 10 * 365 * DAY_MS
@@ -172,11 +175,15 @@ class StoreSettings:
     occurrence_retention_ms: int = HOUR_MS
     max_schedules: int = MAX_SCHEDULES
     max_limits: int = MAX_LIMITS
+    attempt_history: int = history.DEFAULT_ATTEMPT_HISTORY
+    attempt_retention_ms: int = history.DEFAULT_ATTEMPT_RETENTION_MS
 
     def __post_init__(self) -> None:
-        for name in ("retention_ms", "occurrence_retention_ms"):
+        for name in ("retention_ms", "occurrence_retention_ms", "attempt_retention_ms"):
             if getattr(self, name) < 0:
                 raise InvalidArgument(name, "must not be negative")
+        if not 0 <= self.attempt_history <= history.MAX_ATTEMPT_HISTORY:
+            raise InvalidArgument("attempt_history", f"must be 0 to {history.MAX_ATTEMPT_HISTORY}")
         for name in ("max_schedules", "max_limits"):
             if getattr(self, name) < 1:
                 raise InvalidArgument(name, "must be at least 1")
@@ -195,7 +202,7 @@ class StoreSettings:
         return self.occurrence_retention() if "@" in timer_id else self.retention_ms
 
 
-class Store(Protocol):
+class Store(history.AttemptHistory, Protocol):
     """Where timers wait until they fire; every method is atomic and safe to call concurrently."""
 
     def now_ms(self) -> int:
@@ -294,20 +301,24 @@ class Store(Protocol):
         """
         ...
 
-    async def ack(self, lease: Lease) -> None:
-        """Mark the leased timer done (kept for the retention period)."""
+    async def ack(self, lease: Lease, attempt: Attempt | None = None) -> None:
+        """Mark the leased timer done (kept for the retention period), recording `attempt`."""
         ...
 
-    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
-        """Ack many leases in few round trips or transactions.
+    async def ack_many(
+        self, leases: Sequence[Lease], attempts: Sequence[Attempt | None] = ()
+    ) -> list[bool]:
+        """Ack many leases in few round trips or transactions (`attempts`: one per lease, or none).
 
         Returns, per lease in order, True if acked, False if its lease was lost (nothing
         changed for that one); lost leases raise nothing.
         """
         ...
 
-    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
-        """Return the leased timer to scheduled at `due_ms`, recording `error`."""
+    async def retry(
+        self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None = None
+    ) -> None:
+        """Return the leased timer to scheduled at `due_ms`, recording `error` and `attempt`."""
         ...
 
     async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
@@ -331,8 +342,8 @@ class Store(Protocol):
         """
         ...
 
-    async def kill(self, lease: Lease, error: str) -> None:
-        """Move the leased timer to the dead letters, recording `error`."""
+    async def kill(self, lease: Lease, error: str, attempt: Attempt | None = None) -> None:
+        """Move the leased timer to the dead letters, recording `error` and `attempt`."""
         ...
 
     async def replay(self, timer_id: str) -> bool:

@@ -1,0 +1,73 @@
+"""`Attempt`: one callback attempt as a store keeps it in a timer's history, its JSON form, and
+the rule every store reads a history by."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+from tickwheel.model import Timer
+
+ATTEMPT_BODY_BYTES = 1024
+"""How much of a response body an attempt keeps."""
+DEFAULT_ATTEMPT_HISTORY = 20
+"""Attempts a store keeps per timer unless told otherwise (0: none are recorded)."""
+MAX_ATTEMPT_HISTORY = 1000
+DEFAULT_ATTEMPT_RETENTION_MS = 7 * 86_400_000
+"""How long a store keeps an attempt unless told otherwise."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempt:
+    """One attempt at a timer's callback and what it came to.
+
+    `attempt` is the attempt's number (its ``Tickwheel-Attempt``), `at_ms` when it was sent
+    (the store's clock), `worker` who sent it, `outcome` what the store did with the timer
+    (``ack``, ``retry`` or ``dead``), `status` the HTTP status or else `error` the kind of
+    failure (``timeout``, ``connect``, ...), `latency_ms` how long the call took, `body` the
+    first KiB of the response body with control characters replaced, and `next_due_ms` when a
+    retry is due.
+    """
+
+    attempt: int
+    at_ms: int
+    worker: str
+    outcome: str
+    status: int | None = None
+    error: str | None = None
+    latency_ms: float = 0.0
+    body: str | None = None
+    next_due_ms: int | None = None
+
+    def to_json(self) -> str:
+        """The compact JSON a store keeps (SQLite, PostgreSQL and Redis alike)."""
+        return json.dumps(asdict(self), separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Attempt:
+        """Read back what `to_json` wrote; keys it does not know are ignored."""
+        fields = json.loads(text)
+        return cls(**{name: fields[name] for name in cls.__slots__ if name in fields})
+
+
+class AttemptHistory(Protocol):
+    """The read side of attempt history; `ack`, `ack_many`, `retry` and `kill` write it, in the
+    same atomic step as the settle itself (a settle that does not land records nothing)."""
+
+    async def attempts(self, timer_id: str) -> list[Attempt]:
+        """The recorded attempts of the timer `timer_id`, newest first: at most the store's
+        `attempt_history`, none older than its `attempt_retention_ms` nor made before the timer
+        was created (an earlier timer of the same id); [] for a timer the store does not hold."""
+        ...
+
+
+def kept_attempts(
+    attempts: Iterable[Attempt], timer: Timer | None, now_ms: int, retention_ms: int, most: int
+) -> list[Attempt]:
+    """Of `attempts` (newest first), those the timer `timer` may show at `now_ms`."""
+    if timer is None or most == 0:
+        return []
+    since = max(timer.created_ms, now_ms - retention_ms)
+    return [attempt for attempt in attempts if attempt.at_ms >= since][:most]
