@@ -30,15 +30,22 @@ class SqliteAttemptHistory(SqliteThread):
         """Insert each `(timer id, attempt)`, drop what falls out of the timer's last
         `attempt_history`, and some attempts past retention; in the caller's transaction."""
         most = self.settings.attempt_history
-        rows = [
-            {"id": timer_id, "n": attempt.attempt, "at": attempt.at_ms, "record": attempt.to_json()}
-            for timer_id, attempt in recorded
-        ]
-        if not rows or most == 0:
+        pairs = list(recorded)
+        if not pairs or most == 0:
             return
-        conn.executemany(RECORD, rows)
+        conn.executemany(
+            RECORD,
+            [
+                {"id": timer_id, "n": a.attempt, "at": a.at_ms, "record": a.to_json()}
+                for timer_id, a in pairs
+            ],
+        )
         # a timer's first attempts fill its history: only later ones push the oldest out
-        trims = [{"id": row["id"], "oldest": row["n"] - most} for row in rows if row["n"] > most]
+        trims = [
+            {"id": timer_id, "oldest": a.attempt - most}
+            for timer_id, a in pairs
+            if a.attempt > most
+        ]
         if trims:
             conn.executemany(TRIM, trims)
         before = now - self.settings.attempt_retention_ms
