@@ -351,7 +351,14 @@ class PostgresComparison(StoreComparison):
     def make_store(self, clock: ManualClock, settings: StoreSettings, tmp: Path) -> Store:
         tables = ", ".join(
             f"{self.schema}.{table}"
-            for table in ("timers", "schedules", "queue_settings", "limits", "queue_heads")
+            for table in (
+                "timers",
+                "attempts",
+                "schedules",
+                "queue_settings",
+                "limits",
+                "queue_heads",
+            )
         )
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(

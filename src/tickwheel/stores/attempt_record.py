@@ -17,6 +17,8 @@ DEFAULT_ATTEMPT_HISTORY = 20
 MAX_ATTEMPT_HISTORY = 1000
 DEFAULT_ATTEMPT_RETENTION_MS = 7 * 86_400_000
 """How long a store keeps an attempt unless told otherwise."""
+MAX_ATTEMPT_RETENTION_S = 3650 * 86_400
+"""The longest attempt retention the service takes: ten years, a timer's horizon."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
