@@ -7,7 +7,6 @@ the lease has lapsed, after which the store hands the timer out again (at least 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -160,11 +159,11 @@ class Settler:
         )
         if due is None:
             if record is not None:
-                record = dataclasses.replace(record, outcome="dead")
+                record = record._replace(outcome="dead")
             await self.kill(lease, f"gave up after attempt {attempt_no}: {error}", record)
         else:
             if record is not None:
-                record = dataclasses.replace(record, next_due_ms=due)
+                record = record._replace(next_due_ms=due)
             await self.retry_at(lease, due, error, record)
 
     async def kill(self, lease: Lease, error: str, attempt: Attempt | None = None) -> None:
@@ -295,7 +294,7 @@ class Settler:
                 extra={"timer_id": lease.timer.id},
             )
             if attempt is not None:
-                attempt = dataclasses.replace(attempt, outcome="dead", next_due_ms=None)
+                attempt = attempt._replace(outcome="dead", next_due_ms=None)
             reason = f"{name} refused ({type(refused).__name__}: {refused}): {error}"
             await self.kill(lease, reason, attempt)
             return False
