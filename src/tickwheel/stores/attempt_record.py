@@ -47,14 +47,15 @@ class Attempt(NamedTuple):
     next_due_ms: int | None = None
 
     def to_json(self) -> str:
-        """The compact JSON object a store keeps (SQLite, PostgreSQL and Redis alike)."""
-        return _ENCODE(dict(zip(self._fields, self, strict=True)))
+        """The compact JSON a store keeps (SQLite, PostgreSQL and Redis alike): an array of the
+        fields in order (no keys to build and write per attempt); fields added later go last."""
+        return _ENCODE(self)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Attempt:
-        """Read back what `to_json` wrote; keys it does not know are ignored."""
-        fields: dict[str, Any] = json.loads(text)
-        return cls(**{name: fields[name] for name in cls._fields if name in fields})
+        """Read back what `to_json` wrote; trailing fields it does not know are ignored."""
+        fields: list[Any] = json.loads(text)
+        return cls(*fields[: len(cls._fields)])
 
 
 class AttemptHistory(Protocol):

@@ -13,8 +13,7 @@ from tickwheel.stores.sqlite.thread import SqliteThread
 PURGE_BATCH = 100
 """Most attempts past the store's retention that one recording transaction deletes."""
 
-RECORD = """INSERT OR REPLACE INTO attempts (timer_id, n, at_ms, record)
-            VALUES (:id, :n, :at, :record)"""
+RECORD = "INSERT OR REPLACE INTO attempts (timer_id, n, at_ms, record) VALUES (?, ?, ?, ?)"
 TRIM = "DELETE FROM attempts WHERE timer_id = :id AND n <= :oldest"
 PURGE = """DELETE FROM attempts WHERE rowid IN (
                SELECT rowid FROM attempts WHERE at_ms < :before LIMIT :batch)"""
@@ -33,13 +32,7 @@ class SqliteAttemptHistory(SqliteThread):
         pairs = list(recorded)
         if not pairs or most == 0:
             return
-        conn.executemany(
-            RECORD,
-            [
-                {"id": timer_id, "n": a.attempt, "at": a.at_ms, "record": a.to_json()}
-                for timer_id, a in pairs
-            ],
-        )
+        conn.executemany(RECORD, [(i, a.attempt, a.at_ms, a.to_json()) for i, a in pairs])
         # a timer's first attempts fill its history: only later ones push the oldest out
         trims = [
             {"id": timer_id, "oldest": a.attempt - most}
