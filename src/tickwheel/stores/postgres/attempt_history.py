@@ -16,17 +16,18 @@ from tickwheel.stores.postgres.runner import Runner
 PURGE_BATCH = 100
 """Most attempts past the store's retention that one recording statement deletes."""
 
-# what every recording statement does besides inserting: trim the timers it recorded for to
-# their last `most` attempts, and delete some attempts past retention (skipping locked rows, so
-# that concurrent settles never wait on each other)
-_TRIM_AND_PURGE = f"""
-    trimmed AS (
-        DELETE FROM {{s}}.attempts AS a USING recorded AS r
-        WHERE a.timer_id = r.timer_id AND a.n <= r.n - %(most)s),
+# what a recording statement does besides inserting: delete some attempts past retention
+# (skipping locked rows, so that concurrent settles never wait on each other), and, once a
+# timer's attempts pass `most`, trim the timers it recorded for to their last `most`
+_PURGE = f"""
     purged AS (
         DELETE FROM {{s}}.attempts WHERE ctid = ANY(ARRAY(
             SELECT ctid FROM {{s}}.attempts WHERE at_ms < %(before)s
             LIMIT {PURGE_BATCH} FOR UPDATE SKIP LOCKED)))"""
+_TRIM = """,
+    trimmed AS (
+        DELETE FROM {s}.attempts AS a USING recorded AS r
+        WHERE r.n > %(most)s AND a.timer_id = r.timer_id AND a.n <= r.n - %(most)s)"""
 _UPSERT = """INSERT INTO {s}.attempts (timer_id, n, at_ms, record)"""
 _ON_CONFLICT = """ON CONFLICT (timer_id, n) DO UPDATE
         SET at_ms = excluded.at_ms, record = excluded.record
@@ -34,17 +35,18 @@ _ON_CONFLICT = """ON CONFLICT (timer_id, n) DO UPDATE
 READ = "SELECT record FROM {s}.attempts WHERE timer_id = %(id)s ORDER BY n DESC LIMIT %(limit)s"
 
 
-def recording_one(update: str) -> str:
-    """`update` (a one-lease settling statement of `queries`) that also records one attempt;
-    it returns the settled id, none when the lease was lost (then nothing is recorded)."""
+def recording_one(update: str, trim: bool) -> str:
+    """`update` (a one-lease settling statement of `queries`) that also records one attempt
+    (`trim`: one past the history's size, so the oldest goes); it returns the settled id, none
+    when the lease was lost (then nothing is recorded)."""
     return f"""WITH settled AS ({update} RETURNING id),
     recorded AS (
         {_UPSERT} SELECT id, %(n)s, %(at)s, %(record)s FROM settled
-        {_ON_CONFLICT}),{_TRIM_AND_PURGE}
+        {_ON_CONFLICT}),{_PURGE}{_TRIM if trim else ""}
     SELECT id FROM settled"""
 
 
-def recording_many(update: str) -> str:
+def recording_many(update: str, trim: bool) -> str:
     """`update` (`queries.ACK_MANY`, returning ``t.id, t.attempt``) that also records an
     attempt per lease it settled: arrays `a_ids`, `a_tokens`, `a_ns`, `a_ats`, `a_records`."""
     return f"""WITH settled AS ({update}),
@@ -55,7 +57,7 @@ def recording_many(update: str) -> str:
                     %(a_ats)b::bigint[], %(a_records)b::text[])
              AS r(id, token, n, at_ms, record)
         JOIN settled AS s ON s.id = r.id AND s.attempt = r.token
-        {_ON_CONFLICT}),{_TRIM_AND_PURGE}
+        {_ON_CONFLICT}),{_PURGE}{_TRIM if trim else ""}
     SELECT id, attempt FROM settled"""
 
 

@@ -302,7 +302,8 @@ class PostgresStore(BesideTimers, PostgresAttemptHistory):
         ]
         if recorded and self.settings.attempt_history:
             params |= history.many_params(recorded, self.settings, now)
-            found, _ = yield history.recording_many(sql.ACK_MANY), params
+            trim = any(a.attempt > self.settings.attempt_history for _, _, a in recorded)
+            found, _ = yield history.recording_many(sql.ACK_MANY, trim), params
         else:
             found, _ = yield sql.ACK_MANY, params
         held = set(found)
@@ -362,7 +363,8 @@ class PostgresStore(BesideTimers, PostgresAttemptHistory):
             _, changed = yield update, params
         else:
             params |= history.one_params(attempt, self.settings, now_ms)
-            rows, _ = yield history.recording_one(update), params
+            trim = attempt.attempt > self.settings.attempt_history
+            rows, _ = yield history.recording_one(update, trim), params
             changed = len(rows)
         if changed == 0:
             raise LeaseLost(lease.timer.id, lease.token)

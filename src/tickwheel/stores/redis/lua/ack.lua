@@ -56,6 +56,7 @@ for n, id in ipairs(ids) do
       record_attempt(id, ARGV[6 + n] or '', most, keep_ms)
     else
       gone[#gone + 1] = id
+      redis.call('DEL', TAG .. ':a:' .. id) -- kept no longer than its timer
     end
   end
 end
