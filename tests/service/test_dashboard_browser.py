@@ -575,9 +575,8 @@ async def test_the_details_show_the_attempts_and_a_schedule_s_runs_lead_to_them(
     assert await page.evaluate("window.pwned") is None
 
     # a schedule's occurrence: its run leads to its timer's attempts
-    created = await service.api.post(
-        "/v1/schedules", json={"id": "daily", "every": 86_400, "queue": "daily", "payload": {"n": 1}}
-    )
+    schedule = {"id": "daily", "every": 86_400, "queue": "daily", "payload": {"n": 1}}
+    created = await service.api.post("/v1/schedules", json=schedule)
     assert created.status_code == 201, created.text
     [run] = (await service.api.get("/v1/schedules/daily/runs")).json()["runs"]
     assert run["attempts"] == f"/v1/timers/{run['timer_id']}/attempts"
