@@ -186,3 +186,13 @@ async def test_a_replayed_dead_letter_keeps_its_history(store: Store, clock: Man
     assert timer is not None
     assert timer.state is State.DONE
     assert [(a.attempt, a.outcome) for a in await store.attempts("a")] == [(2, "ack"), (1, "dead")]
+
+
+async def test_an_attempt_timed_by_a_clock_a_little_behind_still_counts(
+    store: Store, clock: ManualClock
+) -> None:
+    await store.add(Timer(id="a", due_ms=clock.now_ms))
+    lease = await claim_one(store, clock)
+    # the worker's clock (another host's) is 2 s behind the one that created the timer
+    await store.ack(lease, attempt=attempt_of(1, clock.now_ms - 2_000, "ack", status=200))
+    assert [a.at_ms for a in await store.attempts("a")] == [clock.now_ms - 2_000]

@@ -69,11 +69,17 @@ class AttemptHistory(Protocol):
         ...
 
 
+CLOCK_SKEW_MS = 10_000
+"""How far the clock of the worker that sent an attempt may be behind the one that created its
+timer (another host's, or a Redis clock estimate) for the attempt still to count as the timer's."""
+
+
 def kept_attempts(
     attempts: Iterable[Attempt], timer: Timer | None, now_ms: int, retention_ms: int, most: int
 ) -> list[Attempt]:
-    """Of `attempts` (newest first), those the timer `timer` may show at `now_ms`."""
+    """Of `attempts` (newest first), those the timer `timer` may show at `now_ms`: none sent
+    before it was created (by an earlier timer of its id whose row or record it took over)."""
     if timer is None or most == 0:
         return []
-    since = max(timer.created_ms, now_ms - retention_ms)
+    since = max(timer.created_ms - CLOCK_SKEW_MS, now_ms - retention_ms)
     return [attempt for attempt in attempts if attempt.at_ms >= since][:most]
