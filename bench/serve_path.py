@@ -2,7 +2,9 @@
 earlier release's code in the same run.
 
 Run ``python bench/serve_path.py --vs PATH`` (PATH: the ``src`` directory of an earlier
-checkout, e.g. ``git worktree add /tmp/first 4adfd91`` then ``--vs /tmp/first/src``).
+checkout, e.g. ``git worktree add /tmp/first 4adfd91`` then ``--vs /tmp/first/src``), or
+``--attempts-on-off``: this checkout with its attempt history (``--attempt-history 20``, the
+default) beside itself with none recorded (``--attempt-history 0``).
 
 Each run starts `python -m tickwheel serve` (API and worker in one process) on a private
 redis-server (or a fresh SQLite file, or a schema on a PostgreSQL server of its own), creates ``rate * span`` timers through
@@ -49,6 +51,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--via", choices=("api", "store"), default="api",
         help="create through serve's API, or add_many straight to the store (this checkout's)",
     )  # fmt: skip
+    parser.add_argument(
+        "--attempts-on-off", action="store_true",
+        help="this checkout recording 20 attempts a timer beside itself recording none",
+    )  # fmt: skip
     parser.add_argument("--logs", type=Path, help="keep serve's logs in this directory")
     parser.add_argument("--quick", action="store_true", help="one run at 2,000/s over 2 s")
     parser.add_argument(
@@ -82,8 +88,23 @@ def summary(results: list[Result]) -> list[str]:
         " ".join(str(r.lost) for r in results),
         " ".join(str(r.early) for r in results),
         " ".join(str(r.duplicates) for r in results),
-        spread([r.serve_cpu_s * 1e6 / max(r.arrived, 1) for r in results]),
+        spread([cpu_each_us(r) for r in results]),
     ]
+
+
+def cpu_each_us(result: Result) -> float:
+    return result.serve_cpu_s * 1e6 / max(result.arrived, 1)
+
+
+def on_off_note(rate: int, on: list[Result], off: list[Result]) -> str:
+    """Serve's CPU per callback recording attempts over not, pair by pair (each pair ran back
+    to back, so the machine's load hit both alike)."""
+    ratios = [cpu_each_us(a) / cpu_each_us(b) for a, b in zip(on, off, strict=True)]
+    shown = ", ".join(f"{ratio:.3f}" for ratio in ratios)
+    return (
+        f"{rate:,}/s: CPU per callback with attempt history ÷ without, pair by pair: {shown}; "
+        f"median {statistics.median(ratios):.3f}"
+    )
 
 
 def store_url(args: argparse.Namespace, server: OwnRedis | None, directory: Path) -> str:
@@ -97,6 +118,11 @@ def store_url(args: argparse.Namespace, server: OwnRedis | None, directory: Path
 
 async def run(args: argparse.Namespace, server: OwnRedis | None, tables: list[Table]) -> None:
     codes = [Code("this checkout", HERE)]
+    if args.attempts_on_off:
+        codes = [
+            Code("attempt history 20", HERE, ("--attempt-history", "20")),
+            Code("attempt history off", HERE, ("--attempt-history", "0")),
+        ]
     if args.vs:
         codes.append(Code(f"earlier ({args.vs})", args.vs.resolve()))
     table = Table(
@@ -130,6 +156,8 @@ async def run(args: argparse.Namespace, server: OwnRedis | None, tables: list[Ta
                         )
                         results[code.label].append(result)
                 table.rows += [summary(runs) for runs in results.values()]
+                if args.attempts_on_off:
+                    table.notes.append(on_off_note(rate, *results.values()))
     finally:
         receiver.stop()
     table.notes += [

@@ -15,6 +15,7 @@ from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled
 from tickwheel.model import Timer
 from tickwheel.stores import Lease, Store
+from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import Limit, QueueSettings
 
 from .support import wall_ms
@@ -43,7 +44,9 @@ class ScriptedStore:
         await asyncio.sleep(0.01)
         return False
 
-    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+    async def ack_many(
+        self, leases: Sequence[Lease], attempts: Sequence[Attempt | None] = ()
+    ) -> list[bool]:
         return [True] * len(leases)
 
     async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
@@ -53,7 +56,9 @@ class ScriptedStore:
         self.handed_back += [lease for lease, _, _ in deferrals]
         return [True] * len(deferrals)
 
-    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+    async def retry(
+        self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None = None
+    ) -> None:
         self.handed_back.append(lease)
 
     async def queue_settings(self) -> dict[str, QueueSettings]:

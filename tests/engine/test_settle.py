@@ -15,6 +15,7 @@ from tickwheel.engine.settle import Settler, Throttled
 from tickwheel.errors import InvalidTimer
 from tickwheel.model import RetryPolicy, State, Timer
 from tickwheel.stores import Lease, MemoryStore, Store
+from tickwheel.stores.attempt_record import Attempt
 
 from .support import wall_ms
 
@@ -30,7 +31,9 @@ class AckRecorder:
     def now_ms(self) -> int:
         return wall_ms()
 
-    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+    async def ack_many(
+        self, leases: Sequence[Lease], attempts: Sequence[Attempt | None] = ()
+    ) -> list[bool]:
         self.calls.append((len(leases), time.monotonic()))
         await asyncio.sleep(0)
         return [True] * len(leases)
@@ -66,11 +69,13 @@ async def test_without_an_interval_acks_go_out_as_soon_as_the_last_call_returns(
 class AckFailsOnce(AckRecorder):
     """The first ack_many call raises something other than `StoreUnavailable`."""
 
-    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
+    async def ack_many(
+        self, leases: Sequence[Lease], attempts: Sequence[Attempt | None] = ()
+    ) -> list[bool]:
         if not self.calls:
             self.calls.append((len(leases), time.monotonic()))
             raise RuntimeError("a bug in the store")
-        return await super().ack_many(leases)
+        return await super().ack_many(leases, attempts)
 
 
 async def test_a_failed_ack_batch_tells_its_waiters_and_the_next_acks_still_land() -> None:
@@ -93,13 +98,15 @@ class Refuses(MemoryStore):
         self.error = error
         self.kill_too = kill_too
 
-    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+    async def retry(
+        self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None = None
+    ) -> None:
         raise self.error
 
-    async def kill(self, lease: Lease, error: str) -> None:
+    async def kill(self, lease: Lease, error: str, attempt: Attempt | None = None) -> None:
         if self.kill_too:
             raise self.error
-        await super().kill(lease, error)
+        await super().kill(lease, error, attempt)
 
 
 async def claimed(store: Store) -> Lease:

@@ -33,6 +33,7 @@ from tickwheel.model import Timer
 from tickwheel.service.api import create_app
 from tickwheel.service.settings import ServiceSettings
 from tickwheel.service.tenants import parse_tenants
+from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import Limit, Store
 from tickwheel.stores.open import open_store
 
@@ -594,3 +595,54 @@ async def test_a_queue_is_purged_from_the_page_after_a_confirm(
     # the leased timer is its worker's: no button offers to purge it, and its ack lands
     await expect(row.get_by_role("button", name=re.compile(r"^Purge"))).to_have_count(0)
     await service.store.ack(lease)
+
+
+async def test_the_details_show_the_attempts_and_a_schedule_s_runs_lead_to_them(
+    tabs: Tabs, service: Service
+) -> None:
+    store = service.store
+    await service.create("tried")
+    [lease] = await store.claim("default", store.now_ms() + 3_600_000, 1, 60_000)
+    now_ms = store.now_ms()
+    await store.retry(
+        lease,
+        now_ms + 60_000,
+        "HTTP 503",
+        Attempt(
+            attempt=1,
+            at_ms=now_ms,
+            worker="host-a:42",
+            outcome="retry",
+            status=503,
+            latency_ms=12.5,
+            body=HOSTILE,
+            next_due_ms=now_ms + 60_000,
+        ),
+    )
+    page = await tabs.open()
+    await _click(page, "timers", "tried", "Details")
+    attempts = page.locator("#details-attempts tr")
+    await expect(attempts).to_have_count(1)
+    await expect(attempts.first).to_contain_text("503")
+    await expect(attempts.first).to_contain_text("host-a:42")
+    await expect(attempts.first).to_contain_text(HOSTILE)  # as text, never as markup
+    assert await page.evaluate("window.pwned") is None
+
+    # a schedule's occurrence: its run leads to its timer's attempts
+    schedule = {"id": "daily", "every": 86_400, "queue": "daily", "payload": {"n": 1}}
+    created = await service.api.post("/v1/schedules", json=schedule)
+    assert created.status_code == 201, created.text
+    [run] = (await service.api.get("/v1/schedules/daily/runs")).json()["runs"]
+    assert run["attempts"] == f"/v1/timers/{run['timer_id']}/attempts"
+    [lease] = await store.claim("daily", store.now_ms() + 86_400_000, 1, 60_000)
+    assert lease.timer.id == run["timer_id"]
+    await store.ack(
+        lease,
+        Attempt(attempt=1, at_ms=store.now_ms(), worker="host-b:7", outcome="ack", status=204),
+    )
+    await page.locator("#schedules tr[data-id='daily']").get_by_role("button", name="Runs").click()
+    await _click(page, "runs-list", run["timer_id"], "Attempts")
+    await expect(page.locator("#details-id")).to_have_text(run["timer_id"])
+    await expect(attempts).to_have_count(1)
+    await expect(attempts.first).to_contain_text("host-b:7")
+    await expect(attempts.first).to_contain_text("ack")

@@ -480,6 +480,7 @@ async def test_runs_newest_first_with_their_timers(client: httpx.AsyncClient, st
         "state": "scheduled",
         "attempt": 0,
         "last_error": None,
+        "attempts": f"/v1/timers/r@{start_ms + 2000}/attempts",
     }
     assert (dead["state"], dead["attempt"], dead["last_error"]) == ("dead", 1, "HTTP 410")
     assert (done["state"], done["attempt"], done["pending"]) == ("done", 1, False)
@@ -534,6 +535,7 @@ async def test_runs_whose_timer_is_gone_have_a_null_state(forgetful: Store) -> N
         "state": None,
         "attempt": None,
         "last_error": None,
+        "attempts": f"/v1/timers/gone@{created['start_ms']}/attempts",
     }
 
 

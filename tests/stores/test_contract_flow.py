@@ -12,7 +12,8 @@ from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule
 from tickwheel.stores import MemoryStore, Store, StoreSettings
-from tickwheel.stores.base import MIN_RATE, Limit, LimitPage, QueueSettings
+from tickwheel.stores.base import LimitPage, QueueSettings
+from tickwheel.stores.limit import MIN_RATE, Limit
 
 from .conftest import BACKENDS, ManualClock, StoreFactory
 

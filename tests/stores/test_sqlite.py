@@ -17,6 +17,7 @@ from tickwheel.errors import Closed, LeaseLost, StoreUnavailable
 from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule
 from tickwheel.stores import Lease, StoreSettings
+from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import Limit, QueueSettings
 from tickwheel.stores.sqlite import SqliteStore, queries, schema
 
@@ -247,6 +248,7 @@ async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
         "versions",
         "queue_heads",
         "timers_head",
+        "attempts",
     )
     with sqlite3.connect(path) as conn:
         for statement in schema.SCHEMA:
@@ -427,7 +429,7 @@ async def test_a_version_4_file_is_migrated_to_count_deferrals(tmp_path: Path) -
     path, clock = tmp_path / "timers.db", ManualClock()
     with sqlite3.connect(path) as conn:
         for statement in schema.SCHEMA[:-1]:
-            if "queue_heads" not in statement and "versions" not in statement:
+            if not any(name in statement for name in ("queue_heads", "versions", "attempts")):
                 conn.execute(
                     statement.replace(",\n        deferrals INTEGER NOT NULL DEFAULT 0", "")
                 )
@@ -446,6 +448,11 @@ async def test_a_version_4_file_is_migrated_to_count_deferrals(tmp_path: Path) -
         got = await store.get("old")
         assert got is not None
         assert (got.attempt, got.deferrals, got.attempts_spent) == (4, 1, 3)
+        # version 6's attempt history comes on too
+        (lease,) = await store.claim("default", clock.now_ms, 1, 1000)
+        attempt = Attempt(attempt=4, at_ms=clock.now_ms, worker="w", outcome="ack", status=200)
+        await store.ack(lease, attempt)
+        assert await store.attempts("old") == [attempt]
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:

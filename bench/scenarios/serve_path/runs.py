@@ -27,10 +27,12 @@ CREATORS = 4
 
 @dataclass(frozen=True)
 class Code:
-    """Which tickwheel runs `serve`: a label and the source directory put first on the path."""
+    """Which tickwheel runs `serve`: a label, the source directory put first on the path, and
+    more arguments for `serve` (``--attempt-history 0``, say)."""
 
     label: str
     source: Path
+    serve_args: tuple[str, ...] = ()
 
 
 @dataclass
@@ -68,7 +70,7 @@ class Serve:
         with log.open("wb") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tickwheel", "serve", "--port", "0", "--store",
-                 store_url, "--allow-private-targets"],
+                 store_url, "--allow-private-targets", *code.serve_args],
                 stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, env=env,
             )  # fmt: skip
         assert self.process.stdout is not None

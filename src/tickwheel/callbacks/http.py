@@ -26,9 +26,10 @@ from tickwheel.callbacks.pool import Origin, PoolTimeout
 from tickwheel.callbacks.resolver import ConnectFailed, InvalidHost
 from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.callbacks.signing import SIGNATURE_HEADER, sign
-from tickwheel.engine.outcome import ACKED, NotFired, Outcome, Verdict
+from tickwheel.engine.outcome import NotFired, Outcome, Verdict
 from tickwheel.errors import Closed
 from tickwheel.model import Callback, Timer, occurrence_of, replace_controls, truncate_error
+from tickwheel.stores.attempt_record import ATTEMPT_BODY_BYTES
 from tickwheel.urls import CallbackUrl, InvalidUrl, parse_url
 
 __all__ = ["ERROR_BODY_CHARS", "MAX_RETRY_AFTER_S", "HttpTarget", "retry_after_s"]
@@ -81,35 +82,52 @@ def _status_error(status: int, body: bytes) -> str:
     return f"HTTP {status}: {text}" if text else f"HTTP {status}"
 
 
+def _failed(error: str, error_class: str) -> Outcome:
+    """A retry for a failure with no HTTP status."""
+    return Outcome(Verdict.RETRY, error, error_class=error_class)
+
+
 def _connection_error(error: ConnectFailed, origin: Origin) -> Outcome:
     cause = error.cause
     where = f"{origin[1]}:{origin[2]}"
     if error.dns:
         reason = cause.strerror or str(cause)
-        return Outcome(Verdict.RETRY, truncate_error(f"DNS lookup failed: {where}: {reason}"))
+        return _failed(truncate_error(f"DNS lookup failed: {where}: {reason}"), "dns")
     if isinstance(cause, ssl.SSLCertVerificationError):
-        return Outcome(Verdict.RETRY, truncate_error(f"TLS certificate error: {where}"))
+        return _failed(truncate_error(f"TLS certificate error: {where}"), "tls")
     if cause.errno == errno.ECONNREFUSED:
-        return Outcome(Verdict.RETRY, f"connection refused: {where}")
+        return _failed(f"connection refused: {where}", "connection_refused")
     reason = cause.strerror or type(cause).__name__
-    return Outcome(Verdict.RETRY, truncate_error(f"connection failed: {where}: {reason}"))
+    return _failed(truncate_error(f"connection failed: {where}: {reason}"), "connect")
+
+
+def _body_head(body: bytes) -> str | None:
+    """The first KiB of a response body as an attempt keeps it: control characters replaced
+    (a receiver chose it, and an operator's terminal shows it)."""
+    if not body:
+        return None
+    text = body[:ATTEMPT_BODY_BYTES].decode("utf-8", "replace")
+    return replace_controls(text, keep_lines=True)
 
 
 def _judge(response: Response) -> Outcome:
     status = response.status
+    body = _body_head(response.body)
     if 200 <= status < 300:
-        return ACKED
+        return Outcome(Verdict.ACK, status=status, body=body)
     if status in _RETRY_STATUSES or 500 <= status < 600:
         wait_s = retry_after_s(response.retry_after)
         hold_s = None
         if wait_s is not None and status in _HOLD_STATUSES:
             hold_s = min(wait_s, MAX_RETRY_AFTER_S)
-        return Outcome(Verdict.RETRY, _status_error(status, response.body), wait_s, hold_s)
+        error = _status_error(status, response.body)
+        return Outcome(Verdict.RETRY, error, wait_s, hold_s, status, None, body)
     if 300 <= status < 400:
         # a redirect could point anywhere, including behind the firewall
         location = (response.location or "")[:ERROR_BODY_CHARS]
-        return Outcome(Verdict.KILL, f"HTTP {status}: redirect to {location!r} not followed")
-    return Outcome(Verdict.KILL, _status_error(status, response.body))
+        error = f"HTTP {status}: redirect to {location!r} not followed"
+        return Outcome(Verdict.KILL, error, status=status, body=body)
+    return Outcome(Verdict.KILL, _status_error(status, response.body), status=status, body=body)
 
 
 class HttpTarget:
@@ -208,11 +226,13 @@ class HttpTarget:
             url = parse_url(callback.url)
         except InvalidUrl as error:
             # not the error's text: it may quote the URL, whose query may carry a token
-            return Outcome(Verdict.KILL, f"invalid URL: host {error.host or '?'}")
+            error_text = f"invalid URL: host {error.host or '?'}"
+            return Outcome(Verdict.KILL, error_text, error_class="invalid_url")
         origin = url.origin
         host = url.host
         if url.is_ip and not self._allow_private and not is_public_address(host):
-            return Outcome(Verdict.KILL, f"refused: {host} is a private address")
+            error_text = f"refused: {host} is a private address"
+            return Outcome(Verdict.KILL, error_text, error_class="private_address")
         timeout_s = timer.retry.timeout_s
         try:
             request = self._request(timer, callback, url, attempt)
@@ -221,7 +241,7 @@ class HttpTarget:
         except NotSent:
             raise NotFired from None
         except TimeoutError:
-            return Outcome(Verdict.RETRY, f"timeout after {timeout_s} s")
+            return _failed(f"timeout after {timeout_s} s", "timeout")
         except PoolTimeout as error:
             where = f"{host}:{url.port}"
             return Outcome(
@@ -230,21 +250,21 @@ class HttpTarget:
                 NO_SLOT_DEFER_S * (1 + random.random()),
             )
         except InvalidHost:
-            return Outcome(Verdict.KILL, f"invalid URL: host {host}")
+            return Outcome(Verdict.KILL, f"invalid URL: host {host}", error_class="invalid_url")
         except PrivateAddressRefused as error:
-            return Outcome(Verdict.KILL, str(error))
+            return Outcome(Verdict.KILL, str(error), error_class="private_address")
         except ConnectFailed as error:
             return _connection_error(error, origin)
         except Disconnected as error:
-            return Outcome(Verdict.RETRY, f"connection closed by {host} {error}")
+            return _failed(f"connection closed by {host} {error}", "disconnected")
         except BadResponse as error:
             reason = f": {error}" if str(error) else ""
-            return Outcome(Verdict.RETRY, f"invalid HTTP response from {host}{reason}")
+            return _failed(f"invalid HTTP response from {host}{reason}", "bad_response")
         except OSError as error:
             reason = error.strerror or type(error).__name__
-            return Outcome(Verdict.RETRY, truncate_error(f"connection failed: {host}: {reason}"))
+            return _failed(truncate_error(f"connection failed: {host}: {reason}"), "connect")
         except Exception as error:
-            return Outcome(Verdict.RETRY, f"unexpected error: {type(error).__name__}")
+            return _failed(f"unexpected error: {type(error).__name__}", "unexpected")
 
     async def close(self) -> None:
         """Close every connection; idempotent. Firing afterwards raises `Closed`."""

@@ -18,6 +18,7 @@ from tickwheel.cli.bulk import cancel_many
 from tickwheel.cli.parse import parse_duration, parse_instant
 from tickwheel.cli.session import api, emit, print_line
 from tickwheel.cli.show import describe_target, shown, timer_table, timers_table
+from tickwheel.cli.show_attempts import attempts_table
 from tickwheel.cli.target import (
     DataOption,
     HeaderOption,
@@ -88,10 +89,12 @@ def get(
     ctx: typer.Context,
     timer_id: Annotated[str, typer.Argument(metavar="ID", help="The timer's id.")],
 ) -> None:
-    """Show one timer (finished ones too, while they are retained)."""
+    """Show one timer (finished ones too, while they are retained) and its attempts."""
     with api(ctx) as client:
         timer = client.get(timer_id)
-    emit(ctx, timer.json, lambda: timer_table(timer.json))
+        attempts = [attempt.json for attempt in client.attempts(timer_id)]
+    shown_json = {**timer.json, "attempts": attempts}
+    emit(ctx, shown_json, lambda: Group(timer_table(timer.json), Text(), attempts_table(attempts)))
 
 
 @app.command()

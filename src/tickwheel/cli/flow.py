@@ -13,7 +13,7 @@ from tickwheel.cli.session import api, emit
 from tickwheel.cli.show import describe_limit, limits_table, queues_table
 from tickwheel.cli.target import one_of
 from tickwheel.errors import NotFound
-from tickwheel.stores.base import MAX_BURST, MAX_CONCURRENCY
+from tickwheel.stores.limit import MAX_BURST, MAX_CONCURRENCY
 
 TimerIdArgument = Annotated[
     str | None,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import typer
 
-from tickwheel.stores.base import MAX_RATE, MIN_RATE
+from tickwheel.stores.limit import MAX_RATE, MIN_RATE
 
 _UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from tickwheel.cli.app import app, err, fail
+from tickwheel.cli.attempt_options import AttemptHistoryOption, AttemptRetentionOption
 from tickwheel.cli.secret_files import secret_from
 from tickwheel.errors import InvalidArgument, StoreUnavailable, TickwheelError
 
@@ -209,6 +210,8 @@ def serve(
         typer.Option(min=1, metavar="SECONDS", help="Least time between occurrences (default: 1)."),
     ] = None,
     occurrence_retention: OccurrenceRetentionOption = None,
+    attempt_history: AttemptHistoryOption = None,
+    attempt_retention: AttemptRetentionOption = None,
     queue: QueueOption = None,
     grace: GraceOption = None,
     lease: LeaseOption = None,
@@ -234,6 +237,8 @@ def serve(
         min_schedule_interval_s=min_schedule_interval,
         occurrence_retention_s=occurrence_retention,
         api_workers=api_workers,
+        attempt_history=attempt_history,
+        attempt_retention_s=attempt_retention,
     )
     worker_settings = _worker_settings(
         queues=tuple(queue) if queue else None, grace=grace, lease=lease
@@ -271,6 +276,8 @@ def worker(
     grace: GraceOption = None,
     lease: LeaseOption = None,
     occurrence_retention: OccurrenceRetentionOption = None,
+    attempt_history: AttemptHistoryOption = None,
+    attempt_retention: AttemptRetentionOption = None,
 ) -> None:
     """Run a worker alone: fire due timers of a shared store (Redis) next to `serve --no-worker`."""
     from tickwheel.service.serve import work
@@ -280,6 +287,8 @@ def worker(
         allow_private_targets=True if allow_private_targets else None,
         signing_secret=secret_from(ctx, "signing_secret", signing_secret, signing_secret_file),
         occurrence_retention_s=occurrence_retention,
+        attempt_history=attempt_history,
+        attempt_retention_s=attempt_retention,
     )
     worker_settings = _worker_settings(
         queues=tuple(queue) if queue else None,

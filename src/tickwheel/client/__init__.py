@@ -17,6 +17,7 @@ needs httpx: ``pip install 'tickwheel[client]'`` (the ``service`` extra brings i
 from tickwheel.client.aio import AsyncClient
 from tickwheel.client.sync import Client
 from tickwheel.client.views import (
+    AttemptInfo,
     Created,
     HostLimit,
     Limit,
@@ -30,6 +31,7 @@ from tickwheel.client.views import (
 
 __all__ = [
     "AsyncClient",
+    "AttemptInfo",
     "Client",
     "Created",
     "HostLimit",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tickwheel.client.views import (
+    AttemptInfo,
     Created,
     HostLimit,
     Json,
@@ -209,6 +210,15 @@ def runs(schedule_id: str) -> Call[list[RunInfo]]:
     path = f"/v1/schedules/{segment(schedule_id)}/runs"
     return one(
         Request("GET", path, idempotent=True), lambda body: [RunInfo.of(r) for r in body["runs"]]
+    )
+
+
+def attempts(timer_id: str) -> Call[list[AttemptInfo]]:
+    """A timer's recorded attempts, newest first."""
+    path = f"/v1/timers/{segment(timer_id)}/attempts"
+    return one(
+        Request("GET", path, idempotent=True),
+        lambda body: [AttemptInfo.of(a) for a in body["attempts"]],
     )
 
 

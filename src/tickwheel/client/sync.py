@@ -14,6 +14,7 @@ from tickwheel.client import calls, transport
 from tickwheel.client.bodies import id_to_replace, listing, schedule_body, timer_body, when
 from tickwheel.client.calls import Answer, Call, Request
 from tickwheel.client.views import (
+    AttemptInfo,
     Created,
     HostLimit,
     Json,
@@ -145,6 +146,10 @@ class Client:
     def get(self, timer_id: str) -> TimerInfo:
         """Return a timer (finished ones too, while the store keeps them)."""
         return self.run(calls.timer(timer_id))
+
+    def attempts(self, timer_id: str) -> list[AttemptInfo]:
+        """Return a timer's recorded attempts, newest first (`NotFound` for an unknown timer)."""
+        return self.run(calls.attempts(timer_id))
 
     def cancel(self, timer_id: str) -> None:
         """Cancel a scheduled or paused timer; one firing or fired raises `NotFound`."""

@@ -147,6 +147,41 @@ class RunInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class AttemptInfo:
+    """One attempt at a timer's callback: when and by which worker, the HTTP `status` or else
+    the kind of failure (`error`), the latency, the first KiB of the response body, and when
+    the retry it led to is due (`next_due`)."""
+
+    attempt: int
+    at: datetime
+    worker: str
+    outcome: str
+    """``ack``, ``retry`` or ``dead``."""
+    status: int | None
+    error: str | None
+    latency_ms: float
+    body: str | None
+    next_due: datetime | None
+    json: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, data: Json) -> AttemptInfo:
+        """Read an attempt of the API's JSON."""
+        return cls(
+            attempt=data["attempt"],
+            at=_when(data["at"]),
+            worker=data["worker"],
+            outcome=data["outcome"],
+            status=data.get("status"),
+            error=data.get("error"),
+            latency_ms=data["latency_ms"],
+            body=data.get("body"),
+            next_due=_time(data.get("next_due")),
+            json=data,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class QueueInfo:
     """A queue: timers per state, its oldest overdue timer's age, paused or not, its limit,
     and its defaults as the API shows them (``retry``, ``headers`` with values redacted)."""

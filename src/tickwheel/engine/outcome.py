@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
@@ -23,12 +23,17 @@ class Verdict(StrEnum):
 class Outcome:
     """One attempt's result: the verdict, the error to record, a server's requested wait (for
     a deferral, when to try again), and `hold_s`: how long the whole host asked to be left
-    alone (a 429 or 503 with Retry-After)."""
+    alone (a 429 or 503 with Retry-After); for the attempt's history, the HTTP `status` or
+    else the kind of failure (`error_class`), and the first KiB of the response `body`."""
 
     verdict: Verdict
     error: str | None = None
     retry_after_s: float | None = None
     hold_s: float | None = None
+    # what the history shows of the attempt, not what settles it: outcomes compare without it
+    status: int | None = field(default=None, compare=False)
+    error_class: str | None = field(default=None, compare=False)
+    body: str | None = field(default=None, compare=False)
 
 
 ACKED = Outcome(Verdict.ACK)

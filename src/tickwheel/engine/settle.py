@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -18,6 +18,7 @@ from tickwheel.engine.metrics import Metrics
 from tickwheel.errors import LeaseLost, StoreUnavailable
 from tickwheel.model import truncate_error
 from tickwheel.stores import Lease, Store, StoreSettings
+from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import Deferral
 
 logger = logging.getLogger("tickwheel.engine")
@@ -92,26 +93,29 @@ class Settler:
         # for the GC to follow
         self._acks: list[Lease] = []
         self._acked: list[asyncio.Future[bool] | None] = []
+        # the attempt each queued ack records, in step with `_acks`, while any records one
+        self._ack_attempts: list[Attempt | None] = []
         self._flusher: asyncio.Task[None] | None = None
         self._defers: list[Deferral] = []
         self._deferred: list[asyncio.Future[bool]] = []
         self._defer_flusher: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
 
-    def ack(self, lease: Lease) -> asyncio.Future[bool]:
-        """Queue an ack; acks queued while one batch is in flight go out together next.
+    def ack(self, lease: Lease, attempt: Attempt | None = None) -> asyncio.Future[bool]:
+        """Queue an ack (recording `attempt` with it); acks queued while one batch is in
+        flight go out together next.
 
         The future says whether the ack landed (False: the lease had passed on, or the store
         failed; either way the timer comes back once the lease lapses).
         """
         done = asyncio.get_running_loop().create_future()
-        self._queue_ack(lease, done)
+        self._queue_ack(lease, done, attempt)
         return done
 
     def ack_later(self, lease: Lease) -> None:
         """Queue an ack nobody waits for; one that does not land (the lease had passed on)
         is counted in `leases_lost` and logged, and its timer is delivered again."""
-        self._queue_ack(lease, None)
+        self._queue_ack(lease, None, None)
 
     def later(self, settling: Coroutine[Any, Any, None]) -> None:
         """Run a retry or kill in the background; `drain` waits for it."""
@@ -119,36 +123,56 @@ class Settler:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _queue_ack(self, lease: Lease, done: asyncio.Future[bool] | None) -> None:
+    def _queue_ack(
+        self, lease: Lease, done: asyncio.Future[bool] | None, attempt: Attempt | None
+    ) -> None:
+        if attempt is not None and not self._ack_attempts:
+            self._ack_attempts = [None] * len(self._acks)
+        if self._ack_attempts or attempt is not None:
+            self._ack_attempts.append(attempt)
         self._acks.append(lease)
         self._acked.append(done)
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush_acks())
 
-    async def fail(self, lease: Lease, error: str, retry_after_s: float | None = None) -> None:
-        """Retry the timer after a backoff, or dead-letter it once its policy gives up."""
+    async def fail(
+        self,
+        lease: Lease,
+        error: str,
+        retry_after_s: float | None = None,
+        attempt: Attempt | None = None,
+    ) -> None:
+        """Retry the timer after a backoff, or dead-letter it once its policy gives up; either
+        records `attempt`, with what came of it."""
         timer = lease.timer
+        record = attempt
         now = self._store.now_ms()
         # claims handed back unsent (`defer`) are no attempts: the lease token counts them
-        attempt = lease.token - timer.deferrals
+        attempt_no = lease.token - timer.deferrals
         due = retry_due_ms(
             timer.retry,
-            attempt,
+            attempt_no,
             now,
             timer.first_claimed_ms,
             retry_after_s,
             max_ahead_ms=self._max_ahead_ms,
         )
         if due is None:
-            await self.kill(lease, f"gave up after attempt {attempt}: {error}")
+            if record is not None:
+                record = record._replace(outcome="dead")
+            await self.kill(lease, f"gave up after attempt {attempt_no}: {error}", record)
         else:
-            await self.retry_at(lease, due, error)
+            if record is not None:
+                record = record._replace(next_due_ms=due)
+            await self.retry_at(lease, due, error, record)
 
-    async def kill(self, lease: Lease, error: str) -> None:
-        """Move the timer to the dead letters now."""
+    async def kill(self, lease: Lease, error: str, attempt: Attempt | None = None) -> None:
+        """Move the timer to the dead letters now, recording `attempt`."""
         error = truncate_error(error)
         try:
-            killed = await self._settle("kill", lambda: self._store.kill(lease, error), lease)
+            killed = await self._settle(
+                "kill", lambda: self._store.kill(lease, error, attempt), lease
+            )
         except Exception:
             # nothing is left to fall back to: the timer fires again once the lease lapses
             logger.exception(
@@ -174,11 +198,19 @@ class Settler:
         delay_ms = min(round(delay_s * 1000), self._max_ahead_ms)
         await self.retry_at(lease, self._store.now_ms() + delay_ms, error)
 
-    async def retry_at(self, lease: Lease, due_ms: int, error: str) -> None:
-        """Schedule the timer again at `due_ms`; used for hand-backs, with no backoff."""
+    async def retry_at(
+        self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None = None
+    ) -> None:
+        """Schedule the timer again at `due_ms` (recording `attempt`); used for hand-backs,
+        with no backoff."""
         error = truncate_error(error)
         if await self._or_kill(
-            "retry", lambda: self._store.retry(lease, due_ms, error), lease, due_ms, error
+            "retry",
+            lambda: self._store.retry(lease, due_ms, error, attempt),
+            lease,
+            due_ms,
+            error,
+            attempt,
         ):
             self._metrics.retried[lease.timer.queue] += 1
 
@@ -243,6 +275,7 @@ class Settler:
         lease: Lease,
         due_ms: int,
         error: str,
+        attempt: Attempt | None = None,
     ) -> bool:
         """Settle by `call` (a retry or a deferral); whether it landed.
 
@@ -260,7 +293,10 @@ class Settler:
                 name,
                 extra={"timer_id": lease.timer.id},
             )
-            await self.kill(lease, f"{name} refused ({type(refused).__name__}: {refused}): {error}")
+            if attempt is not None:
+                attempt = attempt._replace(outcome="dead", next_due_ms=None)
+            reason = f"{name} refused ({type(refused).__name__}: {refused}): {error}"
+            await self.kill(lease, reason, attempt)
             return False
 
     async def drain(self) -> None:
@@ -284,10 +320,10 @@ class Settler:
             if wait_s > 0:
                 await asyncio.sleep(wait_s)
             self._last_flush = loop.time()
-            leases, futures = self._acks, self._acked
-            self._acks, self._acked = [], []
+            leases, futures, attempts = self._acks, self._acked, self._ack_attempts
+            self._acks, self._acked, self._ack_attempts = [], [], []
             try:
-                results = await self._with_retries("ack", self._store.ack_many, leases)
+                results = await self._with_retries("ack", partial(self._ack_many, attempts), leases)
             except _Lapsed:
                 results = [False] * len(leases)
             except Exception:
@@ -314,6 +350,13 @@ class Settler:
                         )
                 if done is not None and not done.done():
                     done.set_result(acked)
+
+    async def _ack_many(
+        self, attempts: Sequence[Attempt | None], leases: list[Lease]
+    ) -> list[bool]:
+        if attempts:
+            return await self._store.ack_many(leases, attempts)
+        return await self._store.ack_many(leases)
 
     async def _settle(self, name: str, call: Callable[[], Awaitable[None]], lease: Lease) -> bool:
         try:

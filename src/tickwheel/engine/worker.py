@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
+from tickwheel.engine.attempt_log import attempt_of, records_attempts, worker_name
 from tickwheel.engine.dispatch import Dispatcher
 from tickwheel.engine.fairness import Fairness
 from tickwheel.engine.limiter import GO, host_key, store_limiter
@@ -15,6 +17,7 @@ from tickwheel.engine.settle import Settler, Throttled
 from tickwheel.errors import LeaseLost, StoreUnavailable
 from tickwheel.model import Timer
 from tickwheel.stores import Lease, Store
+from tickwheel.stores.attempt_record import Attempt
 
 logger = logging.getLogger("tickwheel.engine")
 
@@ -24,7 +27,11 @@ ACK_EVERY_S = 0.005
 SEND_MARGIN_MS = 100
 """A request goes out only while the lease lasts this much longer: what the store's clock may
 be ahead of this process's view of it, and the time to write the request."""
-NO_CALLBACK = Outcome(Verdict.KILL, "timer has no callback: consume its queue from Python instead")
+NO_CALLBACK = Outcome(
+    Verdict.KILL,
+    "timer has no callback: consume its queue from Python instead",
+    error_class="no_callback",
+)
 ANSWERED_WITHIN = 0.95
 """A call back within this share of its timeout was answered (else it timed out)."""
 SUSPECT_PATIENCE_S = 0.5
@@ -81,6 +88,8 @@ class Worker:
             abandon=self._abandon,
         )
         self._limiter = store_limiter(store, self._dispatcher.controls, self.metrics)
+        # each callback's attempt goes to its timer's history, if the store keeps one
+        self._worker_name = worker_name() if records_attempts(store) else None
 
     def stop(self) -> None:
         """Stop claiming; `run` returns once held timers are fired or handed back."""
@@ -132,10 +141,12 @@ class Worker:
                 if lease is None:
                     return
                 timer = lease.timer
-                late_s = (self._store.now_ms() - timer.due_ms) / 1000
-                self.metrics.observe_fired(timer.queue, late_s)
+                sent_ms = self._store.now_ms()
+                self.metrics.observe_fired(timer.queue, (sent_ms - timer.due_ms) / 1000)
                 try:
+                    sent_s = time.perf_counter()
                     outcome = NO_CALLBACK if timer.callback is None else await self._attempt(lease)
+                    latency_s = time.perf_counter() - sent_s
                     # a call that ran out its timeout got no answer: its target may hang
                     took_s = self._slots.started() - started
                     answered = (
@@ -158,8 +169,11 @@ class Worker:
             admission = GO
             if timer.callback is not None:
                 self._count(timer, outcome)
+            attempt = None
+            if self._worker_name is not None:
+                attempt = attempt_of(lease, outcome, sent_ms, latency_s, self._worker_name)
             # the dispatcher renewed the lease while the callback ran: settle with the newest
-            await self._settle(self._dispatcher.lease(timer_id) or lease, outcome)
+            await self._settle(self._dispatcher.lease(timer_id) or lease, outcome, attempt)
         except asyncio.CancelledError:
             settled = (
                 False  # abandoned at the end of the grace period: the dispatcher hands it back
@@ -202,7 +216,8 @@ class Worker:
                 lease.token,
                 extra={"timer_id": lease.timer.id},
             )
-            return Outcome(Verdict.RETRY, f"{type(error).__name__}: {error}")
+            name = type(error).__name__
+            return Outcome(Verdict.RETRY, f"{name}: {error}", error_class=name)
 
     def _still_held(self, timer_id: str) -> bool:
         """Whether the newest lease on the timer lasts a margin beyond now, by the store's
@@ -239,14 +254,16 @@ class Worker:
             )
         return None
 
-    async def _settle(self, lease: Lease, outcome: Outcome) -> None:
+    async def _settle(self, lease: Lease, outcome: Outcome, attempt: Attempt | None) -> None:
         if outcome.verdict is Verdict.ACK:
-            await self._settler.ack(lease)
+            await self._settler.ack(lease, attempt)
         elif outcome.verdict is Verdict.RETRY:
-            await self._settler.fail(lease, outcome.error or "failed", outcome.retry_after_s)
+            await self._settler.fail(
+                lease, outcome.error or "failed", outcome.retry_after_s, attempt
+            )
         elif outcome.verdict is Verdict.DEFER:
             delay_ms = round((outcome.retry_after_s or 0.0) * 1000)
             due_ms = self._store.now_ms() + delay_ms
             await self._settler.defer(lease, due_ms, outcome.error or "not sent")
         else:
-            await self._settler.kill(lease, outcome.error or "failed")
+            await self._settler.kill(lease, outcome.error or "failed", attempt)

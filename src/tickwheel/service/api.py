@@ -20,6 +20,7 @@ from tickwheel.service.queue_cap import QueueCap
 from tickwheel.service.quotas import Quotas
 from tickwheel.service.request_metrics import RequestMetrics
 from tickwheel.service.routes import (
+    attempt_routes,
     bulk_routes,
     dead_routes,
     limit_routes,
@@ -122,6 +123,7 @@ def create_app(
     app.state.tickwheel = context
     for resource in (
         timer_routes,
+        attempt_routes,
         schedule_routes,
         dead_routes,
         queue_routes,

@@ -10,15 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State
 from tickwheel.service.bulk_schemas import DefaultsIn, DefaultsOut
-from tickwheel.stores.base import (
-    MAX_BURST,
-    MAX_CONCURRENCY,
-    MAX_RATE,
-    MIN_RATE,
-    Limit,
-    QueueInfo,
-    QueueSettings,
-)
+from tickwheel.stores.base import QueueInfo, QueueSettings
+from tickwheel.stores.limit import MAX_BURST, MAX_CONCURRENCY, MAX_RATE, MIN_RATE, Limit
 
 
 class _Input(BaseModel):

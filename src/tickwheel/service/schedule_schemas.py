@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, WithJsonSchema
 
@@ -343,6 +344,7 @@ class RunOut(BaseModel):
     state: State | None
     attempt: int | None
     last_error: str | None
+    attempts: str = Field(description="the path of its timer's attempt history")
 
     @classmethod
     def of(cls, nominal_ms: int, timer_id: str, pending: bool, timer: Timer | None) -> RunOut:
@@ -354,6 +356,7 @@ class RunOut(BaseModel):
             state=None if timer is None else timer.state,
             attempt=None if timer is None else timer.attempts_spent,
             last_error=None if timer is None else timer.last_error,
+            attempts=f"/v1/timers/{quote(timer_id, safe='@')}/attempts",
         )
 
 

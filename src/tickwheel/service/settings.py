@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.service.secret_file import read_secret_file
-from tickwheel.stores.base import DAY_MS, HOUR_MS, MAX_LIMITS, MAX_SCHEDULES, StoreSettings
+from tickwheel.stores.attempt_record import (
+    DEFAULT_ATTEMPT_HISTORY,
+    DEFAULT_ATTEMPT_RETENTION_MS,
+    MAX_ATTEMPT_HISTORY,
+    MAX_ATTEMPT_RETENTION_S,
+)
+from tickwheel.stores.base import DAY_MS, HOUR_MS, MAX_SCHEDULES, StoreSettings
+from tickwheel.stores.limit import MAX_LIMITS
 from tickwheel.stores.redaction import redact
 
 if TYPE_CHECKING:
@@ -48,6 +55,8 @@ _ENV = {
     "TICKWHEEL_MIN_SCHEDULE_INTERVAL": "min_schedule_interval_s",
     "TICKWHEEL_OCCURRENCE_RETENTION": "occurrence_retention_s",
     "TICKWHEEL_API_WORKERS": "api_workers",
+    "TICKWHEEL_ATTEMPT_HISTORY": "attempt_history",
+    "TICKWHEEL_ATTEMPT_RETENTION": "attempt_retention_s",
 }
 # a secret may come from a file instead, so that it is not in the environment of every child
 _SECRET_FILES = {
@@ -65,6 +74,8 @@ _INTS = frozenset(
         "min_schedule_interval_s",
         "occurrence_retention_s",
         "api_workers",
+        "attempt_history",
+        "attempt_retention_s",
     }
 )
 _BOOLS = frozenset({"allow_private_targets", "worker", "insecure"})
@@ -98,6 +109,8 @@ class ServiceSettings:
             day every done timer is kept).
         api_workers: processes answering the API on one port (``SO_REUSEPORT``), the first
             with the worker; above 1 the store must be one processes share (not memory).
+        attempt_history: attempts kept per timer (0: none recorded), newest first.
+        attempt_retention_s: how long an attempt is kept, its timer's life at most.
     """
 
     store_url: str = "sqlite:///./tickwheel.db"
@@ -117,6 +130,8 @@ class ServiceSettings:
     min_schedule_interval_s: int = 1
     occurrence_retention_s: int = HOUR_MS // 1000
     api_workers: int = 1
+    attempt_history: int = DEFAULT_ATTEMPT_HISTORY
+    attempt_retention_s: int = DEFAULT_ATTEMPT_RETENTION_MS // 1000
 
     def __post_init__(self) -> None:
         from tickwheel.service.tenants import Tenants
@@ -161,6 +176,13 @@ class ServiceSettings:
             raise InvalidArgument(
                 "occurrence_retention_s", f"must be 0 to 86400 seconds, got {retention!r}"
             )
+        history, kept_s = self.attempt_history, self.attempt_retention_s
+        if _not_int(history) or not 0 <= history <= MAX_ATTEMPT_HISTORY:
+            raise InvalidArgument("attempt_history", f"must be 0 to {MAX_ATTEMPT_HISTORY}")
+        if _not_int(kept_s) or not 0 <= kept_s <= MAX_ATTEMPT_RETENTION_S:
+            raise InvalidArgument(
+                "attempt_retention_s", f"must be 0 to {MAX_ATTEMPT_RETENTION_S} seconds"
+            )
         if _not_int(self.api_workers) or not 1 <= self.api_workers <= MAX_API_WORKERS:
             raise InvalidArgument(
                 "api_workers", f"must be 1 to {MAX_API_WORKERS}, got {self.api_workers!r}"
@@ -173,11 +195,14 @@ class ServiceSettings:
             )
 
     def store_settings(self) -> StoreSettings:
-        """The store's settings these call for: its caps and the occurrences' retention."""
+        """The store's settings these call for: its caps, the occurrences' retention and the
+        attempt history's."""
         return StoreSettings(
             occurrence_retention_ms=self.occurrence_retention_s * 1000,
             max_schedules=self.max_schedules,
             max_limits=self.max_limits,
+            attempt_history=self.attempt_history,
+            attempt_retention_ms=self.attempt_retention_s * 1000,
         )
 
     def __repr__(self) -> str:

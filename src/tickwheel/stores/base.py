@@ -10,6 +10,10 @@ from typing import Protocol
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule, ScheduleState
+from tickwheel.stores import attempt_record as history
+from tickwheel.stores.attempt_record import Attempt
+from tickwheel.stores.limit import MAX_LIMITS
+from tickwheel.stores.limit import Limit as Limit  # re-exported: the protocol speaks of it
 from tickwheel.stores.operations import QueueOperations
 from tickwheel.stores.queue_defaults import QueueDefaults
 
@@ -93,46 +97,6 @@ class Stats:
 
 MAX_SCHEDULES = 100_000
 """Schedules one store holds at most by default: ten times what a big deployment needs."""
-MAX_LIMITS = 100_000
-"""Host limits one store holds at most by default."""
-
-MIN_RATE = 1 / 86_400  # one a day: slower would hold a limited timer back for good
-MAX_RATE = 100_000.0
-MAX_BURST = 100_000
-MAX_CONCURRENCY = 10_000
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Limit:
-    """A bound on callbacks to one target (a host or a queue), kept by every worker together.
-
-    `rate` callbacks a second on average with bursts of up to `burst` (a token bucket; `burst`
-    defaults to one second's worth), and at most `concurrency` in flight; either or both.
-    """
-
-    rate: float | None = None
-    burst: int | None = None
-    concurrency: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.rate is None and self.concurrency is None:
-            raise InvalidArgument("rate", "give a rate, a concurrency or both")
-        if self.rate is not None and not MIN_RATE <= self.rate <= MAX_RATE:
-            raise InvalidArgument("rate", f"must be from one a day to {MAX_RATE:g} a second")
-        if self.burst is not None:
-            if self.rate is None:
-                raise InvalidArgument("burst", "needs a rate")
-            if not 1 <= self.burst <= MAX_BURST:
-                raise InvalidArgument("burst", f"must be 1 to {MAX_BURST}")
-        if self.concurrency is not None and not 1 <= self.concurrency <= MAX_CONCURRENCY:
-            raise InvalidArgument("concurrency", f"must be 1 to {MAX_CONCURRENCY}")
-
-    @property
-    def bucket(self) -> int:
-        """The burst the token bucket allows: `burst`, or one second of `rate` (at least 1)."""
-        if self.burst is not None:
-            return self.burst
-        return max(1, int(self.rate or 1))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,7 +132,8 @@ class DueQueues:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreSettings:
     """Limits and policies shared by every store: how long done timers are kept (a schedule's
-    done occurrences at most `occurrence_retention_ms`), and caps on what it holds."""
+    done occurrences at most `occurrence_retention_ms`), how many attempts a timer's history
+    keeps (0: none) and how long, and caps on what it holds."""
 
     retention_ms: int = DAY_MS
     max_horizon_ms: int = 10 * 365 * DAY_MS
@@ -176,11 +141,15 @@ class StoreSettings:
     occurrence_retention_ms: int = HOUR_MS
     max_schedules: int = MAX_SCHEDULES
     max_limits: int = MAX_LIMITS
+    attempt_history: int = history.DEFAULT_ATTEMPT_HISTORY
+    attempt_retention_ms: int = history.DEFAULT_ATTEMPT_RETENTION_MS
 
     def __post_init__(self) -> None:
-        for name in ("retention_ms", "occurrence_retention_ms"):
+        for name in ("retention_ms", "occurrence_retention_ms", "attempt_retention_ms"):
             if getattr(self, name) < 0:
                 raise InvalidArgument(name, "must not be negative")
+        if not 0 <= self.attempt_history <= history.MAX_ATTEMPT_HISTORY:
+            raise InvalidArgument("attempt_history", f"must be 0 to {history.MAX_ATTEMPT_HISTORY}")
         for name in ("max_schedules", "max_limits"):
             if getattr(self, name) < 1:
                 raise InvalidArgument(name, "must be at least 1")
@@ -199,7 +168,7 @@ class StoreSettings:
         return self.occurrence_retention() if "@" in timer_id else self.retention_ms
 
 
-class Store(QueueOperations, Protocol):
+class Store(QueueOperations, history.AttemptHistory, Protocol):
     """Where timers wait until they fire; every method is atomic and safe to call concurrently."""
 
     def now_ms(self) -> int:
@@ -298,20 +267,24 @@ class Store(QueueOperations, Protocol):
         """
         ...
 
-    async def ack(self, lease: Lease) -> None:
-        """Mark the leased timer done (kept for the retention period)."""
+    async def ack(self, lease: Lease, attempt: Attempt | None = None) -> None:
+        """Mark the leased timer done (kept for the retention period), recording `attempt`."""
         ...
 
-    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
-        """Ack many leases in few round trips or transactions.
+    async def ack_many(
+        self, leases: Sequence[Lease], attempts: Sequence[Attempt | None] = ()
+    ) -> list[bool]:
+        """Ack many leases in few round trips or transactions (`attempts`: one per lease, or none).
 
         Returns, per lease in order, True if acked, False if its lease was lost (nothing
         changed for that one); lost leases raise nothing.
         """
         ...
 
-    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
-        """Return the leased timer to scheduled at `due_ms`, recording `error`."""
+    async def retry(
+        self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None = None
+    ) -> None:
+        """Return the leased timer to scheduled at `due_ms`, recording `error` and `attempt`."""
         ...
 
     async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
@@ -335,8 +308,8 @@ class Store(QueueOperations, Protocol):
         """
         ...
 
-    async def kill(self, lease: Lease, error: str) -> None:
-        """Move the leased timer to the dead letters, recording `error`."""
+    async def kill(self, lease: Lease, error: str, attempt: Attempt | None = None) -> None:
+        """Move the leased timer to the dead letters, recording `error` and `attempt`."""
         ...
 
     async def replay(self, timer_id: str) -> bool:

@@ -17,6 +17,7 @@ const pagers = { queues: { start: null, back: [], next: null }, limits: { start:
 
 let token = sessionStorage.getItem(TOKEN_KEY) || "";
 let selected = null; // the id whose details are open
+let selectedSchedule = null; // the schedule whose runs are open
 let generation = 0; // refreshes started; only the latest one draws
 const samples = []; // {at, fired, lateSum, lateCount, queue} read from /metrics
 const drawn = new Map(); // table body id -> the JSON of what it shows, to redraw on change only
@@ -262,10 +263,29 @@ function scheduleState(schedule) {
 
 function renderSchedule(schedule) {
   const tr = document.createElement("tr");
+  tr.dataset.id = schedule.id;
   for (const value of [schedule.id, rule(schedule), schedule.next_run || "–", schedule.runs, scheduleState(schedule)]) {
     tr.appendChild(text("td", value));
   }
   tr.appendChild(long(target(schedule)));
+  tr.appendChild(wrap(button("Runs", "runs", [schedule.id])));
+  return tr;
+}
+
+// An occurrence of the open schedule; its attempts are its timer's, shown in the details.
+function renderRun(run) {
+  const cells = [time(run.nominal), long(run.timer_id), run.state || "expired", run.attempt == null ? "–" : run.attempt, long(run.last_error)];
+  const actions = run.state == null ? [] : [button("Attempts", "details", [run.timer_id])];
+  return row(cells, actions, run.timer_id);
+}
+
+// One attempt of the open timer: what it came to, the status or kind of failure, the body.
+function renderAttempt(attempt) {
+  const result = attempt.status != null ? attempt.status : attempt.error || "–";
+  const cells = [attempt.attempt, time(attempt.at), attempt.outcome, result, attempt.latency_ms.toFixed(1),
+    time(attempt.next_due || "–"), long(attempt.worker), long(attempt.body)];
+  const tr = document.createElement("tr");
+  for (const cell of cells) tr.appendChild(cell instanceof Node ? cell : text("td", cell));
   return tr;
 }
 
@@ -419,8 +439,22 @@ async function showDetails() {
     const timer = await api("GET", "/v1/timers/" + segment(selected));
     $("details-json").textContent = JSON.stringify(timer, null, 2);
     $("reschedule").className = movable(timer) ? "row" : "row hidden";
+    const history = await api("GET", "/v1/timers/" + segment(selected) + "/attempts");
+    if (history.attempts.length) fill("details-attempts", history.attempts, renderAttempt);
+    else note("details-attempts", "no attempts recorded");
   } catch (error) {
     $("details-json").textContent = error.status === 404 ? "this timer is gone" : error.message;
+    clear("details-attempts");
+  }
+}
+
+async function showRuns() {
+  if (selectedSchedule == null) return;
+  try {
+    const body = await api("GET", "/v1/schedules/" + segment(selectedSchedule) + "/runs");
+    fill("runs-list", body.runs, renderRun);
+  } catch (error) {
+    note("runs-list", error.status === 404 ? "this schedule is gone" : error.message);
   }
 }
 
@@ -482,8 +516,9 @@ async function refresh() {
     else failed.push([section.name, result.reason]);
   });
   if (failed.some(([, error]) => error.status === 401)) {
-    selected = null;
+    selected = selectedSchedule = null;
     $("details").className = "panel hidden";
+    $("runs").className = "panel hidden";
     for (const body of ["queues", "limits", "timers", "dead", "schedules"]) clear(body);
     status.textContent = "this service needs a token: enter it above";
     status.className = "error";
@@ -491,6 +526,7 @@ async function refresh() {
     return;
   }
   await showDetails();
+  await showRuns();
   if (failed.length) {
     status.textContent = failed.map(([name, error]) => `cannot read ${name}: ${error.message}`).join("; ");
     status.className = "error";
@@ -539,7 +575,16 @@ const ACTIONS = {
     $("details").className = "panel";
     $("details-id").textContent = id;
     $("details-json").textContent = "loading…";
+    clear("details-attempts");
     $("reschedule-delay").value = "";
+    $("details").scrollIntoView({ block: "nearest" });
+    return null;
+  },
+  runs: (id) => {
+    selectedSchedule = id;
+    $("runs").className = "panel";
+    $("runs-id").textContent = "runs of " + id;
+    clear("runs-list");
     return null;
   },
 };
@@ -578,6 +623,11 @@ $("forget").addEventListener("click", () => {
 
 $("filters").addEventListener("submit", (event) => event.preventDefault());
 for (const id of ["filter-queue", "filter-state", "filter-prefix"]) $(id).addEventListener("input", refresh);
+
+$("runs-close").addEventListener("click", () => {
+  selectedSchedule = null;
+  $("runs").className = "panel hidden";
+});
 
 $("details-close").addEventListener("click", () => {
   selected = null;

@@ -3,12 +3,14 @@ time, lease deadline, queue head and expiry."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 
 from tickwheel.core import DelayHeap
 from tickwheel.errors import Closed
 from tickwheel.model import Timer
 from tickwheel.schedule import ScheduleState
+from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import Limit, QueueSettings, StoreSettings, wall_ms
 from tickwheel.stores.checks import check_timeout
 from tickwheel.stores.wake import Wakeups
@@ -37,6 +39,8 @@ class MemoryHeaps:
         self._limits: dict[str, Limit] = {}
         self._queue_settings_version = 0
         self._limits_version = 0
+        # timer id -> its attempts, newest first; they go with the timer
+        self._attempts: dict[str, deque[Attempt]] = {}
         self._closed = False
 
     def now_ms(self) -> int:
@@ -81,6 +85,7 @@ class MemoryHeaps:
 
     def _forget(self, timer: Timer) -> None:
         del self._timers[timer.id]
+        self._attempts.pop(timer.id, None)
         if timer.queue in self._due:
             self._due[timer.queue].cancel(timer.id)
         self._unlease(timer)
@@ -98,6 +103,7 @@ class MemoryHeaps:
     def _expire_done(self, now: int) -> None:
         for timer_id, _ in self._expiry.pop_due(now):
             del self._timers[timer_id]
+            self._attempts.pop(timer_id, None)
 
     def _open(self) -> None:
         if self._closed:

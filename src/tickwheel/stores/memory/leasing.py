@@ -4,16 +4,18 @@ and the due-queue reads a worker claims by."""
 from __future__ import annotations
 
 from collections.abc import Coroutine, Iterable, Sequence
+from itertools import repeat
 from typing import Any
 
 from tickwheel.errors import LeaseLost
 from tickwheel.model import State, Timer, truncate_error
+from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import ANY_QUEUE, Deferral, DueQueues, Lease
 from tickwheel.stores.checks import check_claim, check_due, check_due_queues, check_lease
-from tickwheel.stores.memory.heaps import MemoryHeaps
+from tickwheel.stores.memory.attempt_history import MemoryAttemptHistory
 
 
-class MemoryLeasing(MemoryHeaps):
+class MemoryLeasing(MemoryAttemptHistory):
     """The claim and settle calls of `MemoryStore`."""
 
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
@@ -72,18 +74,25 @@ class MemoryLeasing(MemoryHeaps):
         held = (*self._due.items(), *self._queue_leases.items())
         return sorted({queue for queue, heap in held if heap})
 
-    async def ack(self, lease: Lease) -> None:
+    async def ack(self, lease: Lease, attempt: Attempt | None = None) -> None:
         timer = self._settle(lease)
         now = self._clock()
         self._timers[timer.id] = timer.evolve(state=State.DONE, updated_ms=now)
         self._expiry.push(timer.id, now + self.settings.retention_of(timer.id), None)
+        self._record(timer.id, attempt)
 
-    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
-        return await _landed(self.ack(lease) for lease in leases)
+    async def ack_many(
+        self, leases: Sequence[Lease], attempts: Sequence[Attempt | None] = ()
+    ) -> list[bool]:
+        paired = zip(leases, attempts or repeat(None), strict=False)
+        return await _landed(self.ack(lease, attempt) for lease, attempt in paired)
 
-    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+    async def retry(
+        self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None = None
+    ) -> None:
         check_due(due_ms, self._clock(), self.settings)
         timer = self._settle(lease)
+        self._record(timer.id, attempt)
         self._schedule(
             timer.evolve(
                 state=State.SCHEDULED,
@@ -111,8 +120,9 @@ class MemoryLeasing(MemoryHeaps):
             )
         )
 
-    async def kill(self, lease: Lease, error: str) -> None:
+    async def kill(self, lease: Lease, error: str, attempt: Attempt | None = None) -> None:
         timer = self._settle(lease)
+        self._record(timer.id, attempt)
         self._timers[timer.id] = timer.evolve(
             state=State.DEAD, updated_ms=self._clock(), last_error=truncate_error(error)
         )

@@ -8,8 +8,8 @@ may keep running (each step takes its table locks for a moment only).
 
 Tables: ``timers`` (one row per timer, partial indexes per state), ``schedules``,
 ``queue_settings`` and ``limits`` (one JSON record a row, as `codec` writes them),
-``queue_heads`` (the due-queue index), ``versions`` (of the settings tables) and
-``schema_version``.
+``queue_heads`` (the due-queue index), ``versions`` (of the settings tables), ``attempts``
+(each timer's attempt history) and ``schema_version``.
 """
 
 from __future__ import annotations
@@ -180,7 +180,19 @@ V1 = (
     "INSERT INTO {s}.schema_version (version) VALUES (0)",
 )
 
-MIGRATIONS: Sequence[Sequence[str]] = (V1,)
+# attempt history: a timer's last attempts by number, deleted with it
+V2 = (
+    """CREATE TABLE {s}.attempts (
+        timer_id text NOT NULL REFERENCES {s}.timers (id) ON DELETE CASCADE,
+        n integer NOT NULL,
+        at_ms bigint NOT NULL,
+        record text NOT NULL,
+        PRIMARY KEY (timer_id, n)
+    )""",
+    "CREATE INDEX attempts_at ON {s}.attempts (at_ms)",
+)
+
+MIGRATIONS: Sequence[Sequence[str]] = (V1, V2)
 """Step n takes a schema from version n to n + 1 (the first creates it); append, never edit."""
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -25,6 +25,7 @@ import psycopg
 
 from tickwheel.errors import InvalidArgument, LeaseLost, StoreUnavailable, TimerExists
 from tickwheel.model import Timer, truncate_error
+from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import (
     ANY_QUEUE,
     Deferral,
@@ -42,15 +43,17 @@ from tickwheel.stores.checks import (
     check_timeout,
 )
 from tickwheel.stores.coalesce import Coalescer
+from tickwheel.stores.postgres import attempt_history as history
 from tickwheel.stores.postgres import ops
 from tickwheel.stores.postgres import queries as sql
+from tickwheel.stores.postgres.attempt_history import PostgresAttemptHistory
 from tickwheel.stores.postgres.ops import Op, queue_of
 from tickwheel.stores.postgres.purging import PostgresPurging
 from tickwheel.stores.postgres.runner import AsyncTx, SyncTx
 from tickwheel.stores.rebuild import as_scheduled
 
 
-class PostgresStore(PostgresPurging):
+class PostgresStore(PostgresPurging, PostgresAttemptHistory):
     """Timers in one schema of a PostgreSQL database, shared by any number of processes.
 
     Construction does no I/O; `clock` decides what is due (the wall clock of this host unless
@@ -224,7 +227,7 @@ class PostgresStore(PostgresPurging):
         check_lease(lease_ms)
 
         def work(now: int) -> Op[Lease]:
-            yield from _settle(lease, sql.EXTEND, deadline=now + lease_ms)
+            yield from self._settle(lease, sql.EXTEND, None, now, deadline=now + lease_ms)
             return Lease(lease.timer, lease.token, now + lease_ms)
 
         return await self._run(work)
@@ -266,19 +269,26 @@ class PostgresStore(PostgresPurging):
         self._listener.start()
         return await self._wakeups.wait(queue, timeout_s)
 
-    async def ack(self, lease: Lease) -> None:
+    async def ack(self, lease: Lease, attempt: Attempt | None = None) -> None:
         end = self.settings.retention_of(lease.timer.id)
-        await self._run(lambda now: _settle(lease, sql.ACK, end=now + end, now=now))
+        await self._run(
+            lambda now: self._settle(lease, sql.ACK, attempt, now, end=now + end, now=now)
+        )
 
-    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
-        """Ack many leases, up to 1,000 per statement."""
+    async def ack_many(
+        self, leases: Sequence[Lease], attempts: Sequence[Attempt | None] = ()
+    ) -> list[bool]:
+        """Ack many leases, up to 1,000 per statement, which records their attempts too."""
         acked: list[bool] = []
         for start in range(0, len(leases), ops.BATCH):
             chunk = leases[start : start + ops.BATCH]
-            acked += await self._run(functools.partial(self._ack_many, chunk))
+            recorded = attempts[start : start + ops.BATCH]
+            acked += await self._run(functools.partial(self._ack_many, chunk, recorded))
         return acked
 
-    def _ack_many(self, leases: Sequence[Lease], now: int) -> Op[list[bool]]:
+    def _ack_many(
+        self, leases: Sequence[Lease], attempts: Sequence[Attempt | None], now: int
+    ) -> Op[list[bool]]:
         retention_of = self.settings.retention_of
         params = {
             "now": now,
@@ -286,7 +296,17 @@ class PostgresStore(PostgresPurging):
             "tokens": [lease.token for lease in leases],
             "ends": [now + retention_of(lease.timer.id) for lease in leases],
         }
-        found, _ = yield sql.ACK_MANY, params
+        recorded = [
+            (lease.timer.id, lease.token, attempt)
+            for lease, attempt in zip(leases, attempts, strict=False)
+            if attempt is not None
+        ]
+        if recorded and self.settings.attempt_history:
+            params |= history.many_params(recorded, self.settings, now)
+            trim = any(a.attempt > self.settings.attempt_history for _, _, a in recorded)
+            found, _ = yield history.recording_many(sql.ACK_MANY, trim), params
+        else:
+            found, _ = yield sql.ACK_MANY, params
         held = set(found)
         acked = []
         for lease in leases:  # the same lease twice: the first acks, the second finds it done
@@ -295,8 +315,10 @@ class PostgresStore(PostgresPurging):
             held.discard(key)
         return acked
 
-    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
-        await self._hand_back(lease, due_ms, sql.RETRY, error)
+    async def retry(
+        self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None = None
+    ) -> None:
+        await self._hand_back(lease, due_ms, sql.RETRY, error, attempt)
 
     async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
         await self._hand_back(lease, due_ms, sql.DEFER, reason)
@@ -311,27 +333,42 @@ class PostgresStore(PostgresPurging):
             self._wakeups.notify(queue)
         return deferred
 
-    async def _hand_back(self, lease: Lease, due_ms: int, update: str, error: str) -> None:
+    async def _hand_back(
+        self, lease: Lease, due_ms: int, update: str, error: str, attempt: Attempt | None = None
+    ) -> None:
         def work(now: int) -> Op[None]:
             check_due(due_ms, now, self.settings)
-            yield from _settle(lease, update, due=due_ms, now=now, error=truncate_error(error))
+            yield from self._settle(
+                lease, update, attempt, now, due=due_ms, now=now, error=truncate_error(error)
+            )
 
         await self._run(work)
         self._wakeups.notify(lease.timer.queue)
 
-    async def kill(self, lease: Lease, error: str) -> None:
-        await self._run(lambda now: _settle(lease, sql.KILL, now=now, error=truncate_error(error)))
+    async def kill(self, lease: Lease, error: str, attempt: Attempt | None = None) -> None:
+        error = truncate_error(error)
+        await self._run(
+            lambda now: self._settle(lease, sql.KILL, attempt, now, now=now, error=error)
+        )
 
     async def replay(self, timer_id: str) -> bool:
         return self._woke(await self._run(lambda now: queue_of(sql.REPLAY, timer_id, now)))
 
-
-def _settle(lease: Lease, update: str, **values: object) -> Op[None]:
-    """Run `update` (a settling statement of `queries`) if `lease` still holds its timer, else
-    raise `LeaseLost`."""
-    _, changed = yield update, {"id": lease.timer.id, "token": lease.token, **values}
-    if changed == 0:
-        raise LeaseLost(lease.timer.id, lease.token)
+    def _settle(
+        self, lease: Lease, update: str, attempt: Attempt | None, now_ms: int, **values: object
+    ) -> Op[None]:
+        """Run `update` (a settling statement of `queries`) if `lease` still holds its timer,
+        recording `attempt` in the same statement, else raise `LeaseLost`."""
+        params = {"id": lease.timer.id, "token": lease.token, **values}
+        if attempt is None or not self.settings.attempt_history:
+            _, changed = yield update, params
+        else:
+            params |= history.one_params(attempt, self.settings, now_ms)
+            trim = attempt.attempt > self.settings.attempt_history
+            rows, _ = yield history.recording_one(update, trim), params
+            changed = len(rows)
+        if changed == 0:
+            raise LeaseLost(lease.timer.id, lease.token)
 
 
 def _defer_many(settings: StoreSettings, deferrals: Sequence[Deferral], now: int) -> Op[list[bool]]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from tickwheel.errors import LeaseLost, NotReplicated, StoreUnavailable
 from tickwheel.model import truncate_error
+from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import ANY_QUEUE, Deferral, DueQueues, Lease
 from tickwheel.stores.checks import check_claim, check_due, check_due_queues, check_lease
 from tickwheel.stores.redis.record import base36
@@ -67,19 +68,31 @@ class RedisLeasing(RedisStoreBase):
         replies = await self._shards.run_many(calls)
         return sorted({name.decode() for reply in replies for name in reply})
 
-    async def ack(self, lease: Lease) -> None:
-        (acked,) = await self.ack_many([lease])
+    async def ack(self, lease: Lease, attempt: Attempt | None = None) -> None:
+        (acked,) = await self.ack_many([lease], () if attempt is None else (attempt,))
         if not acked:
             raise LeaseLost(lease.timer.id, lease.token)
 
-    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
-        """Ack many leases: one ack.lua call per shard (per 500), all in one pipeline."""
+    async def ack_many(
+        self, leases: Sequence[Lease], attempts: Sequence[Attempt | None] = ()
+    ) -> list[bool]:
+        """Ack many leases: one ack.lua call per shard (per 500), all in one pipeline, each
+        with the attempts of its leases."""
         self._open()
         now = await self._now()
         batches = self._batches(leases)
         expiry = now + self.settings.retention_ms
         occurrence_expiry = now + self.settings.occurrence_retention()
         doubts = self._in_doubt
+        keeping = f"{self.settings.attempt_history} {self.settings.attempt_retention_ms}"
+
+        def recorded(positions: list[int]) -> list[str]:
+            if not attempts:
+                return []
+            return [
+                "" if (attempt := attempts[n]) is None else attempt.to_json() for n in positions
+            ]
+
         calls = [
             self._shards.call(
                 "ack",
@@ -90,6 +103,8 @@ class RedisLeasing(RedisStoreBase):
                     "".join([f"{leases[n].timer.id} {leases[n].token} " for n in positions]),
                     doubts.ids([leases[n] for n in positions]) if doubts else "",
                     occurrence_expiry,
+                    keeping,
+                    *recorded(positions),
                 ),
             )
             for shard, positions in batches
@@ -101,12 +116,20 @@ class RedisLeasing(RedisStoreBase):
             raise
         return _per_lease(batches, answers, len(leases))
 
-    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+    async def retry(
+        self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None = None
+    ) -> None:
         self._open()
         now = await self._now()
         check_due(due_ms, now, self.settings)
         await self._settle(
-            "retry", lease, now, base36(due_ms), self._next_seq(), truncate_error(error)
+            "retry",
+            lease,
+            now,
+            base36(due_ms),
+            self._next_seq(),
+            truncate_error(error),
+            recording=self._history_args(attempt),
         )
 
     async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
@@ -151,17 +174,29 @@ class RedisLeasing(RedisStoreBase):
             for start in range(0, len(positions), SETTLE_BATCH)
         ]
 
-    async def kill(self, lease: Lease, error: str) -> None:
+    async def kill(self, lease: Lease, error: str, attempt: Attempt | None = None) -> None:
         self._open()
         now = await self._now()
-        await self._settle("kill", lease, now, truncate_error(error))
+        recording = self._history_args(attempt)
+        await self._settle("kill", lease, now, truncate_error(error), recording=recording)
 
-    async def _settle(self, name: str, lease: Lease, *args: Arg) -> None:
-        """Run a one-lease settle script; its last argument says whether this lease's last
-        settle went unanswered (then "settled so already, by this token" counts)."""
+    def _history_args(self, attempt: Attempt | None = None) -> tuple[str, int, int]:
+        """What a settle script records: the attempt (JSON, or ''), how many a timer keeps
+        and for how long."""
+        record = "" if attempt is None else attempt.to_json()
+        return (record, self.settings.attempt_history, self.settings.attempt_retention_ms)
+
+    async def _settle(
+        self, name: str, lease: Lease, *args: Arg, recording: Sequence[Arg] = ()
+    ) -> None:
+        """Run a one-lease settle script; after `args` it says whether this lease's last
+        settle went unanswered (then "settled so already, by this token" counts), and then
+        the attempt to record (`recording`, for retry and kill)."""
         again = int(self._in_doubt.take(lease))
         try:
-            settled = await self._shards.step(name, lease.timer.id, lease.token, *args, again)
+            settled = await self._shards.step(
+                name, lease.timer.id, lease.token, *args, again, *recording
+            )
         except StoreUnavailable:
             self._in_doubt.note([lease], self._clock())
             raise

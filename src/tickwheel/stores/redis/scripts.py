@@ -37,6 +37,7 @@ NAMES = (
     "ack",
     "add",
     "add_one",
+    "attempts",
     "cancel",
     "claim",
     "defer",

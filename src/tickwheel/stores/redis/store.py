@@ -28,6 +28,7 @@ from tickwheel.stores.coalesce import Coalescer
 from tickwheel.stores.redaction import redact
 from tickwheel.stores.redis import adding, listing
 from tickwheel.stores.redis.adding import RedisAdding
+from tickwheel.stores.redis.attempt_history import RedisAttemptHistory
 from tickwheel.stores.redis.changing import RedisChanging
 from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
@@ -56,6 +57,7 @@ class RedisStore(
     RedisPurging,
     RedisHostLimits,
     RedisListing,
+    RedisAttemptHistory,
 ):
     """Timers in Redis (standalone or Cluster), shared by any number of workers.
 

@@ -9,10 +9,12 @@ from functools import partial
 
 from tickwheel.errors import LeaseLost
 from tickwheel.model import truncate_error
+from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import ANY_QUEUE, Deferral, DueQueues, Lease, new_lease
 from tickwheel.stores.checks import check_claim, check_due, check_due_queues, check_lease
 from tickwheel.stores.sqlite import queries as sql
-from tickwheel.stores.sqlite.thread import BATCH, SqliteThread
+from tickwheel.stores.sqlite.attempt_history import SqliteAttemptHistory
+from tickwheel.stores.sqlite.thread import BATCH
 
 PURGE_BATCH = 1000
 """Most finished timers past their retention that one claim deletes."""
@@ -26,7 +28,7 @@ def _settle(conn: sqlite3.Connection, lease: Lease, update: str, **values: objec
         raise LeaseLost(lease.timer.id, lease.token)
 
 
-class SqliteLeasing(SqliteThread):
+class SqliteLeasing(SqliteAttemptHistory):
     """The claim and settle calls of `SqliteStore`."""
 
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
@@ -91,17 +93,26 @@ class SqliteLeasing(SqliteThread):
 
         return await self._run(None, work)
 
-    async def ack(self, lease: Lease) -> None:
+    async def ack(self, lease: Lease, attempt: Attempt | None = None) -> None:
         def work(conn: sqlite3.Connection, now: int) -> None:
             end = now + self.settings.retention_of(lease.timer.id)
             _settle(conn, lease, sql.ACK, end=end, now=now)
+            self._record_one(conn, now, lease, attempt)
 
-        await self._run(None, work)
+        await self._run(None if attempt is None else "BEGIN IMMEDIATE", work)
 
-    async def ack_many(self, leases: Sequence[Lease]) -> list[bool]:
-        """Ack many leases, up to 1,000 per transaction."""
+    async def ack_many(
+        self, leases: Sequence[Lease], attempts: Sequence[Attempt | None] = ()
+    ) -> list[bool]:
+        """Ack many leases, up to 1,000 per transaction, with their attempts."""
 
-        def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Lease]) -> list[bool]:
+        def work(
+            conn: sqlite3.Connection,
+            now: int,
+            *,
+            chunk: Sequence[Lease],
+            recorded: Sequence[Attempt | None],
+        ) -> list[bool]:
             retention_of = self.settings.retention_of
             held = [
                 {
@@ -112,20 +123,37 @@ class SqliteLeasing(SqliteThread):
                 }
                 for lease in chunk
             ]
-            return [conn.execute(sql.ACK, params).rowcount > 0 for params in held]
+            acked = [conn.execute(sql.ACK, params).rowcount > 0 for params in held]
+            if recorded:
+                landed = zip(chunk, recorded, acked, strict=True)
+                self._record(
+                    conn, now, ((lease.timer.id, a) for lease, a, ok in landed if ok and a)
+                )
+            return acked
 
         acked: list[bool] = []
         for start in range(0, len(leases), BATCH):
             chunk = leases[start : start + BATCH]
-            acked += await self._run("BEGIN IMMEDIATE", partial(work, chunk=chunk))
+            recorded = attempts[start : start + BATCH]
+            work_chunk = partial(work, chunk=chunk, recorded=recorded)
+            acked += await self._run("BEGIN IMMEDIATE", work_chunk)
         return acked
 
-    async def retry(self, lease: Lease, due_ms: int, error: str) -> None:
+    def _record_one(
+        self, conn: sqlite3.Connection, now: int, lease: Lease, attempt: Attempt | None
+    ) -> None:
+        if attempt is not None:
+            self._record(conn, now, [(lease.timer.id, attempt)])
+
+    async def retry(
+        self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None = None
+    ) -> None:
         def work(conn: sqlite3.Connection, now: int) -> None:
             check_due(due_ms, now, self.settings)
             _settle(conn, lease, sql.RETRY, due=due_ms, now=now, error=truncate_error(error))
+            self._record_one(conn, now, lease, attempt)
 
-        await self._run(None, work)
+        await self._run(None if attempt is None else "BEGIN IMMEDIATE", work)
         self._wakeups.notify(lease.timer.queue)
 
     async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
@@ -159,8 +187,9 @@ class SqliteLeasing(SqliteThread):
         await self._run(None, work)
         self._wakeups.notify(lease.timer.queue)
 
-    async def kill(self, lease: Lease, error: str) -> None:
+    async def kill(self, lease: Lease, error: str, attempt: Attempt | None = None) -> None:
         def work(conn: sqlite3.Connection, now: int) -> None:
             _settle(conn, lease, sql.KILL, now=now, error=truncate_error(error))
+            self._record_one(conn, now, lease, attempt)
 
-        await self._run(None, work)
+        await self._run(None if attempt is None else "BEGIN IMMEDIATE", work)

@@ -22,7 +22,7 @@ from tickwheel.stores.codec import state_code
 R = TypeVar("R")
 Work = Callable[[sqlite3.Connection, int], R]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... FROM (3.33) and RETURNING (3.35)
 BUSY_TIMEOUT_MS = 5000
 FILE_MODE = 0o600
@@ -87,6 +87,20 @@ _VERSIONS = (
         for event in ("INSERT", "UPDATE", "DELETE")
     ),
 )
+# attempt history: a timer's last attempts, by number, and its own trigger deletes them with it
+_ATTEMPTS = (
+    """CREATE TABLE attempts (
+        timer_id TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        at_ms INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (timer_id, n)
+    )""",
+    "CREATE INDEX attempts_at ON attempts (at_ms)",
+    """CREATE TRIGGER timers_attempts AFTER DELETE ON timers
+        BEGIN DELETE FROM attempts WHERE timer_id = OLD.id; END""",
+)
+
 SCHEMA = (
     """CREATE TABLE timers (
         id TEXT NOT NULL UNIQUE,
@@ -113,6 +127,7 @@ SCHEMA = (
     *_FLOW_CONTROL,
     *_QUEUE_HEADS,
     *_VERSIONS,
+    *_ATTEMPTS,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 """The statements that make a new file's schema, the last one setting its version."""
@@ -198,6 +213,10 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
                 GROUP BY queue"""
         )
         for statement in _VERSIONS:
+            conn.execute(statement)
+    if version <= 5:
+        # 5 -> 6: attempt history
+        for statement in _ATTEMPTS:
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

@@ -4,6 +4,8 @@
 -- ARGV[4] " <id> " per lease whose last ack went unanswered (it may have landed)
 -- ARGV[5] expiry_ms of a schedule's occurrence (its id holds '@'), kept in the list
 --         <tag>:xo as its retention may be shorter (purge.lua reads both lists)
+-- ARGV[6] "<attempts kept per timer> <attempt retention ms>"
+-- ARGV[7], ARGV[8], ... per lease, the attempt to record with its ack (JSON), or ''
 -- returns: one entry per lease: 1 when acked, or for a lease in ARGV[4] when done already by
 --          that token; 0 when the token no longer holds the lease (nothing changed for that
 --          one; an id repeated in the call is acked once)
@@ -19,6 +21,7 @@ local kinds = {
 for _, kind in ipairs(kinds) do
   kind.keep = tonumber(kind.expiry) > tonumber(now)
 end
+local most, keep_ms = string.match(ARGV[6], '^(%d+) (%d+)$')
 local ids, tokens = {}, {}
 for id, token in string.gmatch(ARGV[3], '(%S+) (%S+) ') do
   ids[#ids + 1] = id
@@ -50,8 +53,10 @@ for n, id in ipairs(ids) do
       records[#records + 1] = '2,' .. attempt .. ',' .. due_created .. ',' .. now .. ',' ..
         kind.expiry .. ',' .. q .. ',' .. string.sub(raw, rest_at)
       kind.done[#kind.done + 1] = id
+      record_attempt(id, ARGV[6 + n] or '', most, keep_ms)
     else
       gone[#gone + 1] = id
+      redis.call('DEL', TAG .. ':a:' .. id) -- kept no longer than its timer
     end
   end
 end

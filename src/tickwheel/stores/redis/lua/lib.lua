@@ -506,6 +506,7 @@ end
 -- remove every trace of a timer, whatever its state (its entry in a lease batch or in the
 -- done list goes stale: both are checked against the record when read)
 local function forget(id, r)
+  redis.call('DEL', TAG .. ':a:' .. id) -- its attempt history goes with it
   if r.state == SCHEDULED then
     dequeue(id, r)
   elseif r.state == LEASED then
@@ -541,4 +542,16 @@ local function occur(id, raw, p, attempt)
   put(p, queue, id, due, seq)
   count(SCHEDULED, queue, 1)
   return true
+end
+
+-- Put a settled attempt (its JSON `record`; '' for none) first in the history <tag>:a:<id> of
+-- timer `id`, which keeps its last `most` attempts and lapses `keep_ms` after the newest.
+local function record_attempt(id, record, most, keep_ms)
+  if record == '' or most == '0' then
+    return
+  end
+  local key = TAG .. ':a:' .. id
+  redis.call('LPUSH', key, record)
+  redis.call('LTRIM', key, 0, tonumber(most) - 1)
+  redis.call('PEXPIRE', key, keep_ms)
 end

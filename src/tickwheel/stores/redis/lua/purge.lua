@@ -38,7 +38,7 @@ local function purge(list)
   end
   if #ids > 0 then
     local raws = records_of(ids)
-    local gone, seen = {}, {}
+    local gone, seen, histories = {}, {}, {}
     for n, id in ipairs(ids) do
       local raw = raws[n]
       if raw and not seen[id] and string.sub(raw, 1, 1) == DONE then
@@ -46,12 +46,14 @@ local function purge(list)
         if r.seq == expiries[n] then
           seen[id] = true
           gone[#gone + 1] = id
+          histories[#gone] = TAG .. ':a:' .. id
           count(DONE, r.queue, -1)
         end
       end
     end
     if #gone > 0 then
       redis.call('HDEL', RECORDS, unpack(gone))
+      redis.call('DEL', unpack(histories)) -- attempt histories go with their timers
       finish()
     end
   end
