@@ -40,6 +40,7 @@ from tickwheel.service.schemas import (
     TimerPage,
     epoch_ms,
 )
+from tickwheel.service.trace_headers import creating
 from tickwheel.stores.base import Store
 
 MAX_TIME_CHARS = 64
@@ -117,17 +118,18 @@ def router() -> APIRouter:
         """Create a timer; the same id and spec again returns it (200), another spec is 409."""
         context, store = served(request)
         tenant = tenant_of(request)
-        timer = create.build(context, item, store.now_ms(), tenant=tenant)
-        await context.admit_queue(store, timer.queue)
-        admit = None
-        if tenant is not None and context.quotas is not None:
+        with creating(request.scope["headers"], **{"tickwheel.queue": item.queue}) as trace:
+            timer = create.build(context, item, store.now_ms(), tenant=tenant, trace=trace)
+            await context.admit_queue(store, timer.queue)
+            admit = None
+            if tenant is not None and context.quotas is not None:
 
-            async def admit(timer: Timer) -> None:
-                await access.admit(context, store, tenant, [timer])
+                async def admit(timer: Timer) -> None:
+                    await access.admit(context, store, tenant, [timer])
 
-        response.status_code, stored = await create.put(
-            store, timer, item, replace=False, admit=admit
-        )
+            response.status_code, stored = await create.put(
+                store, timer, item, replace=False, admit=admit
+            )
         return TimerOut.of(stored)
 
     # the route every client waits on: read and answered without FastAPI's dependency solving
@@ -142,11 +144,13 @@ def router() -> APIRouter:
 
     @routes.post("/v1/timers/batch", responses=errors(429))
     async def create_timers(
-        batch: BatchIn, context: ContextDep, store: StoreDep, tenant: TenantDep
+        batch: BatchIn, request: Request, context: ContextDep, store: StoreDep, tenant: TenantDep
     ) -> BatchOut:
         """Create up to 1,000 timers; each gets the status and timer or error it would alone.
         With a tenant's quotas, the new ones are stored all or none (429)."""
-        return BatchOut(results=await create.batch(context, store, batch.timers, tenant))
+        with creating(request.scope["headers"], **{"tickwheel.timers": len(batch.timers)}) as trace:
+            results = await create.batch(context, store, batch.timers, tenant, trace)
+        return BatchOut(results=results)
 
     @routes.get("/v1/timers", responses=errors())
     async def list_timers(
@@ -191,6 +195,7 @@ def router() -> APIRouter:
     async def put_timer(
         timer_id: str,
         item: TimerIn,
+        request: Request,
         response: Response,
         context: ContextDep,
         store: StoreDep,
@@ -204,16 +209,17 @@ def router() -> APIRouter:
         refusal = _owned(timer_id)
         if refusal is not None:
             raise refusal
-        timer = create.build(context, item, store.now_ms(), timer_id, tenant)
-        await access.guard_timer(store, tenant, timer_id)
-        await context.admit_queue(store, timer.queue)
+        with creating(request.scope["headers"], **{"tickwheel.queue": item.queue}) as trace:
+            timer = create.build(context, item, store.now_ms(), timer_id, tenant, trace)
+            await access.guard_timer(store, tenant, timer_id)
+            await context.admit_queue(store, timer.queue)
 
-        async def admit(timer: Timer) -> None:
-            await access.admit(context, store, tenant, [timer])
+            async def admit(timer: Timer) -> None:
+                await access.admit(context, store, tenant, [timer])
 
-        response.status_code, stored = await create.put(
-            store, timer, item, replace=True, admit=admit
-        )
+            response.status_code, stored = await create.put(
+                store, timer, item, replace=True, admit=admit
+            )
         return TimerOut.of(stored)
 
     @routes.get("/v1/timers/{timer_id}", responses=errors(404))

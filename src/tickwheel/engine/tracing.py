@@ -1,0 +1,98 @@
+"""OpenTelemetry spans of a timer's steps (create, claim, attempt, settle), when the `otel`
+extra is installed and the application has configured a tracer provider; else nothing.
+
+OpenTelemetry is imported on first use, never by ``import tickwheel``, and a step costs one
+global lookup while no SDK is configured. A span's parent is the timer's stored
+``traceparent``, so a receiver's trace goes on from the request that scheduled the timer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+__all__ = ["MAX_LINKS", "Spans", "spans"]
+
+MAX_LINKS = 128
+"""Timers a claim's span links to (one claim may lease 1,000, of as many traces)."""
+
+
+class Spans:
+    """Starts tickwheel's spans on OpenTelemetry's global tracer provider."""
+
+    def __init__(self) -> None:
+        from opentelemetry import trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        self._trace = trace
+        self._propagator = TraceContextTextMapPropagator()
+        self._tracer = trace.get_tracer("tickwheel")
+        self._proxy = trace.ProxyTracerProvider
+
+    def configured(self) -> bool:
+        """Whether the application has set a tracer provider (else every span is a no-op)."""
+        return not isinstance(self._trace.get_tracer_provider(), self._proxy)
+
+    def start(
+        self,
+        name: str,
+        parent: str | None,
+        state: str | None = None,
+        *,
+        client: bool = False,
+        attributes: Mapping[str, str | int] | None = None,
+        links: Sequence[tuple[str, str | None]] = (),
+    ) -> Span | None:
+        """Start a span under the trace context `parent` (a ``traceparent``; a new trace when
+        None), or return None when no provider is configured; the caller ends it."""
+        if not self.configured():
+            return None
+        kind = self._trace.SpanKind.CLIENT if client else self._trace.SpanKind.INTERNAL
+        found = [self._remote(p, s) for p, s in links[:MAX_LINKS]]
+        return self._tracer.start_span(
+            name,
+            context=None if parent is None else self._context(parent, state),
+            kind=kind,
+            attributes=attributes,
+            links=[self._trace.Link(c) for c in found if c is not None],
+        )
+
+    def traceparent(self, span: Span) -> tuple[str, str | None] | None:
+        """The ``traceparent`` and ``tracestate`` that make `span` a request's parent (None
+        for a span without a valid context)."""
+        carrier: dict[str, str] = {}
+        self._propagator.inject(carrier, self._trace.set_span_in_context(span))
+        parent = carrier.get("traceparent")
+        return None if parent is None else (parent, carrier.get("tracestate") or None)
+
+    def fail(self, span: Span, error_type: str) -> None:
+        """Mark `span` failed with the low-cardinality `error_type` (no message: it may quote
+        a receiver's body or the URL)."""
+        span.set_attribute("error.type", error_type)
+        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR))
+
+    def _context(self, parent: str, state: str | None) -> Any:
+        carrier = {"traceparent": parent}
+        if state is not None:
+            carrier["tracestate"] = state
+        return self._propagator.extract(carrier)
+
+    def _remote(self, parent: str, state: str | None) -> Any:
+        context = self._trace.get_current_span(self._context(parent, state)).get_span_context()
+        return context if context.is_valid else None
+
+
+_SPANS: list[Spans | None] = []
+
+
+def spans() -> Spans | None:
+    """The process's `Spans`, or None when OpenTelemetry is not installed."""
+    if not _SPANS:
+        try:
+            _SPANS.append(Spans())
+        except ImportError:
+            _SPANS.append(None)
+    return _SPANS[0]
