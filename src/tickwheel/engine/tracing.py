@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
+    from tickwheel.model import Timer
+    from tickwheel.stores.base import Lease
+
 __all__ = ["MAX_LINKS", "Spans", "spans"]
 
 MAX_LINKS = 128
@@ -44,21 +47,54 @@ class Spans:
         *,
         client: bool = False,
         attributes: Mapping[str, str | int] | None = None,
-        links: Sequence[tuple[str, str | None]] = (),
     ) -> Span | None:
         """Start a span under the trace context `parent` (a ``traceparent``; a new trace when
         None), or return None when no provider is configured; the caller ends it."""
         if not self.configured():
             return None
         kind = self._trace.SpanKind.CLIENT if client else self._trace.SpanKind.INTERNAL
-        found = [self._remote(p, s) for p, s in links[:MAX_LINKS]]
         return self._tracer.start_span(
             name,
             context=None if parent is None else self._context(parent, state),
             kind=kind,
             attributes=attributes,
-            links=[self._trace.Link(c) for c in found if c is not None],
         )
+
+    def claimed(self, leases: Sequence[Lease]) -> None:
+        """Record the claim of `leases` (one queue's batch, as the worker takes it), linked to
+        the traces of up to `MAX_LINKS` of them."""
+        if not leases or not self.configured():
+            return
+        queue = leases[0].timer.queue
+        traced = [(t.trace_parent, t.trace_state) for t in (lease.timer for lease in leases)]
+        span = self._tracer.start_span(
+            "tickwheel claim",
+            attributes={"tickwheel.queue": queue, "tickwheel.timers": len(leases)},
+            links=[
+                self._trace.Link(c)
+                for c in (self._remote(p, s) for p, s in traced[:MAX_LINKS] if p is not None)
+                if c is not None
+            ],
+        )
+        span.end()
+
+    def settled(self, timer: Timer, outcome: str, start_ns: int) -> None:
+        """Record how a fired timer was settled (ack, retry, kill, defer) in its own trace."""
+        if not self.configured():
+            return
+        span = self._tracer.start_span(
+            "tickwheel settle",
+            context=None
+            if timer.trace_parent is None
+            else self._context(timer.trace_parent, timer.trace_state),
+            attributes={
+                "tickwheel.timer.id": timer.id,
+                "tickwheel.queue": timer.queue,
+                "tickwheel.outcome": outcome,
+            },
+            start_time=start_ns,
+        )
+        span.end()
 
     def traceparent(self, span: Span) -> tuple[str, str | None] | None:
         """The ``traceparent`` and ``tracestate`` that make `span` a request's parent (None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from tickwheel.engine.dispatch import Dispatcher
 from tickwheel.engine.fairness import Fairness
@@ -12,6 +13,7 @@ from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.outcome import GuardedTarget, NotFired, Outcome, Target, Verdict
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled
+from tickwheel.engine.tracing import spans
 from tickwheel.errors import LeaseLost, StoreUnavailable
 from tickwheel.model import Timer
 from tickwheel.stores import Lease, Store
@@ -81,6 +83,7 @@ class Worker:
             abandon=self._abandon,
         )
         self._limiter = store_limiter(store, self._dispatcher.controls, self.metrics)
+        self._spans = spans()
 
     def stop(self) -> None:
         """Stop claiming; `run` returns once held timers are fired or handed back."""
@@ -95,6 +98,8 @@ class Worker:
             await self._limiter.close()
 
     def _deliver(self, leases: list[Lease]) -> None:
+        if self._spans is not None:
+            self._spans.claimed(leases)
         for lease in leases:
             task = asyncio.create_task(self._fire(lease.timer.id))
             self._firing.add(task)
@@ -136,6 +141,7 @@ class Worker:
                 timer = lease.timer
                 late_s = (self._store.now_ms() - timer.due_ms) / 1000
                 self.metrics.observe_fired(timer.queue, late_s)
+                self.metrics.change("fired", lease)
                 try:
                     outcome = NO_CALLBACK if timer.callback is None else await self._attempt(lease)
                     # a call that ran out its timeout got no answer: its target may hang
@@ -242,6 +248,14 @@ class Worker:
         return None
 
     async def _settle(self, lease: Lease, outcome: Outcome) -> None:
+        if self._spans is None:
+            await self._settle_as(lease, outcome)
+            return
+        start_ns = time.time_ns()
+        await self._settle_as(lease, outcome)
+        self._spans.settled(lease.timer, outcome.verdict.value, start_ns)
+
+    async def _settle_as(self, lease: Lease, outcome: Outcome) -> None:
         if outcome.verdict is Verdict.ACK:
             await self._settler.ack(lease)
         elif outcome.verdict is Verdict.RETRY:

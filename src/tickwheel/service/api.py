@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
+from tickwheel.engine.changes import ChangeFeed
 from tickwheel.service.api_errors import install_error_handlers
 from tickwheel.service.dashboard import static_routes
 from tickwheel.service.gate import Gate
@@ -21,6 +22,7 @@ from tickwheel.service.quotas import Quotas
 from tickwheel.service.request_metrics import RequestMetrics
 from tickwheel.service.routes import (
     dead_routes,
+    event_routes,
     limit_routes,
     ops_routes,
     queue_routes,
@@ -79,6 +81,7 @@ def create_app(
     store: Store | None = None,
     *,
     registry: CollectorRegistry | None = None,
+    changes: ChangeFeed | None = None,
 ) -> FastAPI:
     """Build the API app; nothing is opened until it starts.
 
@@ -88,11 +91,15 @@ def create_app(
             ``settings.store_url`` on startup and closes it on shutdown.
         registry: what ``/metrics`` renders (the engine's metrics), where the app adds its
             request metrics; a fresh registry of the app's own when None. One app per registry.
+        changes: the state changes ``/v1/events`` streams (the process's worker publishes
+            there too); when None, the app's own, which only its routes publish to.
     """
     registry = CollectorRegistry() if registry is None else registry
     tenants = tenants_of(settings.tenants, settings.token)
     quotas = None if tenants is None else Quotas(tenants)
     context = Context(settings, store, registry, QueueCap(settings.max_queues), quotas)
+    if changes is not None:
+        context.changes = changes
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -123,6 +130,7 @@ def create_app(
         queue_routes,
         limit_routes,
         ops_routes,
+        event_routes,
     ):
         app.router.routes.extend(resource.router().routes)
     app.router.routes.extend(static_routes())
