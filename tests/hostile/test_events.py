@@ -201,10 +201,12 @@ async def test_subscribers_past_the_cap_are_503_and_closing_frees_a_place(
         assert refused.headers["retry-after"] == "5"
     async with asyncio.timeout(10):
         while True:  # the server sees the disconnects a moment later
-            async with httpx.AsyncClient(base_url=server.url, headers=auth(SHIPPING)) as client:
-                async with client.stream("GET", "/v1/events") as response:
-                    if response.status_code == 200:
-                        break
+            async with (
+                httpx.AsyncClient(base_url=server.url, headers=auth(SHIPPING)) as client,
+                client.stream("GET", "/v1/events") as response,
+            ):
+                if response.status_code == 200:
+                    break
             await asyncio.sleep(0.1)
 
 
