@@ -540,3 +540,16 @@ async def test_the_docs_page_renders_with_no_request_leaving_the_machine(
     assert errors == []
     assert f"{service.url}/docs/swagger-ui-bundle.js" in requested
     assert f"{service.url}/openapi.json" in requested
+
+
+async def test_the_page_follows_the_event_stream_and_reads_the_api_when_a_change_comes(
+    tabs: Tabs, service: Service
+) -> None:
+    page = await tabs.open()
+    await expect(page.locator("#status")).to_have_text(re.compile(r"· live$"))
+    streams = [status for url, status in tabs.responses if url.endswith("/v1/events")]
+    assert 200 in streams  # read with fetch and the bearer token, never a token in the URL
+    assert all(TOKEN not in url for url, _ in tabs.responses)
+    # a change streamed in: the page reads the API about a second later, not in 15 s
+    await service.api.post("/v1/timers", json={"id": "streamed", "delay": 600, "payload": 1})
+    await expect(_row(page, "timers", "streamed")).to_be_visible(timeout=WAIT_MS)
