@@ -56,16 +56,17 @@ def _encoded(entry: Entry, epoch: str) -> bytes:
     """The change as an SSE event, encoded once for every subscriber; ids and queues need no
     JSON escaping (their alphabet has no quote, backslash or control character)."""
     encoded = entry[6]
-    if encoded is None:
-        seq, kind, timer_id, queue, attempt, at_ms = entry[:6]
-        shown = "null" if timer_id is None else f'"{timer_id}"'
-        encoded = entry[6] = (
-            f"id: {epoch}-{seq}\nevent: {kind}\ndata: "
-            f'{{"type":"{kind}","id":{shown},"queue":"{queue}","attempt":{attempt},'
-            f'"at_ms":{at_ms}}}\n\n'
-        ).encode()
-    assert isinstance(encoded, bytes)
-    return encoded
+    if isinstance(encoded, bytes):
+        return encoded
+    seq, kind, timer_id, queue, attempt, at_ms = entry[:6]
+    shown = "null" if timer_id is None else f'"{timer_id}"'
+    fresh = (
+        f"id: {epoch}-{seq}\nevent: {kind}\ndata: "
+        f'{{"type":"{kind}","id":{shown},"queue":"{queue}","attempt":{attempt},'
+        f'"at_ms":{at_ms}}}\n\n'
+    ).encode()
+    entry[6] = fresh
+    return fresh
 
 
 class EventStream(Response):
