@@ -24,6 +24,7 @@ pytestmark = pytest.mark.timeout(180)
 
 BILLING = "billing-token-0123456789"
 SHIPPING = "shipping-token-0123456789"
+ADMIN = "admin-token-0123456789abc"
 TOKENS = f"""
 [[token]]
 name = "billing"
@@ -36,6 +37,12 @@ name = "shipping"
 token = "{SHIPPING}"
 queues = ["shipping"]
 role = "write"
+
+[[token]]
+name = "ops"
+token = "{ADMIN}"
+queues = ["*"]
+role = "admin"
 """
 
 
@@ -255,4 +262,8 @@ async def test_a_reader_that_stops_reading_is_dropped_and_firing_goes_on(
     with stalled:
         while data := stalled.recv(65536):
             assert b"keep-alive" not in data
+    async with httpx.AsyncClient(base_url=server.url, headers=auth(ADMIN)) as client:
+        metrics = (await client.get("/metrics")).text
+    assert "tickwheel_event_streams_dropped_total 1.0" in metrics
+    assert "tickwheel_event_streams 0.0" in metrics
     assert await server.stop(signal.SIGTERM) == 0, server.stderr()

@@ -100,6 +100,7 @@ def create_app(
     context = Context(settings, store, registry, QueueCap(settings.max_queues), quotas)
     if changes is not None:
         context.changes = changes
+    registry.register(event_routes.StreamGauges(context.changes))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

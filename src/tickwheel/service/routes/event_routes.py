@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from starlette.types import Receive, Scope, Send
 
 from tickwheel.engine.changes import ChangeFeed, Entry, Lagged
@@ -24,7 +26,14 @@ from tickwheel.service.routes.deps import errors, strict_router
 from tickwheel.service.schemas import ID_PATTERN
 from tickwheel.service.tenants import Tenant
 
-__all__ = ["HEARTBEAT_S", "MAX_SUBSCRIBERS", "SEND_TIMEOUT_S", "EventStream", "router"]
+__all__ = [
+    "HEARTBEAT_S",
+    "MAX_SUBSCRIBERS",
+    "SEND_TIMEOUT_S",
+    "EventStream",
+    "StreamGauges",
+    "router",
+]
 
 MAX_SUBSCRIBERS = 64
 """Streams one process serves at once; one more is 503 with ``Retry-After``."""
@@ -185,6 +194,23 @@ def _visible(tenant: Tenant | None, queue: str | None) -> Any:
         return shown
 
     return sees
+
+
+class StreamGauges:
+    """A registry collector: the streams a process serves, and those it dropped as slow."""
+
+    def __init__(self, feed: ChangeFeed) -> None:
+        self.feed = feed
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "tickwheel_event_streams", "Event streams open", value=self.feed.readers
+        )
+        yield CounterMetricFamily(
+            "tickwheel_event_streams_dropped",
+            "Event streams closed for reading too slowly",
+            value=self.feed.dropped,
+        )
 
 
 def router() -> APIRouter:
