@@ -1,13 +1,15 @@
 """OpenTelemetry spans of a timer's steps (create, claim, attempt, settle), when the `otel`
 extra is installed and the application has configured a tracer provider; else nothing.
 
-OpenTelemetry is imported on first use, never by ``import tickwheel``, and a step costs one
-global lookup while no SDK is configured. A span's parent is the timer's stored
-``traceparent``, so a receiver's trace goes on from the request that scheduled the timer.
+OpenTelemetry is imported on first use, never by ``import tickwheel``, and a step costs a
+clock read while no SDK is configured (spans start within a second of the application setting
+one). A span's parent is the timer's stored ``traceparent``, so a receiver's trace goes on
+from the request that scheduled the timer.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,8 @@ __all__ = ["MAX_LINKS", "Spans", "spans"]
 
 MAX_LINKS = 128
 """Timers a claim's span links to (one claim may lease 1,000, of as many traces)."""
+RECHECK_S = 1.0
+"""How often, until it has one, the process looks for a configured tracer provider."""
 
 
 class Spans:
@@ -34,10 +38,22 @@ class Spans:
         self._propagator = TraceContextTextMapPropagator()
         self._tracer = trace.get_tracer("tickwheel")
         self._proxy = trace.ProxyTracerProvider
+        self._set = False
+        self._next_check_s = 0.0
 
     def configured(self) -> bool:
-        """Whether the application has set a tracer provider (else every span is a no-op)."""
-        return not isinstance(self._trace.get_tracer_provider(), self._proxy)
+        """Whether the application has set a tracer provider (else every span is a no-op).
+
+        Once set, a provider stays; until then this asks at most once a second (asking costs
+        a microsecond, an environment lookup, and runs on every create and attempt)."""
+        if self._set:
+            return True
+        now = time.monotonic()
+        if now < self._next_check_s:
+            return False
+        self._next_check_s = now + RECHECK_S
+        self._set = not isinstance(self._trace.get_tracer_provider(), self._proxy)
+        return self._set
 
     def start(
         self,

@@ -8,11 +8,15 @@ headers, and the timer keeps that span's context instead, so its attempts hang u
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING
 
-from tickwheel.engine.tracing import spans
+from tickwheel.engine.tracing import Spans, spans
 from tickwheel.tracecontext import parse_traceparent, parse_tracestate
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 Trace = tuple[str | None, str | None]
 """A ``traceparent`` and a ``tracestate``, either None."""
@@ -38,19 +42,41 @@ def request_trace(headers: Iterable[tuple[bytes, bytes]]) -> Trace:
     return parent, parse_tracestate(state)
 
 
-@contextmanager
-def creating(headers: Iterable[tuple[bytes, bytes]], **attributes: str | int) -> Iterator[Trace]:
-    """Give the trace context the timers a request creates keep, inside its span if any."""
-    trace = request_trace(headers)
-    otel = spans()
-    span = None if otel is None else otel.start("tickwheel create", *trace, attributes=attributes)
-    if otel is None or span is None:
-        yield trace
-        return
-    try:
-        yield otel.traceparent(span) or trace
-    except Exception as error:
-        otel.fail(span, type(error).__name__)
-        raise
-    finally:
+class creating:
+    """Give the trace context the timers a request creates keep, inside its span if any.
+
+    A class, not a generator: it runs on every create, where a generator-based context
+    manager costs about a microsecond more.
+    """
+
+    __slots__ = ("_attributes", "_headers", "_otel", "_span")
+
+    def __init__(self, headers: Iterable[tuple[bytes, bytes]], **attributes: str | int) -> None:
+        self._headers = headers
+        self._attributes = attributes
+        self._otel: Spans | None = None
+        self._span: Span | None = None
+
+    def __enter__(self) -> Trace:
+        trace = request_trace(self._headers)
+        otel = spans()
+        if otel is None or not otel.configured():
+            return trace
+        span = otel.start("tickwheel create", *trace, attributes=self._attributes)
+        if span is None:
+            return trace
+        self._otel, self._span = otel, span
+        return otel.traceparent(span) or trace
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        span = self._span
+        if span is None or self._otel is None:
+            return
+        if kind is not None and issubclass(kind, Exception):
+            self._otel.fail(span, kind.__name__)
         span.end()
