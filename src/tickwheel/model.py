@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from tickwheel.errors import InvalidTimer
+from tickwheel.tracecontext import check_trace
 from tickwheel.urls import parse_url
 
 R = TypeVar("R")
@@ -264,6 +265,9 @@ class Timer:
     (each claim's lease token is one higher); `deferrals` counts the claims handed back unsent
     (a limit, a `Retry-After` hold, no free connection), so `attempts_spent` is what the
     timer's `max_attempts` and its receiver see.
+
+    `trace_parent` and `trace_state` are the W3C trace context of the request that created the
+    timer: each attempt of its callback continues that trace (`tracecontext.py`).
     """
 
     id: str = ""
@@ -279,6 +283,8 @@ class Timer:
     last_error: str | None = None
     first_claimed_ms: int | None = None
     deferrals: int = 0
+    trace_parent: str | None = None
+    trace_state: str | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -319,9 +325,13 @@ class Timer:
             if isinstance(self.payload, list | dict | tuple):
                 # keep it as every store returns it: tuples become lists, keys become strings
                 object.__setattr__(self, "payload", json.loads(encoded))
+        if self.trace_parent is not None or self.trace_state is not None:
+            check_trace(self.trace_parent, self.trace_state)
 
     def spec(self) -> tuple[object, ...]:
-        """What the caller asked for; two timers with one id and one spec are the same timer."""
+        """What the caller asked for; two timers with one id and one spec are the same timer.
+
+        The trace context is not part of it: a client retrying a create sends a new one."""
         return (self.due_ms, self.queue, self.callback, self.payload, self.retry)
 
     @property

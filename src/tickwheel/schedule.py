@@ -385,4 +385,6 @@ def _pending(schedule: Schedule, next_ms: int | None) -> Timer | None:
         updated_ms=0,
         last_error=None,
         first_claimed_ms=None,
+        trace_parent=None,
+        trace_state=None,
     )

@@ -646,3 +646,16 @@ async def test_the_details_show_the_attempts_and_a_schedule_s_runs_lead_to_them(
     await expect(attempts).to_have_count(1)
     await expect(attempts.first).to_contain_text("host-b:7")
     await expect(attempts.first).to_contain_text("ack")
+
+
+async def test_the_page_follows_the_event_stream_and_reads_the_api_when_a_change_comes(
+    tabs: Tabs, service: Service
+) -> None:
+    page = await tabs.open()
+    await expect(page.locator("#status")).to_have_text(re.compile(r"· live$"))
+    streams = [status for url, status in tabs.responses if url.endswith("/v1/events")]
+    assert 200 in streams  # read with fetch and the bearer token, never a token in the URL
+    assert all(TOKEN not in url for url, _ in tabs.responses)
+    # a change streamed in: the page reads the API about a second later, not in 15 s
+    await service.api.post("/v1/timers", json={"id": "streamed", "delay": 600, "payload": 1})
+    await expect(_row(page, "timers", "streamed")).to_be_visible(timeout=WAIT_MS)

@@ -38,11 +38,28 @@ def test_a_codec_shares_what_it_decoded_and_keeps_it_to_itself() -> None:
     codec = SpecCodec()
     callback, payload, retry = codec.decode(first)
     assert (callback, payload, retry) == (hook, 1, RetryPolicy())
-    assert codec.decode(first) is codec.decode(first)
+    assert codec.parts(first) is codec.parts(first)
     assert codec.decode(second.encode())[0] is callback  # bytes, as Redis answers
     # a list payload is the caller's to change: decoded afresh every time
     assert codec.decode(second)[1] is not codec.decode(second)[1]
     assert SpecCodec().decode(first)[0] is not callback  # each store its own
+
+
+def test_a_trace_context_is_the_spec_s_fourth_and_fifth_element_and_never_kept() -> None:
+    parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    hook = Callback(url="https://a.example/")
+    plain = encode_spec(Timer(due_ms=1, callback=hook))
+    traced = encode_spec(Timer(due_ms=1, callback=hook, trace_parent=parent, trace_state="a=1"))
+    assert traced == plain[:-1] + f',"{parent}","a=1"]'
+    codec = SpecCodec()
+    assert codec.parts(plain)[3:] == (None, None)  # written before traces: read the same
+    assert codec.parts(traced)[3:] == (parent, "a=1")
+    assert codec.parts(traced) is not codec.parts(traced)  # the timer's own: not cached
+    assert codec.decode(traced) == codec.decode(plain)
+    cache = SpecCache()
+    assert cache.encode(Timer(due_ms=1, callback=hook, trace_parent=parent)) != cache.encode(
+        Timer(due_ms=1, callback=hook)
+    )
 
 
 def test_decoded_headers_are_read_only() -> None:

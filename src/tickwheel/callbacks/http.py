@@ -27,9 +27,11 @@ from tickwheel.callbacks.resolver import ConnectFailed, InvalidHost
 from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.callbacks.signing import SIGNATURE_HEADER, sign
 from tickwheel.engine.outcome import NotFired, Outcome, Verdict
+from tickwheel.engine.tracing import spans
 from tickwheel.errors import Closed
 from tickwheel.model import Callback, Timer, occurrence_of, replace_controls, truncate_error
 from tickwheel.stores.attempt_record import ATTEMPT_BODY_BYTES
+from tickwheel.tracecontext import attempt_traceparent
 from tickwheel.urls import CallbackUrl, InvalidUrl, parse_url
 
 __all__ = ["ERROR_BODY_CHARS", "MAX_RETRY_AFTER_S", "HttpTarget", "retry_after_s"]
@@ -44,6 +46,7 @@ _HOLD_STATUSES = frozenset({429, 503})  # their Retry-After speaks for the whole
 MAX_RETRY_AFTER_S = 600.0
 """Longest `Retry-After` a host is held for; a longer one holds it this long."""
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # send Content-Length: 0 without a body
+_TRACE_HEADERS = frozenset({"traceparent", "tracestate"})  # the timer's trace context wins
 NO_SLOT_DEFER_S = 1.0
 """A callback that found no free connection goes back to the store due this much later (with
 up to as much again of jitter), spending no attempt: it was never sent."""
@@ -150,9 +153,18 @@ class HttpTarget:
             max_per_host=settings.max_per_host,
         )
         self._closed = False
+        self._spans = spans()
 
-    def _request(self, timer: Timer, callback: Callback, url: CallbackUrl, attempt: int) -> bytes:
-        """Return the whole request: the timer's method, headers and body plus tickwheel's."""
+    def _request(
+        self,
+        timer: Timer,
+        callback: Callback,
+        url: CallbackUrl,
+        attempt: int,
+        trace: tuple[str, str | None] | None = None,
+    ) -> bytes:
+        """Return the whole request: the timer's method, headers and body plus tickwheel's,
+        and `trace`'s ``traceparent`` and ``tracestate`` when it has one."""
         body = b"" if callback.body is None else callback.body.encode()
         lines = [f"{callback.method} {url.target} HTTP/1.1\r\nHost: {url.host_header}\r\n"]
         own = callback.headers
@@ -161,7 +173,17 @@ class HttpTarget:
             lines.append(self._agent_line)
         if "accept-encoding" not in names:
             lines.append("Accept-Encoding: identity\r\n")
-        lines.extend(f"{name}: {value}\r\n" for name, value in own.items())
+        if trace is None:
+            lines.extend(f"{name}: {value}\r\n" for name, value in own.items())
+        else:
+            lines.extend(
+                f"{name}: {value}\r\n"
+                for name, value in own.items()
+                if name.lower() not in _TRACE_HEADERS
+            )
+            lines.append(f"traceparent: {trace[0]}\r\n")
+            if trace[1] is not None:
+                lines.append(f"tracestate: {trace[1]}\r\n")
         lines.append(
             f"Tickwheel-Timer-Id: {timer.id}\r\nTickwheel-Attempt: {attempt}\r\n"
             f"Tickwheel-Due: {timer.due_ms}\r\nIdempotency-Key: {timer.id}\r\n"
@@ -228,15 +250,84 @@ class HttpTarget:
             # not the error's text: it may quote the URL, whose query may carry a token
             error_text = f"invalid URL: host {error.host or '?'}"
             return Outcome(Verdict.KILL, error_text, error_class="invalid_url")
-        origin = url.origin
         host = url.host
         if url.is_ip and not self._allow_private and not is_public_address(host):
             error_text = f"refused: {host} is a private address"
             return Outcome(Verdict.KILL, error_text, error_class="private_address")
+        if self._spans is not None and self._spans.configured():
+            return await self._traced(timer, callback, url, attempt, go)
+        request = self._request(timer, callback, url, attempt, self._trace(timer))
+        return await self._send(timer, url, request, go)
+
+    @staticmethod
+    def _trace(timer: Timer) -> tuple[str, str | None] | None:
+        """The trace context an attempt sends without OpenTelemetry: the timer's trace, a
+        fresh span id for the attempt."""
+        if timer.trace_parent is None:
+            return None
+        return attempt_traceparent(timer.trace_parent), timer.trace_state
+
+    async def _traced(
+        self,
+        timer: Timer,
+        callback: Callback,
+        url: CallbackUrl,
+        attempt: int,
+        go: Callable[[], bool] | None,
+    ) -> Outcome:
+        """Make the attempt inside an HTTP client span (OpenTelemetry's semantic conventions),
+        the child of the timer's trace context; the request carries the span's own."""
+        spans = self._spans
+        assert spans is not None
+        span = spans.start(
+            callback.method,
+            timer.trace_parent,
+            timer.trace_state,
+            client=True,
+            attributes={
+                "http.request.method": callback.method,
+                # no query: it may carry a token, as an error message never quotes it
+                "url.full": f"{url.scheme}://{url.host_header}{url.target.partition('?')[0]}",
+                "server.address": url.host,
+                "server.port": url.port,
+                "tickwheel.timer.id": timer.id,
+                "tickwheel.attempt": attempt,
+            },
+        )
+        if span is None:  # the provider went away meanwhile
+            return await self._send(timer, url, self._request(timer, callback, url, attempt), go)
+        answered: list[int] = []
+        try:
+            trace = spans.traceparent(span) or self._trace(timer)
+            request = self._request(timer, callback, url, attempt, trace)
+            outcome = await self._send(timer, url, request, go, answered)
+            if answered:
+                span.set_attribute("http.response.status_code", answered[0])
+            if outcome.verdict is not Verdict.ACK:
+                spans.fail(span, str(answered[0]) if answered else outcome.verdict.value)
+            return outcome
+        except NotFired:
+            spans.fail(span, "not_sent")
+            raise
+        finally:
+            span.end()
+
+    async def _send(
+        self,
+        timer: Timer,
+        url: CallbackUrl,
+        request: bytes,
+        go: Callable[[], bool] | None,
+        answered: list[int] | None = None,
+    ) -> Outcome:
+        """Send `request` and judge the answer; whatever fails becomes an outcome."""
+        origin = url.origin
+        host = url.host
         timeout_s = timer.retry.timeout_s
         try:
-            request = self._request(timer, callback, url, attempt)
             response = await self._client.request(origin, request, timeout_s, go)
+            if answered is not None:
+                answered.append(response.status)
             return _judge(response)
         except NotSent:
             raise NotFired from None

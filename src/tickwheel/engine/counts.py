@@ -12,6 +12,11 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tickwheel.engine.changes import ChangeFeed
+    from tickwheel.stores import Lease
 
 # seconds: the engine aims at single-digit ms; the tail buckets show outages and backlogs
 LATENESS_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60)
@@ -123,6 +128,14 @@ class Counts:
         # handed back unsent, no attempt spent: a limit, a Retry-After hold, no free connection
         self.deferred: Counter[str] = Counter()
         self.callbacks = HostCounts()
+        # where state changes go for the event stream (`changes.py`); None: nowhere
+        self.changes: ChangeFeed | None = None
+
+    def change(self, kind: str, lease: Lease) -> None:
+        """Publish a state change of `lease`'s timer to the event stream, if there is one."""
+        if self.changes is not None:
+            timer = lease.timer
+            self.changes.publish(kind, timer.id, timer.queue, lease.token - timer.deferrals)
 
     def observe_fired(self, queue: str, late_s: float) -> None:
         """Count a delivery attempt of `queue` and how late it started."""

@@ -183,6 +183,7 @@ class Settler:
             return
         if killed:
             self._metrics.dead[lease.timer.queue] += 1
+            self._metrics.change("dead", lease)
             logger.info(
                 "timer=%s queue=%s attempt=%d dead-lettered: %s",
                 lease.timer.id,
@@ -213,6 +214,7 @@ class Settler:
             attempt,
         ):
             self._metrics.retried[lease.timer.queue] += 1
+            self._metrics.change("retried", lease)
 
     async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
         """Hand the timer back unsent, due at `due_ms`, without spending an attempt.
@@ -340,6 +342,7 @@ class Settler:
             for lease, done, acked in zip(leases, futures, results, strict=True):
                 if acked:
                     metrics.acked[lease.timer.queue] += 1
+                    metrics.change("acked", lease)
                 else:
                     metrics.leases_lost += 1
                     if done is None:

@@ -14,6 +14,7 @@ from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.outcome import GuardedTarget, NotFired, Outcome, Target, Verdict
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled
+from tickwheel.engine.tracing import spans
 from tickwheel.errors import LeaseLost, StoreUnavailable
 from tickwheel.model import Timer
 from tickwheel.stores import Lease, Store
@@ -90,6 +91,7 @@ class Worker:
         self._limiter = store_limiter(store, self._dispatcher.controls, self.metrics)
         # each callback's attempt goes to its timer's history, if the store keeps one
         self._worker_name = worker_name() if records_attempts(store) else None
+        self._spans = spans()
 
     def stop(self) -> None:
         """Stop claiming; `run` returns once held timers are fired or handed back."""
@@ -104,6 +106,8 @@ class Worker:
             await self._limiter.close()
 
     def _deliver(self, leases: list[Lease]) -> None:
+        if self._spans is not None:
+            self._spans.claimed(leases)
         for lease in leases:
             task = asyncio.create_task(self._fire(lease.timer.id))
             self._firing.add(task)
@@ -143,6 +147,7 @@ class Worker:
                 timer = lease.timer
                 sent_ms = self._store.now_ms()
                 self.metrics.observe_fired(timer.queue, (sent_ms - timer.due_ms) / 1000)
+                self.metrics.change("fired", lease)
                 try:
                     sent_s = time.perf_counter()
                     outcome = NO_CALLBACK if timer.callback is None else await self._attempt(lease)
@@ -255,6 +260,14 @@ class Worker:
         return None
 
     async def _settle(self, lease: Lease, outcome: Outcome, attempt: Attempt | None) -> None:
+        if self._spans is None:
+            await self._settle_as(lease, outcome, attempt)
+            return
+        start_ns = time.time_ns()
+        await self._settle_as(lease, outcome, attempt)
+        self._spans.settled(lease.timer, outcome.verdict.value, start_ns)
+
+    async def _settle_as(self, lease: Lease, outcome: Outcome, attempt: Attempt | None) -> None:
         if outcome.verdict is Verdict.ACK:
             await self._settler.ack(lease, attempt)
         elif outcome.verdict is Verdict.RETRY:

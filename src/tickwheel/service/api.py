@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
+from tickwheel.engine.changes import ChangeFeed
 from tickwheel.service.api_errors import install_error_handlers
 from tickwheel.service.dashboard import static_routes
 from tickwheel.service.gate import Gate
@@ -23,6 +24,7 @@ from tickwheel.service.routes import (
     attempt_routes,
     bulk_routes,
     dead_routes,
+    event_routes,
     limit_routes,
     ops_routes,
     queue_routes,
@@ -84,6 +86,7 @@ def create_app(
     store: Store | None = None,
     *,
     registry: CollectorRegistry | None = None,
+    changes: ChangeFeed | None = None,
 ) -> FastAPI:
     """Build the API app; nothing is opened until it starts.
 
@@ -93,11 +96,16 @@ def create_app(
             ``settings.store_url`` on startup and closes it on shutdown.
         registry: what ``/metrics`` renders (the engine's metrics), where the app adds its
             request metrics; a fresh registry of the app's own when None. One app per registry.
+        changes: the state changes ``/v1/events`` streams (the process's worker publishes
+            there too); when None, the app's own, which only its routes publish to.
     """
     registry = CollectorRegistry() if registry is None else registry
     tenants = tenants_of(settings.tenants, settings.token)
     quotas = None if tenants is None else Quotas(tenants)
     context = Context(settings, store, registry, QueueCap(settings.max_queues), quotas)
+    if changes is not None:
+        context.changes = changes
+    registry.register(event_routes.StreamGauges(context.changes))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -130,6 +138,7 @@ def create_app(
         bulk_routes,
         limit_routes,
         ops_routes,
+        event_routes,
     ):
         app.router.routes.extend(resource.router().routes)
     app.router.routes.extend(static_routes())

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
+from tickwheel.engine.changes import ChangeFeed
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.runtime.pauses import steady_gc
 
@@ -58,6 +59,7 @@ class Process:
         self.store = open_store(self.store_url, self.store_settings)
         self.cleanup.push_async_callback(self.store.close)
         self.registry = CollectorRegistry()
+        self.changes = ChangeFeed()
         self.queue_gauges = QueueGauges(self.store)
         self.registry.register(self.queue_gauges)
         return self
@@ -85,7 +87,9 @@ class Process:
             HttpSettings(signing_secret=signing_secret, allow_private_targets=allow_private_targets)
         )
         self.cleanup.push_async_callback(target.close)
-        self.worker = Worker(self.store, target, settings, metrics=Metrics(self.registry))
+        metrics = Metrics(self.registry)
+        metrics.changes = self.changes  # what /v1/events streams
+        self.worker = Worker(self.store, target, settings, metrics=metrics)
         return self.worker
 
     def start(self, coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:

@@ -87,6 +87,7 @@ async def serve(
             line += f" · api workers {settings.api_workers}"
         # held timers are handed back before the API goes away
         await process.run(line if server.started else None, out)
+        process.changes.close()  # event streams end, or uvicorn would wait on them
         server.should_exit = True
         # even when hurried, uvicorn gets a moment to end its app's lifespan: cancelled, it logs
         # the lifespan's CancelledError as an error with a traceback
@@ -109,6 +110,7 @@ async def serve_api(settings: ServiceSettings, ready: Connection) -> None:
             ready.send(None)
             ready.close()
         await process.run(None, None)
+        process.changes.close()
         server.should_exit = True
         await process.finish(serving, grace_s=API_HURRIED_S)
 
@@ -137,7 +139,7 @@ def _start_api(
     from tickwheel.service.api import create_app
     from tickwheel.service.protocol import BoundedHttpTools
 
-    app = create_app(settings, process.store, registry=process.registry)
+    app = create_app(settings, process.store, registry=process.registry, changes=process.changes)
     config = uvicorn.Config(
         app,
         log_level="warning",

@@ -2,9 +2,11 @@
 
 The spec (callback, payload, retry policy) is a JSON array, not an object: field names would be
 repeated in every one of a million records. Defaults (no headers, the default retry policy) are
-stored as null. Encoding needs no state (`encode_spec`, or `SpecCache` over one batch); decoding
-is a `SpecCodec` each store owns, which keeps what it decoded so its timers share it. Decoding
-trusts the stored text: it was validated on the way in.
+stored as null. A timer with a trace context adds its ``traceparent`` and ``tracestate`` as a
+fourth and fifth element: records written before they existed read the same. Encoding needs
+no state (`encode_spec`, or `SpecCache` over one batch); decoding is a `SpecCodec` each store
+owns, which keeps what it decoded so its timers share it. Decoding trusts the stored text: it
+was validated on the way in.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from tickwheel.stores.queue_defaults import decode_defaults, encode_defaults
 
 Spec: TypeAlias = tuple[Callback | None, Any, RetryPolicy]
 """A decoded spec: callback, payload, retry policy."""
+Parts: TypeAlias = tuple[Callback | None, Any, RetryPolicy, str | None, str | None]
+"""A decoded spec with the timer's trace context: ``traceparent`` and ``tracestate``."""
 
 # fixed codes, not the enum's order: files and keyspaces written before a state was added
 # must read the same (paused came after dead)
@@ -28,6 +32,7 @@ _STATES = (State.SCHEDULED, State.LEASED, State.DONE, State.DEAD, State.PAUSED)
 _STATE_CODE = {state: code for code, state in enumerate(_STATES)}
 _RETRY_FIELDS = ("max_attempts", "min_backoff_s", "max_backoff_s", "timeout_s", "max_retry_s")
 _FRESH = (list, dict)
+_NO_TRACE = (None, None)
 CACHED_SPEC_CHARS = 512
 """Longer specs are decoded afresh each time: they are rarely shared."""
 CACHED_SPECS = 4096
@@ -44,8 +49,19 @@ def state_of(code: int) -> State:
 
 
 def encode_spec(timer: Timer) -> str:
-    """Encode what the caller asked for: callback, payload and retry policy."""
-    return encode_target(timer.callback, timer.payload, timer.retry)
+    """Encode what the caller asked for: callback, payload and retry policy, and the trace
+    context it came with."""
+    if timer.trace_parent is None:
+        return encode_target(timer.callback, timer.payload, timer.retry)
+    return _encode(
+        [
+            _callback_fields(timer.callback),
+            timer.payload,
+            _retry_fields(timer.retry),
+            timer.trace_parent,
+            timer.trace_state,
+        ]
+    )
 
 
 def encode_target(callback: Callback | None, payload: Any, retry: RetryPolicy) -> str:
@@ -79,7 +95,7 @@ class SpecCache:
         self._specs: dict[tuple[int, int], str] = {}
 
     def encode(self, timer: Timer) -> str:
-        if timer.payload is not None:
+        if timer.payload is not None or timer.trace_parent is not None:
             return encode_spec(timer)
         key = (id(timer.callback), id(timer.retry))
         spec = self._specs.get(key)
@@ -93,27 +109,40 @@ class SpecCodec:
 
     Most timers share a callback and a policy (frozen, headers read-only, so timers may share
     them) while their payloads differ; a list or dict payload is decoded afresh for each timer,
-    as a caller may change it, and so its spec is never kept.
+    as a caller may change it, and so its spec is never kept; nor is one with a trace context,
+    which is the timer's own.
     """
 
     def __init__(self) -> None:
-        self._specs: dict[str | bytes, Spec] = {}
+        self._specs: dict[str | bytes, Parts] = {}
         self._kept = self._specs.get  # (bound once: a claim decodes a spec per timer)
         self._callback = functools.lru_cache(maxsize=4096)(_new_callback)
         self._retry = functools.lru_cache(maxsize=1024)(_new_retry)
 
     def decode(self, spec: str | bytes) -> Spec:
         """Return the callback, payload and retry policy `encode_spec` wrote as `spec`."""
+        callback, payload, retry, _, _ = self.parts(spec)
+        return callback, payload, retry
+
+    def parts(self, spec: str | bytes) -> Parts:
+        """Return what `decode` does, and the trace context `encode_spec` wrote."""
         decoded = self._kept(spec)
         if decoded is not None:
             return decoded
         # json.loads sniffs the encoding of bytes first; decoding them here is cheaper
-        callback, payload, retry = _parse(spec.decode() if isinstance(spec, bytes) else spec)
+        callback, payload, retry, *trace = _parse(
+            spec.decode() if isinstance(spec, bytes) else spec
+        )
+        trace_parent, trace_state = trace or _NO_TRACE
         decoded = (
             None if callback is None else self._callback_of(callback),
             payload,
             DEFAULT_RETRY if retry is None else self._retry(*retry),
+            trace_parent,
+            trace_state,
         )
+        if trace_parent is not None:
+            return decoded
         if not isinstance(payload, _FRESH) and len(spec) <= CACHED_SPEC_CHARS:
             if len(self._specs) >= CACHED_SPECS:
                 self._specs.clear()

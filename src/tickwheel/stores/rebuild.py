@@ -28,6 +28,8 @@ _set_updated_ms = _SETTERS["updated_ms"]
 _set_last_error = _SETTERS["last_error"]
 _set_first_claimed_ms = _SETTERS["first_claimed_ms"]
 _set_deferrals = _SETTERS["deferrals"]
+_set_trace_parent = _SETTERS["trace_parent"]
+_set_trace_state = _SETTERS["trace_state"]
 
 
 def stored_timer(
@@ -44,6 +46,8 @@ def stored_timer(
     last_error: str | None,
     first_claimed_ms: int | None,
     deferrals: int = 0,
+    trace_parent: str | None = None,
+    trace_state: str | None = None,
 ) -> Timer:
     """Return a `Timer` with every field given, in the dataclass's order, not validated.
 
@@ -64,6 +68,8 @@ def stored_timer(
     _set_last_error(timer, last_error)
     _set_first_claimed_ms(timer, first_claimed_ms)
     _set_deferrals(timer, deferrals)
+    _set_trace_parent(timer, trace_parent)
+    _set_trace_state(timer, trace_state)
     return timer
 
 
@@ -85,4 +91,6 @@ def as_scheduled(timer: Timer, now_ms: int, attempt: int = 0, deferrals: int = 0
         None,
         None,
         deferrals,
+        timer.trace_parent,
+        timer.trace_state,
     )

@@ -20,6 +20,7 @@ from tickwheel.service.routes import access
 from tickwheel.service.routes.deps import Context
 from tickwheel.service.schemas import BatchItemOut, TimerIn, TimerOut
 from tickwheel.service.tenants import Tenant
+from tickwheel.service.trace_headers import NO_TRACE, Trace
 from tickwheel.stores.base import Store
 
 DELAY_MATCH_MS = 1000
@@ -34,13 +35,16 @@ def build(
     now_ms: int,
     timer_id: str | None = None,
     tenant: Tenant | None = None,
+    trace: Trace = NO_TRACE,
 ) -> Timer:
-    """Make the timer `item` describes, refusing a callback URL the service may not call and
-    a queue the tenant may not use (403)."""
+    """Make the timer `item` describes, with the request's `trace` context, refusing a
+    callback URL the service may not call and a queue the tenant may not use (403)."""
     access.check_queue(tenant, item.queue)
     timer = item.to_timer(now_ms, timer_id)
     if timer.callback is not None:
         check_target_url(timer.callback.url, allow_private=context.settings.allow_private_targets)
+    if trace[0] is not None:
+        timer = timer.evolve(trace_parent=trace[0], trace_state=trace[1])
     return timer
 
 
@@ -85,10 +89,15 @@ def _item_error(error: Exception) -> BatchItemOut:
 
 
 async def batch(
-    context: Context, store: Store, raw: list[Any], tenant: Tenant | None = None
+    context: Context,
+    store: Store,
+    raw: list[Any],
+    tenant: Tenant | None = None,
+    trace: Trace = NO_TRACE,
 ) -> list[BatchItemOut]:
     """Answer each item as ``POST /v1/timers`` would, storing the new ones with one `add_many`;
-    the new ones all or none within the tenant's quotas (else 429, nothing stored)."""
+    the new ones all or none within the tenant's quotas (else 429, nothing stored). Every
+    item keeps the request's `trace` context."""
     results: dict[int, BatchItemOut] = {}
     first: dict[str, tuple[int, Timer, TimerIn]] = {}  # id -> its first valid item
     repeats: list[tuple[int, Timer]] = []
@@ -96,7 +105,7 @@ async def batch(
     for index, fields in enumerate(raw):
         try:
             item = TimerIn.model_validate(fields)
-            timer = build(context, item, now_ms, tenant=tenant)
+            timer = build(context, item, now_ms, tenant=tenant, trace=trace)
         except (ValidationError, InvalidArgument, ApiError) as error:
             results[index] = _item_error(error)
         else:

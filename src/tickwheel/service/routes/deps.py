@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -13,6 +13,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry
 
+from tickwheel.engine.changes import ChangeFeed
 from tickwheel.errors import CapReached
 from tickwheel.model import MAX_ID_CHARS, Timer, occurrence_of
 from tickwheel.service.api_errors import ApiError
@@ -31,14 +32,15 @@ VALID_ID = re.compile(ID_PATTERN)
 
 @dataclass(slots=True)
 class Context:
-    """What the routes of one app share: its settings, once started its store, and with a
-    tokens file its tenants' quotas."""
+    """What the routes of one app share: its settings, once started its store, with a
+    tokens file its tenants' quotas, and the state changes its event stream reads."""
 
     settings: ServiceSettings
     store: Store | None
     registry: CollectorRegistry
     queue_cap: QueueCap
     quotas: Quotas | None = None
+    changes: ChangeFeed = field(default_factory=ChangeFeed)
 
     async def admit_queue(self, store: Store, queue: str) -> None:
         """Refuse a new `queue` past the store's cap on queues (`CapReached`, 429)."""

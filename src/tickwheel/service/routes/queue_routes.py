@@ -120,7 +120,9 @@ def router() -> APIRouter:
         queue: str, context: ContextDep, store: StoreDep, tenant: TenantDep
     ) -> QueueOut:
         """Stop every worker claiming from the queue (its limit stays); held leases finish."""
-        return await _set_paused(context, store, tenant, queue, True)
+        paused = await _set_paused(context, store, tenant, queue, True)
+        context.changes.publish("paused", None, queue)  # the whole queue: no timer id
+        return paused
 
     @routes.post("/v1/queues/{queue}/resume", responses=errors(403, 429))
     async def resume_queue(

@@ -40,6 +40,7 @@ from tickwheel.service.schemas import (
     TimerPage,
     epoch_ms,
 )
+from tickwheel.service.trace_headers import creating
 from tickwheel.stores.base import Store
 
 MAX_TIME_CHARS = 64
@@ -117,17 +118,20 @@ def router() -> APIRouter:
         """Create a timer; the same id and spec again returns it (200), another spec is 409."""
         context, store = served(request)
         tenant = tenant_of(request)
-        timer = create.build(context, item, store.now_ms(), tenant=tenant)
-        await context.admit_queue(store, timer.queue)
-        admit = None
-        if tenant is not None and context.quotas is not None:
+        with creating(request.scope["headers"], **{"tickwheel.queue": item.queue}) as trace:
+            timer = create.build(context, item, store.now_ms(), tenant=tenant, trace=trace)
+            await context.admit_queue(store, timer.queue)
+            admit = None
+            if tenant is not None and context.quotas is not None:
 
-            async def admit(timer: Timer) -> None:
-                await access.admit(context, store, tenant, [timer])
+                async def admit(timer: Timer) -> None:
+                    await access.admit(context, store, tenant, [timer])
 
-        response.status_code, stored = await create.put(
-            store, timer, item, replace=False, admit=admit
-        )
+            response.status_code, stored = await create.put(
+                store, timer, item, replace=False, admit=admit
+            )
+        if response.status_code == 201:
+            context.changes.publish("created", stored.id, stored.queue)
         return TimerOut.of(stored)
 
     # the route every client waits on: read and answered without FastAPI's dependency solving
@@ -142,11 +146,16 @@ def router() -> APIRouter:
 
     @routes.post("/v1/timers/batch", responses=errors(429))
     async def create_timers(
-        batch: BatchIn, context: ContextDep, store: StoreDep, tenant: TenantDep
+        batch: BatchIn, request: Request, context: ContextDep, store: StoreDep, tenant: TenantDep
     ) -> BatchOut:
         """Create up to 1,000 timers; each gets the status and timer or error it would alone.
         With a tenant's quotas, the new ones are stored all or none (429)."""
-        return BatchOut(results=await create.batch(context, store, batch.timers, tenant))
+        with creating(request.scope["headers"], **{"tickwheel.timers": len(batch.timers)}) as trace:
+            results = await create.batch(context, store, batch.timers, tenant, trace)
+        for result in results:
+            if result.status == 201 and result.timer is not None:
+                context.changes.publish("created", result.timer.id, result.timer.queue)
+        return BatchOut(results=results)
 
     @routes.get("/v1/timers", responses=errors())
     async def list_timers(
@@ -191,6 +200,7 @@ def router() -> APIRouter:
     async def put_timer(
         timer_id: str,
         item: TimerIn,
+        request: Request,
         response: Response,
         context: ContextDep,
         store: StoreDep,
@@ -204,16 +214,19 @@ def router() -> APIRouter:
         refusal = _owned(timer_id)
         if refusal is not None:
             raise refusal
-        timer = create.build(context, item, store.now_ms(), timer_id, tenant)
-        await access.guard_timer(store, tenant, timer_id)
-        await context.admit_queue(store, timer.queue)
+        with creating(request.scope["headers"], **{"tickwheel.queue": item.queue}) as trace:
+            timer = create.build(context, item, store.now_ms(), timer_id, tenant, trace)
+            await access.guard_timer(store, tenant, timer_id)
+            await context.admit_queue(store, timer.queue)
 
-        async def admit(timer: Timer) -> None:
-            await access.admit(context, store, tenant, [timer])
+            async def admit(timer: Timer) -> None:
+                await access.admit(context, store, tenant, [timer])
 
-        response.status_code, stored = await create.put(
-            store, timer, item, replace=True, admit=admit
-        )
+            response.status_code, stored = await create.put(
+                store, timer, item, replace=True, admit=admit
+            )
+        if response.status_code == 201:
+            context.changes.publish("created", stored.id, stored.queue)
         return TimerOut.of(stored)
 
     @routes.get("/v1/timers/{timer_id}", responses=errors(404))
@@ -241,7 +254,9 @@ def router() -> APIRouter:
         return TimerOut.of(await found(store, timer_id))
 
     @routes.post("/v1/timers/{timer_id}/pause", responses=errors(404, 409))
-    async def pause_timer(timer_id: str, store: StoreDep, tenant: TenantDep) -> TimerOut:
+    async def pause_timer(
+        timer_id: str, context: ContextDep, store: StoreDep, tenant: TenantDep
+    ) -> TimerOut:
         """Stop a scheduled timer from firing, keeping its id, attempts and history (an
         already paused one: 200 again); 409 ``not_scheduled`` when it is firing or finished,
         409 ``schedule_occurrence`` for a schedule's occurrence (pause the schedule)."""
@@ -249,6 +264,8 @@ def router() -> APIRouter:
         await _refuse_occurrence(store, timer_id)
         paused = VALID_ID.fullmatch(timer_id) is not None and await store.pause(timer_id)
         timer = await _paused_or_not(store, timer_id, paused, State.PAUSED, "not_scheduled")
+        if paused:
+            context.changes.publish("paused", timer.id, timer.queue)
         return TimerOut.of(timer)
 
     @routes.post("/v1/timers/{timer_id}/resume", responses=errors(404, 409))
@@ -262,14 +279,21 @@ def router() -> APIRouter:
         return TimerOut.of(timer)
 
     @routes.delete("/v1/timers/{timer_id}", status_code=204, responses=errors(404, 409))
-    async def cancel_timer(timer_id: str, store: StoreDep, tenant: TenantDep) -> Response:
+    async def cancel_timer(
+        timer_id: str, context: ContextDep, store: StoreDep, tenant: TenantDep
+    ) -> Response:
         """Cancel a scheduled or paused timer; 404 when unknown, or when it is firing or has
         fired; 409 for a schedule's occurrence (pause, change or delete the schedule
         instead)."""
-        await access.guard_timer(store, tenant, timer_id)
+        known = await access.guard_timer(store, tenant, timer_id)
         await _refuse_occurrence(store, timer_id)
+        # the event names the queue: looked up only while a stream reads and none was
+        if known is None and context.changes.readers and VALID_ID.fullmatch(timer_id):
+            known = await store.get(timer_id)
         if not (VALID_ID.fullmatch(timer_id) and await store.cancel(timer_id)):
             raise await _not_scheduled(store, timer_id)
+        if known is not None:
+            context.changes.publish("cancelled", timer_id, known.queue)
         return Response(status_code=204)
 
     return routes

@@ -1,6 +1,9 @@
-// The dashboard reads the JSON API every 2 s and acts through it with the same bearer token,
-// kept in sessionStorage (never in a URL). Everything from the API goes in through
-// textContent, never as HTML, so a timer's id, payload or error cannot inject markup.
+// The dashboard reads the JSON API and acts through it with the same bearer token, kept in
+// sessionStorage (never in a URL). While the event stream (/v1/events) is open it reads the
+// API when a change comes (at most once a second) and every 15 s, and only the chart's
+// /metrics every 2 s (a time series, not a change); without the stream, all of it every 2 s.
+// Everything from the API goes in through textContent, never as HTML, so a timer's id,
+// payload or error cannot inject markup.
 "use strict";
 
 const TOKEN_KEY = "tickwheel-token";
@@ -10,6 +13,10 @@ const PAGE_SIZE = 200; // timers asked for per request
 const MAX_PAGES = 5; // requests per refresh when an id prefix filters the list
 const SHOWN = 100; // rows the timer and dead-letter tables show
 const TABLE_PAGE = 50; // queues and host limits shown at once: a page, not the whole table
+const CHANGE_REFRESH_MS = 1000; // a change streamed in: read the API this long after it
+const LIVE_POLL_MS = 15000; // streaming: read the API at least this often (chart, limits)
+const STREAM_RETRY_MS = [1000, 2000, 5000, 10000, 30000]; // waits before reconnecting
+const MAX_PARTIAL_EVENT = 65536; // a stream's unfinished event is never held past this
 
 // Where the queue and host-limit tables are: the cursor their page starts at (null: the first),
 // the cursors of the pages before it, and the cursor of the page after it (null: none).
@@ -19,6 +26,12 @@ let token = sessionStorage.getItem(TOKEN_KEY) || "";
 let selected = null; // the id whose details are open
 let selectedSchedule = null; // the schedule whose runs are open
 let generation = 0; // refreshes started; only the latest one draws
+let lastRefresh = 0; // when the latest refresh started (ms)
+let live = null; // the event stream's AbortController, or null when none is asked for
+let streaming = false; // the stream is open: changes come as they happen
+let lastEventId = null; // where a reconnected stream resumes
+let failures = 0; // streams that failed in a row: the reconnect waits longer each time
+let changeTimer = null; // the refresh a streamed change asked for, not yet run
 const samples = []; // {at, fired, lateSum, lateCount, queue} read from /metrics
 const drawn = new Map(); // table body id -> the JSON of what it shows, to redraw on change only
 
@@ -503,9 +516,70 @@ const SECTIONS = [
   },
 ];
 
+// Read /v1/events with fetch, not EventSource: an EventSource cannot send the Authorization
+// header, and the token must never go in a URL (it would land in logs and history).
+async function stream() {
+  const controller = new AbortController();
+  live = controller;
+  const headers = token ? { Authorization: "Bearer " + token } : {};
+  if (lastEventId) headers["Last-Event-ID"] = lastEventId;
+  try {
+    const init = { headers, cache: "no-store", credentials: "omit", redirect: "error", signal: controller.signal };
+    const response = await fetch("/v1/events", init);
+    if (!response.ok) throw new ApiError(response.status, "HTTP " + response.status);
+    failures = 0;
+    streaming = true;
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let pending = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      pending += value;
+      let end;
+      while ((end = pending.indexOf("\n\n")) >= 0) {
+        const block = pending.slice(0, end);
+        pending = pending.slice(end + 2);
+        let isChange = false;
+        for (const line of block.split("\n")) {
+          if (line.startsWith("id: ")) lastEventId = line.slice(4);
+          else if (line.startsWith("event: ")) isChange = true;
+        }
+        if (isChange) changed();
+      }
+      if (pending.length > MAX_PARTIAL_EVENT) break;
+    }
+  } catch (ignored) {
+    // refused (no token yet, a full server) or cut: the 2 s reads go on meanwhile
+  }
+  if (live !== controller) return; // a new token started another stream
+  live = null;
+  streaming = false;
+  failures += 1;
+  setTimeout(stream, STREAM_RETRY_MS[Math.min(failures, STREAM_RETRY_MS.length) - 1]);
+}
+
+function restartStream() {
+  if (live) live.abort();
+  live = null;
+  streaming = false;
+  lastEventId = null;
+  failures = 0;
+  stream();
+}
+
+function changed() {
+  if (changeTimer === null) {
+    changeTimer = setTimeout(() => {
+      changeTimer = null;
+      refresh();
+    }, CHANGE_REFRESH_MS);
+  }
+}
+
 async function refresh() {
   const status = $("status");
   const mine = ++generation;
+  lastRefresh = Date.now();
   const results = await Promise.allSettled(SECTIONS.map((section) => section.load()));
   if (mine !== generation) return;
   const failed = [];
@@ -531,7 +605,7 @@ async function refresh() {
     status.textContent = failed.map(([name, error]) => `cannot read ${name}: ${error.message}`).join("; ");
     status.className = "error";
   } else {
-    status.textContent = "updated " + new Date().toLocaleTimeString();
+    status.textContent = "updated " + new Date().toLocaleTimeString() + (streaming ? " · live" : "");
     status.className = "";
   }
 }
@@ -611,6 +685,7 @@ $("login").addEventListener("submit", (event) => {
   if (token) sessionStorage.setItem(TOKEN_KEY, token);
   else sessionStorage.removeItem(TOKEN_KEY);
   notice(token ? "token in use for this tab" : "no token", false);
+  restartStream();
   refresh();
 });
 
@@ -618,6 +693,7 @@ $("forget").addEventListener("click", () => {
   token = "";
   sessionStorage.removeItem(TOKEN_KEY);
   notice("token forgotten", false);
+  restartStream();
   refresh();
 });
 
@@ -670,5 +746,18 @@ $("limit-form").addEventListener("submit", async (event) => {
   await refresh();
 });
 
+async function sampleChart() {
+  const chart = SECTIONS.find((section) => section.name === "metrics");
+  try {
+    chart.show(await chart.load());
+  } catch (error) {
+    if (error.status === 403) chart.denied(error);
+  }
+}
+
 refresh();
-setInterval(refresh, POLL_MS);
+stream();
+setInterval(() => {
+  if (!streaming || Date.now() - lastRefresh >= LIVE_POLL_MS) refresh();
+  else sampleChart();
+}, POLL_MS);

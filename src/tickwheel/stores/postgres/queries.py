@@ -263,7 +263,7 @@ class RowCodec:
     def timer(self, row: Row) -> Timer:
         """Rebuild a timer from a row of `COLUMNS`."""
         (timer_id, queue, state, due_ms, attempt, created, updated, error, first, defer, spec) = row
-        callback, payload, retry = self._specs.decode(spec)
+        callback, payload, retry, trace_parent, trace_state = self._specs.parts(spec)
         return stored_timer(
             timer_id,
             due_ms,
@@ -278,6 +278,8 @@ class RowCodec:
             error,
             first,
             defer,
+            trace_parent,
+            trace_state,
         )
 
     def same_spec(self, row: Row, timer: Timer) -> bool:

@@ -83,7 +83,7 @@ class RecordCodec:
     """Writes and reads the records of one store; it keeps the decoded specs its timers share."""
 
     def __init__(self) -> None:
-        self._decode_spec = SpecCodec().decode
+        self._spec_parts = SpecCodec().parts
 
     @staticmethod
     def lines(timers: Sequence[Timer], now_ms: int, seqs: Sequence[str]) -> list[str]:
@@ -105,7 +105,7 @@ class RecordCodec:
         if error_bytes:
             size = int(error_bytes)
             error, rest = rest[:size].decode(), rest[size:]
-        callback, payload, retry = self._decode_spec(rest)
+        callback, payload, retry, trace_parent, trace_state = self._spec_parts(rest)
         created_ms = int(created, 36)
         return stored_timer(
             timer_id,
@@ -121,6 +121,8 @@ class RecordCodec:
             error,
             int(first) if first else None,
             int(deferrals) if deferrals else 0,
+            trace_parent,
+            trace_state,
         )
 
 

@@ -246,7 +246,7 @@ class RowCodec:
             deferrals,
             spec,
         ) = row
-        callback, payload, retry = self._specs.decode(spec)
+        callback, payload, retry, trace_parent, trace_state = self._specs.parts(spec)
         return stored_timer(
             timer_id,
             due_ms,
@@ -261,6 +261,8 @@ class RowCodec:
             error,
             first,
             deferrals,
+            trace_parent,
+            trace_state,
         )
 
     def same_spec(self, row: Row, timer: Timer) -> bool:
