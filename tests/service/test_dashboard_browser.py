@@ -640,6 +640,7 @@ async def test_the_details_show_the_attempts_and_a_schedule_s_runs_lead_to_them(
         lease,
         Attempt(attempt=1, at_ms=store.now_ms(), worker="host-b:7", outcome="ack", status=204),
     )
+    await page.reload()  # the schedule was made beside the page: no change event told it
     await page.locator("#schedules tr[data-id='daily']").get_by_role("button", name="Runs").click()
     await _click(page, "runs-list", run["timer_id"], "Attempts")
     await expect(page.locator("#details-id")).to_have_text(run["timer_id"])
