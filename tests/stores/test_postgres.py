@@ -207,13 +207,15 @@ async def test_an_older_schema_says_what_to_run_and_migrate_moves_it_on_under_lo
     postgres_server: PostgresServer, schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = f"{postgres_server.url}?schema={schema}"
-    assert migrate(url) == (0, 1)
-    assert migrate(url) == (1, 1)
+    latest = ddl.SCHEMA_VERSION
+    assert migrate(url) == (0, latest)
+    assert migrate(url) == (latest, latest)
     working = PostgresStore(url)
     await working.add(Timer(id="before", due_ms=0))
     _one_more_step(monkeypatch)
     stale = PostgresStore(url)
-    with pytest.raises(StoreUnavailable, match=r"version 1.*needs 2.*tickwheel migrate --store"):
+    needs = rf"version {latest}.*needs {latest + 1}.*tickwheel migrate --store"
+    with pytest.raises(StoreUnavailable, match=needs):
         await stale.get("x")
     await stale.close()
 
@@ -229,7 +231,7 @@ async def test_an_older_schema_says_what_to_run_and_migrate_moves_it_on_under_lo
     load = asyncio.create_task(busy())
     result = await asyncio.to_thread(CliRunner().invoke, app, ["migrate", "--store", url])
     assert result.exit_code == 0, result.output
-    assert "from version 1 to 2" in result.output
+    assert f"from version {latest} to {latest + 1}" in result.output
     assert await load == 51
     await working.close()
     migrated = PostgresStore(url)

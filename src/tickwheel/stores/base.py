@@ -12,6 +12,7 @@ from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule, ScheduleState
 from tickwheel.stores.operations import QueueOperations
 from tickwheel.stores.queue_defaults import QueueDefaults
+from tickwheel.stores.queue_pages import QueuePages
 
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
@@ -199,7 +200,7 @@ class StoreSettings:
         return self.occurrence_retention() if "@" in timer_id else self.retention_ms
 
 
-class Store(QueueOperations, Protocol):
+class Store(QueueOperations, QueuePages, Protocol):
     """Where timers wait until they fire; every method is atomic and safe to call concurrently."""
 
     def now_ms(self) -> int:

@@ -49,6 +49,7 @@ NAMES = (
     "peek",
     "purge",
     "purge_queue",
+    "queue_page",
     "queues",
     "release",
     "replay",
