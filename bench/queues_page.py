@@ -73,7 +73,7 @@ def measure(backend: str, urls: dict[str, str], args: argparse.Namespace, workdi
             v: stack.enter_context(serving(urls[v], workdir, src)) for v, src in versions.items()
         }
         clients = {v: stack.enter_context(httpx.Client(base_url=base)) for v, base in bases.items()}
-        for v, client in clients.items():  # warm: first requests load modules and caches
+        for client in clients.values():  # warm: first requests load modules and caches
             for path in routes(args.queues).values():
                 latencies_ms(client, path, 2)
         order = list(versions)

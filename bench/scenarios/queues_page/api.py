@@ -24,9 +24,9 @@ def serving(url: str, workdir: Path, src: Path | None) -> Iterator[str]:
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = str(src)
+    command = ["serve", "--no-worker", "--port", str(port), "--store", url]
     process = subprocess.Popen(
-        [sys.executable, "-m", "tickwheel", "serve", "--no-worker"]
-        + ["--port", str(port), "--store", url],
+        [sys.executable, "-m", "tickwheel", *command],
         cwd=workdir,
         env=env,
         stdout=subprocess.DEVNULL,
