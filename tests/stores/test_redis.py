@@ -26,7 +26,7 @@ from hypothesis.stateful import invariant, run_state_machine_as_test
 from tickwheel.errors import InvalidArgument, LeaseLost, StoreUnavailable, TimerExists
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import Lease, Store, StoreSettings
-from tickwheel.stores.base import Limit
+from tickwheel.stores.base import Limit, QueueSettings
 from tickwheel.stores.codec import encode_limit, encode_spec
 from tickwheel.stores.redis import RedisStore, listing, resends, shard_of
 from tickwheel.stores.redis import clock as server_clock
@@ -874,6 +874,35 @@ async def test_a_keyspace_without_the_index_of_queue_names_gets_it_built_by_a_pa
     assert (await store.list_queues(1000)).queues == expected
     assert await store.queue_info("q07") == expected[7]
     assert_layout_consistent(server, store)
+
+
+async def test_queue_settings_are_paged_through_their_index_built_once(
+    server: Server, store: RedisStore
+) -> None:
+    """Each settings write keeps the index of queues with settings; a store written before it
+    existed gets it built from the hash by the first page read, a stale name dropped."""
+    for n in range(30):
+        await store.pause_queue(f"s{n:02}", True)
+    await store.set_queue_limit("s05", Limit(rate=1))
+    await store.pause_queue("s05", False)  # its limit keeps it listed
+    await store.pause_queue("s03", False)  # nothing left: it goes
+    await store.set_queue("s07", QueueSettings())
+    expected = await store.queue_infos()
+    assert len(expected) == 28
+    tag = "{" + store.prefix + ":queue-settings}"
+    names, built = f"{tag}:names", f"{tag}:built"
+    with inspector(server) as client:
+        assert client.zrange(names, 0, -1) == [info.name for info in expected]
+        client.delete(names, built)
+        client.zadd(names, {"gone": 0})
+    listed, cursor = [], None
+    while True:
+        page = await store.list_queues(9, cursor)
+        listed += page.queues
+        if page.cursor is None:
+            break
+        cursor = page.cursor
+    assert listed == expected
 
 
 def lose_reply_of(store: RedisStore, script: str) -> list[int]:

@@ -5,12 +5,12 @@ name order), kept by the scripts' ``finish()`` as a queue's first counts field a
 last goes. A page takes two pipelines of ``lua/queue_page.lua``, one call per shard each:
 every shard's first names after the cursor, then the counts and earliest due times of the
 page's names from the shards that listed them. The page is the first names of all of them and
-of the queue settings; a queue on it has fewer names before it in any shard than the page
-holds, so each shard's first names include all of its own on the page. The cost grows with
-shards times the page for names (cheap) and with the page for counts, not with the queues.
-The settings of a page are the settings hash read whole (what workers read each time its
-version moves); one queue reads its three fields. A queue whose last timer went between the
-two pipelines is listed with zero counts.
+of the first queues with settings after the cursor (read through their own index,
+``{<p>:queue-settings}:names``); a queue on it has fewer names before it in any shard, or
+among the settings, than the page holds, so each list includes all of its own on the page.
+The cost grows with shards times the page for names (cheap) and with the page for counts and
+settings, not with the queues. One queue reads its three settings fields. A queue whose last
+timer went between the two pipelines is listed with zero counts.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ class RedisQueueTable(RedisStoreBase):
         # one more than the page says whether another follows
         args = ("" if cursor is None else cursor, limit + 1, now)
         listed = await self._each_shard({s: args for s in range(self._shards.count)}, now)
-        settings = await self._queue_settings.settings()
+        settings = await self._queue_settings.page(limit + 1, cursor)
         names: set[str] = {name for reply in listed.values() for name in _text(reply)}
-        names.update(name for name in settings if cursor is None or name > cursor)
+        names.update(settings)
         page = heapq.nsmallest(limit + 1, names)
         on_page = set(page)
         asks: dict[int, Sequence[Arg]] = {}
