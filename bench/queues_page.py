@@ -10,7 +10,9 @@ Redis keyspace without the index of queue names) with N queues of one timer each
 hour, and runs ``tickwheel serve --no-worker`` on it; this process then times the routes
 against the two servers in turn, the order alternating round by round, one request at a time
 on a keep-alive connection. The routes: the first page, a page from the middle (a cursor),
-and one queue from the middle.
+and one queue from the middle. Then, for what the new index of done timers by queue costs the
+firing path on SQLite, claim and ack of ``--acks N`` timers (100 queues, due now), each version
+in a child process, alternating (``--acks 0`` skips it).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from harness.machine import OtherLoad, machine_table, sample_other_load
 from harness.redis_server import private_redis
 from harness.report import Table, emit, finish, fmt, pct, progress
 from scenarios.idle.serving import Fill, fill, fill_with
+from scenarios.queues_page.acks import run_with
 from scenarios.queues_page.api import latencies_ms, serving
 
 
@@ -40,11 +43,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=20, help="per round, route and version")
     parser.add_argument("--rounds", type=int, default=6, help="rounds, the order alternating")
     parser.add_argument("--stores", default="sqlite,redis", help="comma-separated")
+    parser.add_argument("--acks", type=int, default=50_000, help="timers claimed and acked")
     parser.add_argument("--quick", action="store_true", help="1,000 queues, 2 rounds of 5")
     parser.add_argument("--markdown", nargs="?", const="-", default=None)
     args = parser.parse_args(argv)
     if args.quick:
-        args.queues, args.requests, args.rounds = 1000, 5, 2
+        args.queues, args.requests, args.rounds, args.acks = 1000, 5, 2, 5000
     return args
 
 
@@ -105,6 +109,29 @@ def measure(backend: str, urls: dict[str, str], args: argparse.Namespace, workdi
     return table
 
 
+def acks_table(args: argparse.Namespace) -> Table:
+    """Claim and ack on SQLite, before and after, alternating: µs per timer."""
+    took: dict[str, list[float]] = {"after": [], "before": []}
+    load = OtherLoad()
+    for n in range(args.rounds):
+        for version in ("after", "before") if n % 2 == 0 else ("before", "after"):
+            src = None if version == "after" else args.before
+            took[version].append(run_with(src, args.acks) / args.acks * 1e6)
+        progress(f"SQLite claim + ack: round {n + 1} of {args.rounds}")
+    after, before = statistics.median(took["after"]), statistics.median(took["before"])
+    table = Table(
+        f"SQLite claim (1,000 a call) + ack_many of {args.acks:,} timers: µs per timer",
+        ["version", "median", "rounds", "after ÷ before"],
+    )
+    for version, median in (("before", before), ("after", after)):
+        rounds = ", ".join(f"{x:.1f}" for x in took[version])
+        ratio = f"{after / before:.2f}" if version == "after" else ""
+        table.rows.append([version, fmt(median, 1), rounds, ratio])
+    table.notes.append("each run a fresh file in a child process; the versions alternate")
+    table.notes.append(load.note())
+    return table
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     tables: list[Table] = []
@@ -123,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     for v in ("before", "after")
                 }
                 emit(measure("Redis", urls, args, workdir), tables)
+    if args.acks and args.before is not None:
+        emit(acks_table(args), tables)
     finish(tables, start_s, args.markdown, "tickwheel queue table benchmark")
 
 
