@@ -143,6 +143,41 @@ def test_a_queue_outside_the_patterns_is_a_403(service: Service) -> None:
     assert queue["paused"] is False
 
 
+def test_a_tenant_pages_through_its_queues_among_hundreds_of_others(service: Service) -> None:
+    """A tenant's pages of queues are read from the store a page at a time and filtered: each
+    of its queues comes once, in name order, another's never, even from a cursor that names
+    one; a page may come back short, even empty, with a cursor to go on from."""
+    for n in range(60):
+        status, _, _ = call(service, "POST", f"/v1/queues/a-{n:03}/pause", ROOT)
+        assert status == 200
+    for name in ("alice-paged-1", "alice-paged-2"):
+        status, _, _ = call(service, "POST", f"/v1/queues/{name}/pause", ALICE)
+        assert status == 200
+    _, every, _ = call(service, "GET", "/v1/queues?limit=1000", WATCHER)
+    mine = [q["name"] for q in every["queues"] if q["name"].startswith("alice-")]
+    assert {"alice-paged-1", "alice-paged-2"} <= set(mine)
+    seen: list[str] = []
+    cursor, pages = None, 0
+    while True:
+        query = "/v1/queues?limit=1" + ("" if cursor is None else f"&cursor={cursor}")
+        status, page, _ = call(service, "GET", query, ALICE)
+        assert status == 200
+        assert len(page["queues"]) <= 1
+        seen += [q["name"] for q in page["queues"]]
+        cursor, pages = page["cursor"], pages + 1
+        if cursor is None:
+            break
+    assert seen == mine
+    assert pages > 1  # 60 of another's queues came first: more than one store page's worth
+    status, page, _ = call(service, "GET", "/v1/queues?limit=5&cursor=a-030", ALICE)
+    assert status == 200
+    assert all(q["name"].startswith("alice-") for q in page["queues"])
+    status, page, _ = call(service, "GET", "/v1/queues?cursor=a", BOB)  # bob sees "bob" alone
+    assert status == 200
+    assert [q["name"] for q in page["queues"]] in ([], ["bob"])
+    assert page["cursor"] is None
+
+
 def test_roles(service: Service) -> None:
     status, _, _ = call(service, "POST", "/v1/timers", WATCHER, timer("alice-a"))
     assert status == 403

@@ -9,7 +9,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from tickwheel.model import Timer
 from tickwheel.service.queue_metrics import MAX_EVERY_S, MAX_QUEUES, QueueGauges
 from tickwheel.stores import MemoryStore
-from tickwheel.stores.base import QueueInfo, QueueSettings
+from tickwheel.stores.base import QueueSettings
+from tickwheel.stores.queue_pages import QueuePage
 
 
 class CountingStore(MemoryStore):
@@ -17,9 +18,9 @@ class CountingStore(MemoryStore):
         super().__init__()
         self.reads = 0
 
-    async def queue_infos(self) -> list[QueueInfo]:
+    async def list_queues(self, limit: int = 100, cursor: str | None = None) -> QueuePage:
         self.reads += 1
-        return await super().queue_infos()
+        return await super().list_queues(limit, cursor)
 
 
 async def test_gauges_show_counts_pauses_and_overdue_age_as_last_read() -> None:
@@ -60,9 +61,9 @@ async def test_the_refresh_task_reads_every_few_seconds_and_survives_failures() 
 
 
 class SlowStore(CountingStore):
-    async def queue_infos(self) -> list[QueueInfo]:
+    async def list_queues(self, limit: int = 100, cursor: str | None = None) -> QueuePage:
         await asyncio.sleep(0.02)
-        return await super().queue_infos()
+        return await super().list_queues(limit, cursor)
 
 
 async def test_a_dear_read_spaces_the_next_so_reading_keeps_to_its_share() -> None:

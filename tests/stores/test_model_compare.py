@@ -231,6 +231,10 @@ class StoreComparison(RuleBasedStateMachine):
         for state in (None, *State):
             self.both(lambda store: listed(store, state))  # noqa: B023 -- run at once
         self.both(lambda store: store.queue_infos())
+        self.both(lambda store: store.list_queues(1))
+        self.both(lambda store: store.list_queues(1, "default"))
+        for queue in ("default", "other"):
+            self.both(methodcaller("queue_info", queue))
         now = self.clock.now_ms
         self.both(lambda store: listed(store, None, queue="other"))
         self.both(lambda store: listed(store, None, due_from_ms=now, due_to_ms=now + 2000))

@@ -26,7 +26,7 @@ from hypothesis.stateful import invariant, run_state_machine_as_test
 from tickwheel.errors import InvalidArgument, LeaseLost, StoreUnavailable, TimerExists
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import Lease, Store, StoreSettings
-from tickwheel.stores.base import Limit
+from tickwheel.stores.base import Limit, QueueSettings
 from tickwheel.stores.codec import encode_limit, encode_spec
 from tickwheel.stores.redis import RedisStore, listing, resends, shard_of
 from tickwheel.stores.redis import clock as server_clock
@@ -103,6 +103,8 @@ def check_shard(client: Any, tag: str, shard_keys: set[str]) -> None:
         per_queue[f"{r[0]}|{r[6]}"] = per_queue.get(f"{r[0]}|{r[6]}", 0) + 1
     kept = {name: int(n) for name, n in counts.items() if re.fullmatch(r"\d\|.*", name)}
     assert kept == per_queue, "counts per state and queue"
+    named = {name.partition("|")[2] for name in kept}
+    assert set(client.zrange(f"{tag}:qn", 0, -1)) == named, "the index of queue names"
     heads = dict(client.zrange(f"{tag}:h", 0, -1, withscores=True))
     for r in records.values():
         if r[0] == "0":  # a queue's head is never later than its scheduled timers
@@ -243,7 +245,7 @@ async def test_every_key_of_a_shard_is_in_one_slot(redis_cluster: Any, clock: Ma
         await store.claim("q1", clock.now_ms + 5 * MINUTE, 5, 1000)
         keys = all_keys(redis_cluster, store.prefix)
         kinds = {key.split("}:")[1].split(":")[0] for key in keys}
-        assert kinds == {"r", "l", "x", "n", "dead", "queues", "q", "b", "c", "h"}
+        assert kinds == {"r", "l", "x", "n", "dead", "queues", "q", "b", "c", "h", "qn"}
         slots: dict[str, set[int]] = defaultdict(set)
         with node_clients(redis_cluster)[0] as client:
             for key in keys:
@@ -824,12 +826,13 @@ def test_a_script_carries_the_lib_definitions_it_uses_and_those_they_use() -> No
     )
 
 
+@pytest.mark.parametrize("paged", [False, True])
 async def test_counts_of_a_keyspace_from_before_queues_were_counted_are_recounted(
-    server: Server, store: RedisStore, clock: ManualClock
+    server: Server, store: RedisStore, clock: ManualClock, paged: bool
 ) -> None:
     """A keyspace written before counts were kept per queue has one bare <code> field per
-    state; the first stats or queue_infos recounts each such shard from its records, counting
-    also what changed since the upgrade."""
+    state; the first stats, queue_infos or page of queues recounts each such shard from its
+    records, counting also what changed since the upgrade."""
     for n in range(20):
         await store.add(at(clock, 0, id=f"a{n}", queue="a"))
         await store.add(at(clock, 0, id=f"b{n}", queue="b"))
@@ -845,11 +848,61 @@ async def test_counts_of_a_keyspace_from_before_queues_were_counted_are_recounte
             if old:
                 client.hset(key, mapping=old)
     await store.add(at(clock, 0, id="late", queue="b"))  # counted per queue, the rest is not
+    if paged:
+        assert [i.name for i in (await store.list_queues(1)).queues] == ["a"]
     infos = {info.name: info.counts for info in await store.queue_infos()}
     assert (infos["a"][State.SCHEDULED], infos["a"][State.LEASED]) == (15, 5)
     assert infos["b"][State.SCHEDULED] == 21
     assert (await store.stats()).counts[State.SCHEDULED] == 36
     assert_layout_consistent(server, store)
+
+
+async def test_a_keyspace_without_the_index_of_queue_names_gets_it_built_by_a_page(
+    server: Server, store: RedisStore, clock: ManualClock
+) -> None:
+    """A keyspace written before each shard kept an index of its queue names gets the index
+    built from its counts by the first page read, once; a name left in it is dropped."""
+    await store.add_many([at(clock, 1000, id=f"t{n}", queue=f"q{n:02}") for n in range(40)])
+    (lease,) = await store.claim("q07", clock.now_ms + 1000, 1, 1000)
+    await store.kill(lease, "boom")
+    expected = await store.queue_infos()
+    with inspector(server) as client:
+        for shard in range(store.shards):
+            tag = store.shard_keys(shard).tag
+            client.delete(f"{tag}:qn", f"{tag}:qnv")
+            client.zadd(f"{tag}:qn", {"gone": 0})
+    assert (await store.list_queues(1000)).queues == expected
+    assert await store.queue_info("q07") == expected[7]
+    assert_layout_consistent(server, store)
+
+
+async def test_queue_settings_are_paged_through_their_index_built_once(
+    server: Server, store: RedisStore
+) -> None:
+    """Each settings write keeps the index of queues with settings; a store written before it
+    existed gets it built from the hash by the first page read, a stale name dropped."""
+    for n in range(30):
+        await store.pause_queue(f"s{n:02}", True)
+    await store.set_queue_limit("s05", Limit(rate=1))
+    await store.pause_queue("s05", False)  # its limit keeps it listed
+    await store.pause_queue("s03", False)  # nothing left: it goes
+    await store.set_queue("s07", QueueSettings())
+    expected = await store.queue_infos()
+    assert len(expected) == 28
+    tag = "{" + store.prefix + ":queue-settings}"
+    names, built = f"{tag}:names", f"{tag}:built"
+    with inspector(server) as client:
+        assert client.zrange(names, 0, -1) == [info.name for info in expected]
+        client.delete(names, built)
+        client.zadd(names, {"gone": 0})
+    listed, cursor = [], None
+    while True:
+        page = await store.list_queues(9, cursor)
+        listed += page.queues
+        if page.cursor is None:
+            break
+        cursor = page.cursor
+    assert listed == expected
 
 
 def lose_reply_of(store: RedisStore, script: str) -> list[int]:

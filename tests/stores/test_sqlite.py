@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sqlite3
 import stat
 import sys
@@ -19,7 +20,7 @@ from tickwheel.schedule import Schedule
 from tickwheel.stores import Lease, StoreSettings
 from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import Limit, QueueSettings
-from tickwheel.stores.sqlite import SqliteStore, queries, schema
+from tickwheel.stores.sqlite import SqliteStore, queries, queue_table, schema
 
 from .conftest import ManualClock
 
@@ -236,8 +237,9 @@ async def test_claim_reads_the_due_index_not_the_table(tmp_path: Path) -> None:
 
 async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
     """Version 2 added first_claimed_ms and the per-queue lease index; old rows read as unset.
-    Version 3's schedules table, version 4's flow control, and version 5's due-queue index and
-    settings versions come on the same way."""
+    Version 3's schedules table, version 4's flow control, version 5's due-queue index and
+    settings versions, and version 6's indexes of done and dead timers by queue come on the
+    same way."""
     path = tmp_path / "timers.db"
     later = (
         "timers_lease_queue",
@@ -249,6 +251,8 @@ async def test_a_version_1_file_is_migrated(tmp_path: Path) -> None:
         "queue_heads",
         "timers_head",
         "attempts",
+        "timers_done_queue",
+        "timers_dead_queue",
     )
     with sqlite3.connect(path) as conn:
         for statement in schema.SCHEMA:
@@ -429,7 +433,16 @@ async def test_a_version_4_file_is_migrated_to_count_deferrals(tmp_path: Path) -
     path, clock = tmp_path / "timers.db", ManualClock()
     with sqlite3.connect(path) as conn:
         for statement in schema.SCHEMA[:-1]:
-            if not any(name in statement for name in ("queue_heads", "versions", "attempts")):
+            if not any(
+                name in statement
+                for name in (
+                    "queue_heads",
+                    "versions",
+                    "attempts",
+                    "timers_done_queue",
+                    "timers_dead_queue",
+                )
+            ):
                 conn.execute(
                     statement.replace(",\n        deferrals INTEGER NOT NULL DEFAULT 0", "")
                 )
@@ -457,6 +470,50 @@ async def test_a_version_4_file_is_migrated_to_count_deferrals(tmp_path: Path) -
         await store.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
+    conn.close()
+
+
+async def test_a_version_6_file_is_migrated_to_page_the_queue_table(tmp_path: Path) -> None:
+    """Version 7 added the indexes of done and dead timers by queue; a version 6 file's done
+    and dead timers are then counted a page at a time."""
+    path, clock = tmp_path / "timers.db", ManualClock()
+    with sqlite3.connect(path) as conn:
+        for statement in schema.SCHEMA[:-1]:
+            if "timers_done_queue" not in statement and "timers_dead_queue" not in statement:
+                conn.execute(statement)
+        conn.execute("PRAGMA user_version = 6")
+        conn.executemany(
+            "INSERT INTO timers (id, queue, state, due_ms, seq, deadline_ms, attempt, created_ms,"
+            " updated_ms, spec) VALUES (?, ?, ?, 0, 1, ?, 1, 1, 1, '[null,1,null]')",
+            [("d", "finished", 2, clock.now_ms + 60_000), ("x", "failed", 3, None)],
+        )
+    conn.close()
+    store = SqliteStore(path, StoreSettings(retention_ms=60_000), clock=clock)
+    try:
+        page = await store.list_queues()
+        assert [(i.name, i.counts[State.DONE], i.counts[State.DEAD]) for i in page.queues] == [
+            ("failed", 0, 1),
+            ("finished", 1, 0),
+        ]
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
+    conn.close()
+
+
+def test_a_page_of_the_queue_table_reads_partial_indexes(tmp_path: Path) -> None:
+    """Each state's names and counts come from its partial index led by queue."""
+    with sqlite3.connect(tmp_path / "plan.db") as conn:
+        for statement in schema.SCHEMA:
+            conn.execute(statement)
+        params = {"after": "", "limit": 10, "now": 0, "first": "a", "last": "z"}
+        queries_ = [*queue_table.NAMES, queue_table.SCHEDULED_RANGE]
+        for query in [*queries_, *queue_table.COUNTS_RANGE.values()]:
+            plan = [row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}", params)]
+            reads = [step for step in plan if re.match(r"(SCAN|SEARCH) timers\b", step)]
+            assert reads, (query, plan)
+            assert all("INDEX timers_" in step for step in reads), (query, plan)
     conn.close()
 
 

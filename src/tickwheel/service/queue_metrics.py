@@ -1,10 +1,11 @@
 """Per-queue gauges on ``/metrics``: timers per state, paused or not, the oldest overdue age.
 
-Counting a queue's timers costs the store a query per queue (per shard on Redis), so the counts
-are read by a task of the process, not on each scrape: every `EVERY_S`, or less often when a
-read is dear, so that reading takes at most `READ_SHARE` of the time, and at least every
-`MAX_EVERY_S` (10,000 queues: a read of ~30 ms, about once a minute). A scrape shows the last
-reading, the overdue age as it was then (so an age never counts time after its timer fired).
+Only the first `MAX_QUEUES` queues by name get gauges, read as one page of the queue table
+(`Store.list_queues`), whatever the number of queues. The counts are read by a task of the
+process, not on each scrape: every `EVERY_S`, or less often when a read is dear, so that
+reading takes at most `READ_SHARE` of the time, and at least every `MAX_EVERY_S`. A scrape
+shows the last reading, the overdue age as it was then (so an age never counts time after its
+timer fired).
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ class QueueGauges:
             StoreUnavailable: the store did not answer; the last counts stay.
         """
         started_s = time.perf_counter()
-        infos = await self._store.queue_infos()
-        self.infos, self.read_at_ms = infos[:MAX_QUEUES], self._store.now_ms()
+        self.infos = (await self._store.list_queues(MAX_QUEUES)).queues
+        self.read_at_ms = self._store.now_ms()
         took_s = time.perf_counter() - started_s
         self.next_in_s = min(MAX_EVERY_S, max(self.every_s, took_s / self.read_share))
 

@@ -16,6 +16,7 @@ from tickwheel.stores.limit import MAX_LIMITS
 from tickwheel.stores.limit import Limit as Limit  # re-exported: the protocol speaks of it
 from tickwheel.stores.operations import QueueOperations
 from tickwheel.stores.queue_defaults import QueueDefaults
+from tickwheel.stores.queue_pages import QueuePages
 
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
@@ -168,7 +169,7 @@ class StoreSettings:
         return self.occurrence_retention() if "@" in timer_id else self.retention_ms
 
 
-class Store(QueueOperations, history.AttemptHistory, Protocol):
+class Store(QueueOperations, QueuePages, history.AttemptHistory, Protocol):
     """Where timers wait until they fire; every method is atomic and safe to call concurrently."""
 
     def now_ms(self) -> int:

@@ -17,7 +17,8 @@ from tickwheel.schedule import ScheduleState
 from tickwheel.service.api_errors import ApiError
 from tickwheel.service.routes.deps import Context, found, is_timer_id
 from tickwheel.service.tenants import SCOPE_KEY, Tenant
-from tickwheel.stores.base import Page, QueueInfo, SchedulePage, Store
+from tickwheel.stores.base import Page, QueueInfo, QueueSettings, SchedulePage, Store
+from tickwheel.stores.queue_pages import QueuePage
 
 PAGES_SCANNED = 20
 """Store pages one listing reads at most for a tenant before it answers with what it found."""
@@ -139,3 +140,24 @@ async def schedules_page(
         if cursor is None or len(schedules) >= limit:
             break
     return SchedulePage(schedules, cursor)
+
+
+async def queues_page(
+    store: Store, tenant: Tenant | None, limit: int, cursor: str | None
+) -> QueuePage:
+    """A page of `Store.list_queues` holding only the tenant's queues, as `timers_page`; a
+    tenant of one queue reads that queue alone (`Store.queue_info`)."""
+    if tenant is not None and tenant.only_queue is not None:
+        info = await store.queue_info(tenant.only_queue)
+        listed = any(info.counts.values()) or info.settings != QueueSettings()
+        return QueuePage([info] if listed and (cursor is None or info.name > cursor) else [], None)
+    if tenant is None or tenant.all_queues:
+        return await store.list_queues(limit, cursor)
+    infos: list[QueueInfo] = []
+    for _ in range(PAGES_SCANNED):
+        page = await store.list_queues(limit - len(infos), cursor)
+        infos += seen_infos(tenant, page.queues)
+        cursor = page.cursor
+        if cursor is None or len(infos) >= limit:
+            break
+    return QueuePage(infos, cursor)

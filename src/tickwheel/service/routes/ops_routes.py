@@ -28,8 +28,13 @@ def router() -> APIRouter:
         if tenant is None or tenant.all_queues:
             found = await store.stats()
             counts, earliest = found.counts, found.earliest_due_ms
-        else:  # summed from the queues' counts: one read of them, as GET /v1/queues
-            infos = seen_infos(tenant, await store.queue_infos())
+        else:  # summed from the queues' counts: one read of them (one queue's when one)
+            only = tenant.only_queue
+            infos = (
+                [await store.queue_info(only)]
+                if only is not None
+                else seen_infos(tenant, await store.queue_infos())
+            )
             counts = {state: sum(i.counts.get(state, 0) for i in infos) for state in State}
             dues = [i.earliest_due_ms for i in infos if i.earliest_due_ms is not None]
             earliest = min(dues, default=None)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from tickwheel.model import State
 from tickwheel.service.api_errors import ApiError
 from tickwheel.service.flow_schemas import LimitIn, QueueIn, QueueOut, QueuesOut
-from tickwheel.service.routes.access import TenantDep, check_queue, seen_infos
+from tickwheel.service.routes.access import TenantDep, check_queue, queues_page
 from tickwheel.service.routes.deps import (
     DEFAULT_PAGE,
     Context,
@@ -28,16 +27,13 @@ from tickwheel.service.routes.deps import (
 )
 from tickwheel.service.tenants import Tenant
 from tickwheel.stores import checks
-from tickwheel.stores.base import QueueInfo, QueueSettings, Store
+from tickwheel.stores.base import QueueSettings, Store
 
 
 async def queue_out(store: Store, queue: str) -> QueueOut:
-    """The queue as `GET /v1/queues/{queue}` shows it: zero counts when it holds nothing."""
-    for info in await store.queue_infos():
-        if info.name == queue:
-            return QueueOut.of(info, store.now_ms())
-    settings = (await store.queue_settings()).get(queue, QueueSettings())
-    return QueueOut.of(QueueInfo(queue, dict.fromkeys(State, 0), None, settings), store.now_ms())
+    """The queue as `GET /v1/queues/{queue}` shows it (zero counts when it holds nothing),
+    read alone from the store."""
+    return QueueOut.of(await store.queue_info(queue), store.now_ms())
 
 
 async def writable(context: Context, store: Store, tenant: Tenant | None, queue: str) -> None:
@@ -70,12 +66,11 @@ def router() -> APIRouter:
     ) -> QueuesOut:
         """The queues that hold timers or have settings (those the token sees), by name, a page
         at a time; follow `cursor` to the end (each queue once)."""
-        # the store counts every queue; the page bounds what is sent
-        infos = seen_infos(tenant, await store.queue_infos())
-        after = [info for info in infos if cursor is None or info.name > cursor]
+        page = await queues_page(store, tenant, limit, cursor)
         now = store.now_ms()
-        queues = [QueueOut.of(info, now) for info in after[:limit]]
-        return QueuesOut(queues=queues, cursor=queues[-1].name if len(after) > limit else None)
+        return QueuesOut(
+            queues=[QueueOut.of(info, now) for info in page.queues], cursor=page.cursor
+        )
 
     @routes.get("/v1/queues/{queue}", responses=errors(403))
     async def get_queue(queue: str, store: StoreDep, tenant: TenantDep) -> QueueOut:

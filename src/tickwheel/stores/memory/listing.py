@@ -1,11 +1,13 @@
-"""Listing and counting the timers of a `MemoryStore`: list, stats and queue_infos."""
+"""Listing and counting the timers of a `MemoryStore`: list, stats and the queue
+table (`queue_infos`, a page of it, one queue)."""
 
 from __future__ import annotations
 
 from tickwheel.model import State
 from tickwheel.stores.base import Page, QueueInfo, QueueSettings, Stats
-from tickwheel.stores.checks import check_list, check_list_filters
+from tickwheel.stores.checks import check_list, check_list_filters, check_queue
 from tickwheel.stores.memory.heaps import MemoryHeaps
+from tickwheel.stores.queue_pages import QueuePage, page_of
 
 
 class MemoryListing(MemoryHeaps):
@@ -32,6 +34,20 @@ class MemoryListing(MemoryHeaps):
                 )
             )
         return infos
+
+    async def list_queues(self, limit: int = 100, cursor: str | None = None) -> QueuePage:
+        """The reference: every queue counted, then the page cut from them."""
+        check_list(limit)
+        infos = await self.queue_infos()
+        after = [info for info in infos if cursor is None or info.name > cursor]
+        return page_of(after[: limit + 1], limit)
+
+    async def queue_info(self, queue: str) -> QueueInfo:
+        check_queue(queue)
+        for info in await self.queue_infos():
+            if info.name == queue:
+                return info
+        return QueueInfo(queue, dict.fromkeys(State, 0), None, QueueSettings())
 
     async def list(
         self,

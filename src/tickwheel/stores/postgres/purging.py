@@ -10,8 +10,8 @@ from tickwheel.stores.checks import check_purge, check_queue_defaults
 from tickwheel.stores.codec import state_code
 from tickwheel.stores.operations import PURGE_BATCH, PURGEABLE
 from tickwheel.stores.postgres import queries as sql
-from tickwheel.stores.postgres.beside_timers import BesideTimers
 from tickwheel.stores.postgres.ops import Op
+from tickwheel.stores.postgres.queue_table import PostgresQueueTable
 from tickwheel.stores.postgres.schema import SCHEDULED
 from tickwheel.stores.queue_defaults import QueueDefaults
 
@@ -39,7 +39,7 @@ def _set_head(queue: str, now: int) -> Op[None]:
     yield sql.SET_HEAD, {"queue": queue, "now": now}
 
 
-class PostgresPurging(BesideTimers):
+class PostgresPurging(PostgresQueueTable):
     """The bulk calls of `PostgresStore` on one queue."""
 
     async def purge(self, queue: str, state: State) -> int:

@@ -192,7 +192,11 @@ V2 = (
     "CREATE INDEX attempts_at ON {s}.attempts (at_ms)",
 )
 
-MIGRATIONS: Sequence[Sequence[str]] = (V1, V2)
+# the queue table a page at a time (`queue_table.py`): done timers by queue, so every state
+# has an index led by queue
+V3 = (f"CREATE INDEX timers_done_queue ON {{s}}.timers (queue, deadline_ms) WHERE state = {DONE}",)
+
+MIGRATIONS: Sequence[Sequence[str]] = (V1, V2, V3)
 """Step n takes a schema from version n to n + 1 (the first creates it); append, never edit."""
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -14,6 +14,10 @@ slot and every script runs on one node::
                                    here; <deadline>|<queue> → leases that batch still holds
     {p:s}:dead              zset   id, score 0: the dead letters, in id order
     {p:s}:queues            set    queues with scheduled timers in this shard
+    {p:s}:qn                zset   queue, score 0: the queues with timers in any state here,
+                                   in name order, for a page of the queue table
+    {p:s}:qnv               string "1" once ``qn`` is built (a keyspace older than it gets it
+                                   built from the counts hash by the first page read)
     {p:s}:q:<queue>:n       zset   <L><due><seq><id> → due ms: the queue's near set, its
                                    timers due before the end of the current minute or in a
                                    slot a claim has reached (<due> is base 36, L digits)

@@ -7,6 +7,10 @@
                                       defaults:<queue> → `encode_defaults_text` JSON
     <p>:limits                hash    callback host → `codec.encode_limit` JSON
     {<p>:queue-settings}:v    string  a count of the writes to the queue settings
+    {<p>:queue-settings}:names  zset  the queues with settings, score 0: in name order, for
+                                      a page of the queue table (``queue_table.py``)
+    {<p>:queue-settings}:built  string  set once ``names`` was built from the hash (a store
+                                      written before it existed: by the first page read)
     {<p>:limits}:v            string  a count of the writes to the host limits
 
 Pausing, resuming, setting or removing a limit is then one field of one hash, written with no
@@ -53,12 +57,14 @@ def version_key(hash_key: str) -> str:
 
 
 class SettingsHash:
-    """One settings hash and its version; every write is one script that counts it."""
+    """One settings hash, its version and its index of queue names; every write is one script
+    that counts it and keeps the index."""
 
     def __init__(self, client: Client, key: str) -> None:
         self._client = client
         self.key = key
         self.version_key = version_key(key)
+        self.names_key = "{%s}:names" % key  # noqa: UP031 -- braces would need doubling
         self._field = _source("settings_field")
 
     async def read(self) -> dict[str, bytes]:
@@ -74,7 +80,7 @@ class SettingsHash:
         # many calls load one script at once after NOSCRIPT
         with unavailable("settings_field"):
             had: Any = await self._client.eval(
-                self._field, 2, self.key, self.version_key, field, value, cap
+                self._field, 3, self.key, self.version_key, self.names_key, field, value, cap
             )
         return int(had)
 
@@ -84,7 +90,9 @@ class QueueSettingsHash(SettingsHash):
 
     def __init__(self, client: Client, prefix: str) -> None:
         super().__init__(client, queue_settings_key(prefix))
+        self._built_key = "{%s}:built" % self.key  # noqa: UP031 -- braces would need doubling
         self._replace = _source("queue_set")
+        self._page = _source("queue_settings_page")
 
     async def settings(self) -> dict[str, QueueSettings]:
         """Every queue that has settings, by name."""
@@ -105,16 +113,35 @@ class QueueSettingsHash(SettingsHash):
             for queue in paused | limits.keys() | defaults.keys()
         }
 
+    async def of(self, queue: str) -> QueueSettings:
+        """`queue`'s settings alone, its three fields read by one HMGET."""
+        fields = (_PAUSED + queue, _LIMIT + queue, _DEFAULTS + queue)
+        with unavailable("HMGET"):
+            found: Any = await self._client.hmget(self.key, fields)
+        return _settings(*found)
+
+    async def page(self, limit: int, cursor: str | None) -> dict[str, QueueSettings]:
+        """Up to `limit` queues with settings after `cursor` (from the first when None), by
+        name, read through the index of their names (``lua/queue_settings_page.lua``)."""
+        keys = (self.key, self.names_key, self._built_key)
+        # EVAL, not EVALSHA: a rare call (see `write`)
+        with unavailable("queue_settings_page"):
+            reply: Any = await self._client.eval(
+                self._page, 3, *keys, "" if cursor is None else cursor, limit
+            )
+        return {
+            reply[n].decode(): _settings(*reply[n + 1 : n + 4]) for n in range(0, len(reply), 4)
+        }
+
     async def replace(self, queue: str, settings: QueueSettings) -> None:
         """Store every part of `queue`'s settings at once; the defaults delete them."""
         limit = "" if settings.limit is None else encode_limit(settings.limit)
         paused = "1" if settings.paused else ""
         given = settings.defaults
         defaults = "" if given is None or given.empty else encode_defaults_text(given)
+        keys = (self.key, self.version_key, self.names_key)
         with unavailable("queue_set"):
-            await self._client.eval(
-                self._replace, 2, self.key, self.version_key, queue, paused, limit, defaults
-            )
+            await self._client.eval(self._replace, 3, *keys, queue, paused, limit, defaults)
 
     async def pause(self, queue: str, paused: bool) -> bool:
         """Set or clear `queue`'s pause; return whether that changed it."""
@@ -129,6 +156,15 @@ class QueueSettingsHash(SettingsHash):
         """Set (None: remove) `queue`'s defaults; return whether it had some."""
         value = "" if defaults is None else encode_defaults_text(defaults)
         return await self.write(_DEFAULTS + queue, value) == 1
+
+
+def _settings(paused: bytes | None, limit: bytes | None, defaults: bytes | None) -> QueueSettings:
+    """A queue's settings from its three fields (None: not set)."""
+    return QueueSettings(
+        paused=paused is not None,
+        limit=None if limit is None else decode_limit(limit),
+        defaults=None if defaults is None else decode_defaults_text(defaults),
+    )
 
 
 async def read_versions(client: Client, keys: tuple[str, str]) -> list[int]:

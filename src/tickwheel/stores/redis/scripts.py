@@ -50,6 +50,7 @@ NAMES = (
     "peek",
     "purge",
     "purge_queue",
+    "queue_page",
     "queues",
     "release",
     "replay",

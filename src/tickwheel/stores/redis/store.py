@@ -8,9 +8,9 @@ subclass of `store_base.RedisStoreBase` (the client, shards, clock and wake chan
 (`adding.py`), one timer by id (`changing.py`), claiming and settling (`leasing.py`, with the
 claim itself in `claiming.py`), schedules (`stored_schedules.py`, each in its shard beside its
 occurrences), queue settings (`queue_settings.py`; `purging.py` adds the bulk calls on a
-queue), host limits (`host_limits.py`), and listing and counting (`listing.py`); `record.py`
-writes and reads the records. This module constructs the store and holds the calls that span
-parts.
+queue), host limits (`host_limits.py`), listing and counting (`listing.py`), and the queue
+table a page at a time (`queue_table.py`); `record.py` writes and reads the records. This
+module constructs the store and holds the calls that span parts.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from tickwheel.stores.redis.listen import Listener
 from tickwheel.stores.redis.listing import RedisListing
 from tickwheel.stores.redis.purging import RedisPurging
 from tickwheel.stores.redis.queue_settings import QueueSettingsHash, read_versions
+from tickwheel.stores.redis.queue_table import RedisQueueTable
 from tickwheel.stores.redis.record import RecordCodec, SeqSource
 from tickwheel.stores.redis.resends import InDoubt
 from tickwheel.stores.redis.scripts import Client, Scripts
@@ -58,6 +59,7 @@ class RedisStore(
     RedisHostLimits,
     RedisListing,
     RedisAttemptHistory,
+    RedisQueueTable,
 ):
     """Timers in Redis (standalone or Cluster), shared by any number of workers.
 

@@ -22,7 +22,7 @@ from tickwheel.stores.codec import state_code
 R = TypeVar("R")
 Work = Callable[[sqlite3.Connection, int], R]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... FROM (3.33) and RETURNING (3.35)
 BUSY_TIMEOUT_MS = 5000
 FILE_MODE = 0o600
@@ -101,6 +101,13 @@ _ATTEMPTS = (
         BEGIN DELETE FROM attempts WHERE timer_id = OLD.id; END""",
 )
 
+# the queue table a page at a time (`queue_table.py`): done and dead timers by queue, so every
+# state has an index led by queue and a page of names, and their counts, read a range of it
+_QUEUE_INDEXES = (
+    f"CREATE INDEX timers_done_queue ON timers (queue, deadline_ms) WHERE state = {DONE}",
+    f"CREATE INDEX timers_dead_queue ON timers (queue) WHERE state = {DEAD}",
+)
+
 SCHEMA = (
     """CREATE TABLE timers (
         id TEXT NOT NULL UNIQUE,
@@ -128,6 +135,7 @@ SCHEMA = (
     *_QUEUE_HEADS,
     *_VERSIONS,
     *_ATTEMPTS,
+    *_QUEUE_INDEXES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 """The statements that make a new file's schema, the last one setting its version."""
@@ -217,6 +225,10 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     if version <= 5:
         # 5 -> 6: attempt history
         for statement in _ATTEMPTS:
+            conn.execute(statement)
+    if version <= 6:
+        # 6 -> 7: done and dead timers by queue, for a page of the queue table
+        for statement in _QUEUE_INDEXES:
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

@@ -14,7 +14,7 @@ The file, its schema and migrations are `schema.py`'s; the SQL and the rows are 
 The class is assembled from one part per concept: `thread.py` (the connection and wakeups),
 `adding.py` (single adds through `group_commit.py`), `changing.py`, `leasing.py`,
 `stored_schedules.py`, `queue_settings.py` (with `purging.py`, the bulk calls on a queue),
-`host_limits.py` and `listing.py`.
+`host_limits.py`, `listing.py` and `queue_table.py` (the queue table a page at a time).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from tickwheel.stores.sqlite.host_limits import SqliteHostLimits
 from tickwheel.stores.sqlite.leasing import SqliteLeasing
 from tickwheel.stores.sqlite.listing import SqliteListing
 from tickwheel.stores.sqlite.purging import SqlitePurging
+from tickwheel.stores.sqlite.queue_table import SqliteQueueTable
 from tickwheel.stores.sqlite.stored_schedules import SqliteSchedules
 from tickwheel.stores.sqlite.thread import BATCH
 
@@ -42,6 +43,7 @@ class SqliteStore(
     SqlitePurging,
     SqliteHostLimits,
     SqliteListing,
+    SqliteQueueTable,
 ):
     """Timers in one SQLite file, shared safely by tasks, threads and processes.
 

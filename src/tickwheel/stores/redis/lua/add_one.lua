@@ -5,7 +5,7 @@
 --          the timer to add.lua, which knows what to do then)
 -- One HSETNX, two reads to decide whether to publish to the waiters, one SADD, one write
 -- into the near set or a slot (and its index when the slot is new), one ZADD of the queue's
--- head, one HINCRBY. It places
+-- head, one HINCRBY (and a ZADD of its name for its first timer here). It places
 -- the timer as lib.lua places timers, written out here with lib.lua's constants and no lib
 -- function: Redis runs a script's whole text each call, and each function a script takes
 -- from lib.lua costs it a closure a call (a third of a lone add's Redis time). The tests'
@@ -45,5 +45,8 @@ else
     redis.call('ZADD', prefix .. 'i' .. level, start, start)
   end
 end
-redis.call('HINCRBY', COUNTS, SCHEDULED .. '|' .. queue, 1) -- <state>|<queue> (lib.lua)
+-- <state>|<queue>, and the queue's name in the shard's index with its first field (lib.lua)
+if redis.call('HINCRBY', COUNTS, SCHEDULED .. '|' .. queue, 1) == 1 then
+  redis.call('ZADD', TAG .. ':qn', 0, queue)
+end
 return 0

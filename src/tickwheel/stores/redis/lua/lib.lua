@@ -464,13 +464,30 @@ local function unhold(r)
   b.delta = b.delta - 1
 end
 
+-- the shard's queues that hold timers in any state, score 0 so in name order (queue_page.lua
+-- reads a page of them): a queue joins with its first counts field and leaves with its last
+local QUEUE_NAMES = TAG .. ':qn'
+local function unname(queue)
+  for _, state in ipairs({ SCHEDULED, LEASED, DONE, DEAD, PAUSED }) do
+    if redis.call('HEXISTS', COUNTS, state .. '|' .. queue) == 1 then
+      return
+    end
+  end
+  redis.call('ZREM', QUEUE_NAMES, queue)
+end
+
 -- write the gathered count and lease changes
 local function finish()
   for state, per_queue in pairs(deltas) do
     for queue, n in pairs(per_queue) do
-      local name = state .. '|' .. queue
-      if n ~= 0 and redis.call('HINCRBY', COUNTS, name, n) == 0 then
-        redis.call('HDEL', COUNTS, name)
+      if n ~= 0 then
+        local left = redis.call('HINCRBY', COUNTS, state .. '|' .. queue, n)
+        if left == 0 then
+          redis.call('HDEL', COUNTS, state .. '|' .. queue)
+          unname(queue)
+        elseif left == n then -- a new field
+          redis.call('ZADD', QUEUE_NAMES, 0, queue)
+        end
       end
     end
   end

@@ -8,8 +8,9 @@
 --          big to move in one call may hold it (call again)
 -- counts come from the counts hash. A keyspace written before counts were kept per queue has
 -- a bare <code> field per state: the first call recounts the shard's records then, once (it
--- reads every record, in one atomic step); finding the earliest moves each queue's first slot
--- into its near set when it may hold it (lib.lua earliest())
+-- reads every record, in one atomic step, and lists the queues it found in the index of
+-- names); finding the earliest moves each queue's first slot into its near set when it may
+-- hold it (lib.lua earliest())
 local legacy = redis.call('HMGET', COUNTS, SCHEDULED, LEASED, DONE, DEAD, PAUSED)
 if legacy[1] or legacy[2] or legacy[3] or legacy[4] or legacy[5] then
   local fresh, seen, cursor = {}, {}, '0'
@@ -35,8 +36,10 @@ if legacy[1] or legacy[2] or legacy[3] or legacy[4] or legacy[5] then
       redis.call('HDEL', COUNTS, flat[i])
     end
   end
+  redis.call('DEL', QUEUE_NAMES)
   for name, n in pairs(fresh) do
     redis.call('HSET', COUNTS, name, n)
+    redis.call('ZADD', QUEUE_NAMES, 0, string.match(name, '^%d|(.*)$'))
   end
 end
 local counts = {}
