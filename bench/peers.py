@@ -140,7 +140,7 @@ def ms(value: float | None) -> str:
 def figures(row: Row) -> list[str]:
     f = row.found
     if row.why:
-        return [row.name, "—", row.why, *["—"] * 10]
+        return [row.name, "—", row.why, *["—"] * 11]
     enqueue_only = row.name == "tickwheel-add_many"
     late = "" if f.get("burst_in_time", True) and f.get("spread_in_time", True) else " (late start)"
     cells = [
@@ -156,6 +156,7 @@ def figures(row: Row) -> list[str]:
         fmt(None if enqueue_only else f["burst_early"] + f["spread_early"]),
         fmt(f.get("spread_lost")),
         fmt(None if enqueue_only else f["drain_again"] + f["burst_again"] + f["spread_again"]),
+        fmt(None if enqueue_only else f["grace_s"]),
         f"{row.other_cpus:.2f}",
     ]
     return cells
@@ -168,7 +169,7 @@ def tables(rows: list[Row], args: argparse.Namespace) -> list[Table]:
         [
             "library", "version", "enqueue /s", "drain /s", "burst: last ran ms",
             "burst p99 ms", "burst lost", "spread p50 ms", "spread p99 ms", "early",
-            "spread lost", "ran twice", "other CPUs",
+            "spread lost", "ran twice", "grace s", "other CPUs",
         ],
     )  # fmt: skip
     main.rows = [figures(row) for row in rows]
@@ -178,9 +179,12 @@ def tables(rows: list[Row], args: argparse.Namespace) -> list[Table]:
         "ready) until the last ran; burst: every job due at one instant "
         "(2 s + 1.5 x the enqueue's time ahead), 'last ran' is from that instant; spread: "
         "due evenly; lateness = when the no-op job ran (this host's clock, µs) - its due ms",
-        "early: runs before the due time, burst and spread; lost: not run by 15 s after the "
-        "last due time (taskiq with its default scheduler: 75 s); ran twice: a job run again "
-        "in any phase",
+        "early: runs before the due time, burst and spread; lost: not run within the grace "
+        "after the last due time: 15 s (taskiq with its default scheduler: 75 s) plus 1.5 x "
+        "the row's drain time for as many jobs, at most 300 s (the 'grace s' column); ran "
+        "twice: a job run again in any phase; '(late start)': the timed phases' enqueue "
+        "outlasted their lead (3 s + 3 x the enqueue column's time), so the first due jobs "
+        "were not all enqueued by their due time",
         "other CPUs: what processes other than the row's own (its worker processes) and the "
         "redis-server kept busy during that row; PostgreSQL's backends count as other",
     ]
