@@ -177,7 +177,7 @@ def tables(rows: list[Row], args: argparse.Namespace) -> list[Table]:
         "enqueue: one call per job, sequential (tickwheel-add_many: 1,000 a call); drain: "
         "jobs due now enqueued beforehand, from the worker's start (a worker process: once "
         "ready) until the last ran; burst: every job due at one instant "
-        "(2 s + 1.5 x the enqueue's time ahead), 'last ran' is from that instant; spread: "
+        "(3 s + 3 x the enqueue's time ahead), 'last ran' is from that instant; spread: "
         "due evenly; lateness = when the no-op job ran (this host's clock, µs) - its due ms",
         "early: runs before the due time, burst and spread; lost: not run within the grace "
         "after the last due time: 15 s (taskiq with its default scheduler: 75 s) plus 1.5 x "
