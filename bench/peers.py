@@ -1,14 +1,21 @@
-"""Peers benchmark (issue 15, info): one-call-per-job enqueue and a drain, tickwheel beside saq,
-huey and dramatiq on the same private redis-server, in the same run.
+"""Peers benchmark (issue 24): tickwheel beside saq, huey, dramatiq, arq, celery, rq, taskiq,
+procrastinate and APScheduler, in one run: enqueue, drain, a burst due at one instant and a
+spread due over 20 s (lateness, early, lost).
 
-Run ``python bench/peers.py`` (``--jobs N``, default 5,000; ``--peers-python PATH``; ``--markdown
-PATH``). The peers are never a dependency of tickwheel: install them into a throwaway venv
-first, which this script runs as a subprocess per peer::
+Run ``python bench/peers.py`` (``--jobs N``, default 5,000; ``--spread-s``; ``--peers a,b``;
+``--markdown PATH|-``). The peers are never a dependency of tickwheel: each lives in a
+throwaway venv of its own (their pins clash: arq wants redis-py < 6, celery's kombu >= 6.1),
+which ``--make-venvs`` creates from the package index (``VENVS`` lists what each gets)::
 
-    python3 -m venv /tmp/peers-venv
-    /tmp/peers-venv/bin/pip install saq huey dramatiq typing_extensions
+    python bench/peers.py --make-venvs      # /tmp/peers-venvs/<peer>, then the run
 
-A peer that is not installed (or fails) gets a row saying so instead of figures.
+Every row, tickwheel's too, is one process running ``scenarios/peers/peer_run.py`` (the
+phases and what they time are in its docstring): a peer under its venv's Python, tickwheel
+under this one. All share one private redis-server; procrastinate gets a private PostgreSQL
+(initdb and pg_ctl in a temp dir, a free port, as ``tests/pg_server.py`` starts it). A peer
+not installed, failing or over its time gets a row saying why; workers a row started in
+sessions of their own are killed by their process group once the row ends. Traffic goes to
+127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -16,148 +23,214 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import signal
 import subprocess
+import sys
+import tempfile
 import time
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import redis.asyncio as aredis
-import uvloop
 from harness.machine import OtherLoad, machine_table, sample_other_load
 from harness.redis_server import private_redis
-from harness.report import Table, emit, fmt, progress, write_markdown
+from harness.report import Table, emit, finish, fmt, progress
 
-from tickwheel.engine import consume
-from tickwheel.model import Timer
-from tickwheel.stores.redis import RedisStore
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from pg_server import PostgresServer, pg_binary
 
-PEERS = ("saq", "huey", "dramatiq")
 PEER_RUN = Path(__file__).parent / "scenarios" / "peers" / "peer_run.py"
-PEER_TIMEOUT_S = 300
+PEER_TIMEOUT_S = 600
+ROWS = (
+    "tickwheel", "tickwheel-add_many", "saq", "huey", "dramatiq", "arq", "celery", "rq",
+    "taskiq", "taskiq-1s", "procrastinate", "apscheduler",
+)  # fmt: skip
+VENVS: dict[str, list[str]] = {
+    "saq": ["saq", "redis", "typing_extensions"],  # saq imports it undeclared
+    "huey": ["huey", "redis"],
+    "dramatiq": ["dramatiq[redis]"],
+    "arq": ["arq"],
+    "celery": ["celery[redis]"],
+    "rq": ["rq"],
+    "taskiq": ["taskiq", "taskiq-redis"],
+    "procrastinate": ["procrastinate", "psycopg[binary]"],
+    "apscheduler": ["apscheduler"],
+}
 
 
 @dataclass
 class Row:
     name: str
-    enqueue_per_s: float | None
-    drain_s: float | None
-    how: str
+    found: dict[str, Any] = field(default_factory=dict)
+    why: str = ""  # why there are no figures
+    other_cpus: float = 0.0
 
 
-async def tickwheel_row(url: str, n: int) -> Row:
-    """`await store.add(Timer(...))` n times; then n timers due now drained by a plain
-    ``async for d in consume(...): await d.ack()`` loop, closed with ``contextlib.aclosing`` as
-    the README writes it, from its start until the loop has closed and all acks landed."""
-    admin = aredis.Redis.from_url(url)
-    await admin.flushall()
-    store = RedisStore.from_url(url, prefix="peers")
-    try:
-        await store.sync_clock()
-        due = store.now_ms() + 3_600_000
-        timers = [
-            Timer(id=f"job-{uuid.uuid4().hex}", due_ms=due, payload={"i": i}) for i in range(n)
-        ]
-        t0 = time.perf_counter()
-        for timer in timers:
-            await store.add(timer)
-        enqueue_s = time.perf_counter() - t0
-        await admin.flushall()
-        now = store.now_ms()
-        await store.add_many([Timer(due_ms=now, payload={"i": i}) for i in range(n)])
-        acked = 0
-        t0 = time.perf_counter()
-        async with contextlib.aclosing(consume(store)) as deliveries:  # as the README loops
-            async for delivery in deliveries:
-                await delivery.ack()
-                acked += 1
-                if acked == n:
-                    break
-        drain_s = time.perf_counter() - t0  # the acks flushed as the loop closed
-    finally:
-        await store.close()
-        await admin.aclose()
-    return Row("tickwheel (RedisStore, consume)", n / enqueue_s, drain_s, "store.add; consume loop")
+def venv_of(name: str) -> str:
+    return name.split("-")[0]
 
 
-def peer_row(python: Path, name: str, url: str, n: int) -> Row:
-    """Run one peer in the throwaway venv; a row of figures, or of why there are none."""
+def make_venvs(root: Path) -> None:
+    """Create the peers' venvs that are missing, each from the package index."""
+    for name, packages in VENVS.items():
+        python = root / name / "bin" / "python"
+        if python.exists():
+            continue
+        progress(f"venv {root / name}: pip install {' '.join(packages)}")
+        subprocess.run(["python3", "-m", "venv", str(root / name)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True)
+
+
+def kill_groups(directory: Path) -> None:
+    """SIGKILL the process group of each worker a row started and left running."""
+    for path in directory.glob("*.pgid"):
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(path.read_text()), signal.SIGKILL)
+        path.unlink()
+
+
+def run_row(name: str, args: argparse.Namespace, redis_url: str, pg_url: str, pids: Any) -> Row:
+    """One row in a process of its own; its figures, or why there are none."""
+    if name.startswith("tickwheel"):
+        python = Path(sys.executable)
+    else:
+        python = args.venvs / venv_of(name) / "bin" / "python"
     if not python.exists():
-        return Row(name, None, None, f"skipped: {python} not found (see the docstring)")
+        return Row(name, why=f"not installed: no {python} (run with --make-venvs)")
+    command = [
+        str(python), str(PEER_RUN), name, "--redis", redis_url, "--postgres", pg_url,
+        "--jobs", str(args.jobs), "--spread-s", str(args.spread_s),
+    ]  # fmt: skip
+    if name == "tickwheel-add_many":
+        command += ["--phases", "enqueue"]  # its other columns are tickwheel's row
+    env = dict(os.environ, PEERS_PGID_DIR=str(pids))
+    env.pop("PYTHONPATH", None)
+    other = OtherLoad(args.redis_pid)
+    before = os.times()
+    started = time.monotonic()
     try:
         out = subprocess.run(
-            [str(python), str(PEER_RUN), name, url, str(n)],
-            capture_output=True,
-            text=True,
-            timeout=PEER_TIMEOUT_S,
-            check=True,
+            command, capture_output=True, text=True, timeout=PEER_TIMEOUT_S, check=True, env=env
         )
     except subprocess.CalledProcessError as error:
         last = (error.stderr.strip().splitlines() or ["no output"])[-1]
-        return Row(name, None, None, f"skipped: {last[:120]}")
+        return Row(name, why=f"failed: {last[:160]}")
     except subprocess.TimeoutExpired:
-        return Row(name, None, None, f"skipped: over {PEER_TIMEOUT_S} s")
-    found = json.loads(out.stdout.strip().splitlines()[-1])
-    how = f"one call per job; its worker, {found['workers']} at once"
-    return Row(name, found["enqueue_per_s"], found["drain_s"], how)
-
-
-def table(rows: list[Row], n: int, other: OtherLoad) -> Table:
-    ours = rows[0]
-    out = Table(
-        f"Peers (info): {n:,} jobs, enqueued one call each, then {n:,} drained",
-        ["library", "enqueue /s", "x tickwheel", "drain s", "x tickwheel", "how"],
+        return Row(name, why=f"over {PEER_TIMEOUT_S} s")
+    finally:
+        kill_groups(pids)
+    after = os.times()
+    children_s = (after.children_user + after.children_system) - (
+        before.children_user + before.children_system
     )
-    for row in rows:
-        enqueue_ratio = (
-            None
-            if row.enqueue_per_s is None or ours.enqueue_per_s is None
-            else row.enqueue_per_s / ours.enqueue_per_s
-        )
-        drain_ratio = (
-            None if row.drain_s is None or ours.drain_s is None else row.drain_s / ours.drain_s
-        )
-        out.rows.append(
-            [
-                row.name,
-                fmt(row.enqueue_per_s),
-                fmt(enqueue_ratio, 2),
-                fmt(row.drain_s, 3),
-                fmt(drain_ratio, 2),
-                row.how,
-            ]
-        )
-    out.notes = [
-        "same redis-server (private, no persistence), FLUSHALLed between phases; enqueue: "
-        "sequential, each call awaited before the next; drain: the jobs enqueued beforehand, "
-        "from the consumer's start until every job ran (tickwheel: acked)",
-        "tickwheel's jobs are timers due an hour ahead (enqueue) and due now (drain); the peers' "
-        "are immediate jobs; each peer runs in its own process from the throwaway venv",
-        other.note(),
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    # the row's own process and its children are not "other"
+    other_cpus = max(0.0, other.other() - children_s / (time.monotonic() - started))
+    return Row(name, found, other_cpus=other_cpus)
+
+
+def ms(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return fmt(value, 1) if abs(value) < 100 else fmt(value)
+
+
+def figures(row: Row) -> list[str]:
+    f = row.found
+    if row.why:
+        return [row.name, "—", row.why, *["—"] * 11]
+    enqueue_only = row.name == "tickwheel-add_many"
+    late = "" if f.get("burst_in_time", True) and f.get("spread_in_time", True) else " (late start)"
+    cells = [
+        row.name + late,
+        f["version"],
+        fmt(f["enqueue_per_s"]),
+        fmt(f.get("drain_per_s")),
+        ms(f.get("burst_last_ms")),
+        ms(f.get("burst_p99_ms")),
+        fmt(f.get("burst_lost")),
+        ms(f.get("spread_p50_ms")),
+        ms(f.get("spread_p99_ms")),
+        fmt(None if enqueue_only else f["burst_early"] + f["spread_early"]),
+        fmt(f.get("spread_lost")),
+        fmt(None if enqueue_only else f["drain_again"] + f["burst_again"] + f["spread_again"]),
+        fmt(None if enqueue_only else f["grace_s"]),
+        f"{row.other_cpus:.2f}",
     ]
-    return out
+    return cells
+
+
+def tables(rows: list[Row], args: argparse.Namespace) -> list[Table]:
+    main = Table(
+        f"Peers: {args.jobs:,} jobs a phase; burst due at one instant, spread over "
+        f"{args.spread_s:g} s",
+        [
+            "library", "version", "enqueue /s", "drain /s", "burst: last ran ms",
+            "burst p99 ms", "burst lost", "spread p50 ms", "spread p99 ms", "early",
+            "spread lost", "ran twice", "grace s", "other CPUs",
+        ],
+    )  # fmt: skip
+    main.rows = [figures(row) for row in rows]
+    main.notes = [
+        "enqueue: one call per job, sequential (tickwheel-add_many: 1,000 a call); drain: "
+        "jobs due now enqueued beforehand, from the worker's start (a worker process: once "
+        "ready) until the last ran; burst: every job due at one instant "
+        "(3 s + 3 x the enqueue's time ahead), 'last ran' is from that instant; spread: "
+        "due evenly; lateness = when the no-op job ran (this host's clock, µs) - its due ms",
+        "early: runs before the due time, burst and spread; lost: not run within the grace "
+        "after the last due time: 15 s (taskiq with its default scheduler: 75 s) plus 1.5 x "
+        "the row's drain time for as many jobs, at most 300 s (the 'grace s' column); ran "
+        "twice: a job run again in any phase; '(late start)': the timed phases' enqueue "
+        "outlasted their lead (3 s + 3 x the enqueue column's time), so the first due jobs "
+        "were not all enqueued by their due time",
+        "other CPUs: what processes other than the row's own (its worker processes) and the "
+        "redis-server kept busy during that row; PostgreSQL's backends count as other",
+    ]
+    how = Table("How each ran", ["library", "worker settings", "scheduling at a time"])
+    how.rows = [
+        [row.name, row.found.get("settings", "—"), row.found.get("timing", "—")] for row in rows
+    ]
+    return [main, how]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=5_000)
-    parser.add_argument("--peers-python", type=Path, default=Path("/tmp/peers-venv/bin/python"))
-    parser.add_argument("--markdown", metavar="PATH")
+    parser.add_argument("--spread-s", type=float, default=20.0)
+    parser.add_argument("--peers", default=",".join(ROWS), help="rows, comma-separated")
+    parser.add_argument("--venvs", type=Path, default=Path("/tmp/peers-venvs"))
+    parser.add_argument("--make-venvs", action="store_true")
+    parser.add_argument("--markdown", metavar="PATH|-")
     args = parser.parse_args(argv)
-    tables: list[Table] = []
-    emit(machine_table(sample_other_load()), tables)
-    with private_redis("tickwheel-bench-peers-") as server:
-        tables[0].rows += server.rows()
-        other = OtherLoad(server.pid)
-        progress("tickwheel")
-        rows = [uvloop.run(tickwheel_row(server.url, args.jobs))]
-        for name in PEERS:
-            progress(name)
-            rows.append(peer_row(args.peers_python, name, server.url, args.jobs))
-        emit(table(rows, args.jobs, other), tables)
-    if args.markdown:
-        write_markdown(args.markdown, tables, "Peers benchmark")
+    start_s = time.monotonic()
+    if args.make_venvs:
+        make_venvs(args.venvs)
+    out: list[Table] = []
+    emit(machine_table(sample_other_load()), out)
+    postgres = PostgresServer()
+    with private_redis("tickwheel-bench-peers-") as server, tempfile.TemporaryDirectory() as pids:
+        try:
+            postgres.start()
+            version = subprocess.run(
+                [pg_binary("postgres"), "--version"], capture_output=True, text=True, check=False
+            ).stdout.strip()
+            out[0].rows += server.rows()
+            out[0].rows.append(
+                ["postgres", f"{version} on 127.0.0.1:{postgres.port} (own, fsync off)"]
+            )
+            args.redis_pid = server.pid
+            rows = []
+            for name in args.peers.split(","):
+                progress(name)
+                rows.append(run_row(name, args, server.url, postgres.url, Path(pids)))
+                progress(f"{name}: {rows[-1].why or 'done'}")
+        finally:
+            postgres.remove()
+    for table in tables(rows, args):
+        emit(table, out)
+    finish(out, start_s, args.markdown, "Peers benchmark")
 
 
 if __name__ == "__main__":

@@ -1,156 +1,181 @@
-"""One peer library's enqueue and drain, run by the throwaway venv's Python (issue 15's peers).
+"""One library's row of the peers table, in a process of its own (issue 24's peers).
 
-Usage: ``peer_run.py <saq|huey|dramatiq> <redis url> <jobs>``; prints one JSON line. It
-imports neither tickwheel nor the bench harness: the peers are installed only in
-``/tmp/peers-venv`` (``bench/peers.py`` says how), never in the project's environment.
+Usage: ``peer_run.py <peer> --redis URL [--postgres URL] [--jobs N] [--spread-s S]
+[--phases enqueue,drain,burst,spread]``; prints one JSON line. A peer runs under the throwaway
+venv's Python (``bench/peers.py`` says how to make it); tickwheel's own rows run this same file
+under the project's Python, so every row is measured by the same code. It imports neither the
+bench harness nor, for a peer, tickwheel.
 
-- enqueue: one call per job, each awaited (or returned) before the next, as a producer writes it;
-- drain: as many jobs enqueued beforehand, then the library's own worker started, from its
-  start until every job has run (each job only counts itself).
+- enqueue: one call per job, each awaited (or returned) before the next, as a producer writes
+  it, the worker stopped (APScheduler's jobs are due an hour ahead, its scheduler running);
+- drain: N jobs due now enqueued beforehand, then the library's worker started; the rate is
+  from the worker's start (a worker process: once it is ready) until the last job ran;
+- burst: the worker running, N jobs due at one instant ahead (3 s and three times the
+  enqueue's time, measured above): from that instant until the last ran, and p99 lateness;
+- spread: the worker running, N jobs due evenly over ``--spread-s``: lateness p50/p99, runs
+  before their due time (early) and jobs that never ran (lost) within the grace: the peer's
+  `grace_s` after the last due time plus 1.5 times what its drain took for N jobs (at most
+  `BACKLOG_CAP_S`), so that a slow worker's backlog counts as late, not lost.
+
+Lateness is the run's epoch time (this host's clock, µs, written by the job) minus the due
+time (integer ms): every library is handed the same due times, through its own API.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import importlib
 import json
-import sys
-import threading
+import math
+import os
+import tempfile
 import time
-from collections.abc import Callable
-from urllib.parse import urlparse
+from typing import Any
 
-DRAIN_TIMEOUT_S = 120.0
+from peer_base import Peer
+from run_log import RunLog, Runs
 
-
-class Counter:
-    """Jobs run so far, from any thread; `done` is set once `target` have run."""
-
-    def __init__(self, target: int) -> None:
-        self.target = target
-        self.count = 0
-        self.done = threading.Event()
-        self._lock = threading.Lock()
-
-    def hit(self) -> None:
-        with self._lock:
-            self.count += 1
-            if self.count >= self.target:
-                self.done.set()
-
-
-def wait_done(counter: Counter, started: float) -> float:
-    if not counter.done.wait(DRAIN_TIMEOUT_S):
-        raise SystemExit(f"drain timed out with {counter.count} of {counter.target} run")
-    return time.perf_counter() - started
+DRAIN_TIMEOUT_S = 180.0
+DRAIN_IDLE_S = 15.0
+BACKLOG_CAP_S = 300.0
+MODULES = {
+    "tickwheel": "tickwheel_peer",
+    "tickwheel-add_many": "tickwheel_peer",
+    "saq": "async_peers",
+    "arq": "async_peers",
+    "taskiq": "async_peers",
+    "taskiq-1s": "async_peers",
+    "procrastinate": "async_peers",
+    "huey": "thread_peers",
+    "dramatiq": "thread_peers",
+    "apscheduler": "thread_peers",
+    "celery": "process_peers",
+    "rq": "process_peers",
+}
 
 
-def flush(url: str) -> None:
-    """Empty the bench's own server between the enqueue and the drain."""
-    import redis
+def pct(samples: list[float], q: float) -> float | None:
+    """Nearest-rank percentile `q` (0 to 1), None without samples."""
+    if not samples:
+        return None
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
-    client = redis.Redis.from_url(url)
-    client.flushall()
-    client.close()
 
-
-def timed(calls: Callable[[], None]) -> float:
+async def enqueue_rate(peer: Peer, n: int) -> float:
+    await peer.reset()
+    when = time.time() + 3600 if peer.enqueue_ahead else None
+    if peer.enqueue_ahead:
+        await peer.start()
     t0 = time.perf_counter()
-    calls()
-    return time.perf_counter() - t0
+    await peer.enqueue_all(n, when)
+    elapsed = time.perf_counter() - t0
+    if peer.enqueue_ahead:
+        await peer.stop()
+    return n / elapsed
 
 
-def run_huey(url: str, n: int) -> dict[str, float]:
-    from huey import RedisHuey
-    from huey.consumer import Consumer
-
-    parsed = urlparse(url)
-    huey = RedisHuey("bench", host=parsed.hostname, port=parsed.port, results=False)
-    counter = Counter(n)
-
-    @huey.task()
-    def job(i: int) -> None:
-        counter.hit()
-
-    enqueue_s = timed(lambda: [job(i) for i in range(n)])
-    flush(url)
+async def drain(peer: Peer, log: RunLog, n: int) -> dict[str, Any]:
+    await peer.reset()
     for i in range(n):
-        job(i)
-    consumer = Consumer(huey, workers=8, worker_type="thread", periodic=False)
-    consumer._set_signal_handlers = lambda: None  # type: ignore[method-assign]
-    started = time.perf_counter()
-    consumer.start()  # its worker threads; run() would add the signal loop
-    drain_s = wait_done(counter, started)
-    consumer.stop(graceful=False)
-    return {"enqueue_per_s": n / enqueue_s, "drain_s": drain_s, "workers": 8}
+        await peer.enqueue(i, None)
+    log.clear()
+    await peer.start()  # a worker process's start() returns once it is ready
+    started = time.time()
+    runs = await log.wait(n, started + DRAIN_TIMEOUT_S, idle_s=DRAIN_IDLE_S)
+    await peer.stop()
+    last = max(runs.first.values(), default=started)
+    rate = len(runs.first) / (last - started) if runs.first else None
+    return {"drain_per_s": rate, "drain_ran": len(runs.first), "drain_again": runs.again}
 
 
-def run_dramatiq(url: str, n: int) -> dict[str, float]:
-    import dramatiq
-    from dramatiq.brokers.redis import RedisBroker
-
-    broker = RedisBroker(url=url)
-    dramatiq.set_broker(broker)
-    counter = Counter(n)
-
-    @dramatiq.actor(max_retries=0)
-    def job(i: int) -> None:
-        counter.hit()
-
-    enqueue_s = timed(lambda: [job.send(i) for i in range(n)])
-    flush(url)
-    for i in range(n):
-        job.send(i)
-    worker = dramatiq.Worker(broker, worker_threads=8)
-    started = time.perf_counter()
-    worker.start()
-    drain_s = wait_done(counter, started)
-    worker.stop()
-    broker.close()
-    return {"enqueue_per_s": n / enqueue_s, "drain_s": drain_s, "workers": 8}
+async def due_at(peer: Peer, log: RunLog, dues_ms: list[int]) -> tuple[Runs, bool]:
+    """Start the worker, enqueue job i due at `dues_ms[i]`, wait for the runs or the grace."""
+    await peer.reset()
+    log.clear()
+    await peer.start()
+    for i, due_ms in enumerate(dues_ms):
+        await peer.enqueue(i, due_ms / 1000)
+    in_time = time.time() * 1000 < dues_ms[0]
+    runs = await log.wait(len(dues_ms), dues_ms[-1] / 1000 + peer.grace_s)
+    await peer.stop()
+    return runs, in_time
 
 
-async def run_saq(url: str, n: int) -> dict[str, float]:
-    from saq import Queue, Worker
+def lateness_ms(runs: Runs, dues_ms: list[int]) -> list[float]:
+    return [at * 1000 - dues_ms[i] for i, at in runs.first.items()]
 
-    counter = Counter(n)
 
-    async def job(ctx: object, *, i: int) -> None:
-        counter.hit()
+async def burst(peer: Peer, log: RunLog, n: int, lead_s: float) -> dict[str, Any]:
+    instant_ms = math.ceil(time.time() * 1000 + lead_s * 1000)
+    dues = [instant_ms] * n
+    runs, in_time = await due_at(peer, log, dues)
+    late = lateness_ms(runs, dues)
+    return {
+        "burst_last_ms": max(late) if len(late) == n else None,
+        "burst_p99_ms": pct(late, 0.99),
+        "burst_early": sum(1 for x in late if x < 0),
+        "burst_lost": n - len(late),
+        "burst_again": runs.again,
+        "burst_in_time": in_time,
+    }
 
-    queue = Queue.from_url(url, name="bench")
-    await queue.connect()
-    t0 = time.perf_counter()
-    for i in range(n):
-        await queue.enqueue("job", i=i, key=f"e{i}")
-    enqueue_s = time.perf_counter() - t0
-    flush(url)
-    for i in range(n):
-        await queue.enqueue("job", i=i, key=f"d{i}")
-    worker = Worker(queue, functions=[("job", job)], concurrency=64)
-    started = time.perf_counter()
-    running = asyncio.ensure_future(worker.start())
-    while not counter.done.is_set():
-        if time.perf_counter() - started > DRAIN_TIMEOUT_S:
-            raise SystemExit(f"drain timed out with {counter.count} of {counter.target} run")
-        await asyncio.sleep(0.001)
-    drain_s = time.perf_counter() - started
-    await worker.stop()
-    running.cancel()
-    await queue.disconnect()
-    return {"enqueue_per_s": n / enqueue_s, "drain_s": drain_s, "workers": 64}
+
+async def spread(peer: Peer, log: RunLog, n: int, lead_s: float, spread_s: float) -> dict[str, Any]:
+    start_ms = math.ceil(time.time() * 1000 + lead_s * 1000)
+    dues = [start_ms + round(i * spread_s * 1000 / n) for i in range(n)]
+    runs, in_time = await due_at(peer, log, dues)
+    late = lateness_ms(runs, dues)
+    return {
+        "spread_p50_ms": pct(late, 0.50),
+        "spread_p99_ms": pct(late, 0.99),
+        "spread_max_ms": max(late, default=None),
+        "spread_early": sum(1 for x in late if x < 0),
+        "spread_lost": n - len(late),
+        "spread_again": runs.again,
+        "spread_in_time": in_time,
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    module = importlib.import_module(MODULES[args.peer])
+    peer: Peer = module.make(args.peer, args.redis, args.postgres)
+    phases = args.phases.split(",")
+    with tempfile.TemporaryDirectory(prefix="peers-runs-") as directory:
+        log = RunLog(os.path.join(directory, "runs.log"))
+        await peer.open()
+        try:
+            found: dict[str, Any] = {"enqueue_per_s": await enqueue_rate(peer, args.jobs)}
+            # the timed phases' jobs must all be enqueued before the first is due
+            lead_s = 3.0 + 3.0 * args.jobs / found["enqueue_per_s"]
+            if "drain" in phases:
+                found |= await drain(peer, log, args.jobs)
+                # a backlog the worker takes this long to run is late, not lost
+                peer.grace_s += min(BACKLOG_CAP_S, 1.5 * args.jobs / (found["drain_per_s"] or 1))
+            if "burst" in phases:
+                found |= await burst(peer, log, args.jobs, lead_s)
+            if "spread" in phases:
+                found |= await spread(peer, log, args.jobs, lead_s, args.spread_s)
+        finally:
+            await peer.close()
+    return found | {
+        "version": peer.version(),
+        "settings": peer.settings,
+        "timing": peer.timing,
+        "grace_s": peer.grace_s,
+    }
 
 
 def main() -> None:
-    name, url, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    if name == "huey":
-        result = run_huey(url, jobs)
-    elif name == "dramatiq":
-        result = run_dramatiq(url, jobs)
-    elif name == "saq":
-        result = asyncio.run(run_saq(url, jobs))
-    else:
-        raise SystemExit(f"unknown peer {name!r}")
-    print(json.dumps(result))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("peer", choices=sorted(MODULES))
+    parser.add_argument("--redis", required=True)
+    parser.add_argument("--postgres", default="")
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--spread-s", type=float, default=20.0)
+    parser.add_argument("--phases", default="enqueue,drain,burst,spread")
+    print(json.dumps(asyncio.run(run(parser.parse_args()))), flush=True)
 
 
 if __name__ == "__main__":
