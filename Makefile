@@ -37,11 +37,12 @@ lint: setup
 	$(BIN)/mypy
 
 # In parallel: two workers per core (tests/conftest.py says why); idle workers steal queued
-# tests, so a long fault test does not hold up short ones. Then, alone, the tests marked
-# `latency`, whose bounds on real time the other workers' load would break.
+# tests, so a long fault test does not hold up short ones. Then the tests marked `latency`,
+# whose bounds on real time the first part's load would break, two at a time: each mostly
+# waits on real time, and two of them leave a core each on a 2-core machine.
 test: setup tools lint
 	$(BIN)/pytest -n auto --dist worksteal -m "not latency"
-	$(BIN)/pytest -m latency
+	$(BIN)/pytest -n 2 --dist worksteal -m latency
 
 # the API and a worker, on ./tickwheel.db at port 8080 unless told otherwise (make run PORT=9090
 # STORE=redis://127.0.0.1:6379/0); private targets allowed for the README's local receiver
