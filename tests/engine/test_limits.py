@@ -57,7 +57,7 @@ from .conftest import MakeReceiver
 if TYPE_CHECKING:
     from conftest import RedisServer
 
-pytestmark = pytest.mark.latency  # tight bounds on real time: `make test` runs these alone
+pytestmark = pytest.mark.latency  # tight bounds on real time: `make test` runs these after the rest
 
 QUICK = WorkerSettings(lookahead_ms=200, lease_ms=10_000, grace_s=1.0)
 

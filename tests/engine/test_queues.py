@@ -11,7 +11,7 @@ from tickwheel.engine import ACKED, Outcome, Worker, WorkerSettings, dispatch
 from tickwheel.model import Callback, Timer
 from tickwheel.stores import Store
 
-pytestmark = pytest.mark.latency  # tight bounds on real time: `make test` runs these alone
+pytestmark = pytest.mark.latency  # tight bounds on real time: `make test` runs these after the rest
 
 CALLBACK = Callback(url="https://hooks.example.com/t")
 QUICK = {"lookahead_ms": 200, "lease_ms": 10_000, "grace_s": 1.0}

@@ -19,7 +19,7 @@ from tickwheel.stores.attempt_record import Attempt
 
 from .support import wall_ms
 
-pytestmark = pytest.mark.latency  # tight bounds on real time: `make test` runs these alone
+pytestmark = pytest.mark.latency  # tight bounds on real time: `make test` runs these after the rest
 
 
 class AckRecorder:

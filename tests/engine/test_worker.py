@@ -24,7 +24,7 @@ from tickwheel.stores import Lease, MemoryStore, Store, StoreSettings
 from tickwheel.stores.redis import RedisStore
 from tickwheel.stores.sqlite import SqliteStore
 
-pytestmark = pytest.mark.latency  # tight bounds on real time: `make test` runs these alone
+pytestmark = pytest.mark.latency  # tight bounds on real time: `make test` runs these after the rest
 
 CALLBACK = Callback(url="https://hooks.example.com/t")
 FAST_RETRY = RetryPolicy(max_attempts=5, min_backoff_s=0.01, max_backoff_s=0.02, timeout_s=1.0)

@@ -23,7 +23,7 @@ from tickwheel.testing.receiver import Receiver
 
 from .harness import FaultReport, Stream, now_ms, report, settle
 
-# lateness bounded by the clock through a fault: `make test` runs these alone
+# lateness bounded by the clock through a fault: `make test` runs these after the rest
 pytestmark = [pytest.mark.timeout(120), pytest.mark.latency]
 
 LEASE_S = 10
