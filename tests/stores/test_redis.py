@@ -1092,3 +1092,62 @@ async def test_limit_pages_build_the_host_index_a_store_written_before_it_lacks(
             assert client.zcard(f"{{{store.prefix}:limits}}:hosts") == 30
     finally:
         await store.close()
+
+
+def count_script_calls(store: RedisStore) -> dict[str, int]:
+    """Count the script calls `store` sends from now on, by script."""
+    shards = store._shards
+    real_many = shards.run_many
+    counts: dict[str, int] = defaultdict(int)
+
+    async def run_many(calls: Any) -> Any:
+        for name, _, _ in calls:
+            counts[name] += 1
+        return await real_many(calls)
+
+    shards.run_many = run_many  # type: ignore[method-assign]
+    return counts
+
+
+async def test_claims_of_many_queues_at_once_share_their_script_calls(
+    server: Server, store: RedisStore, clock: ManualClock
+) -> None:
+    """Thirty queues claimed at once (a worker's claim loops) cost a few calls per shard, not a
+    few per shard and queue, and each claim gets its own queue's timers in due order; their
+    next due times are read the same way."""
+    queues = [f"q{n:02}" for n in range(30)]
+    timers = [
+        at(clock, 3 - k, id=f"{queue}-{k}", queue=queue) for queue in queues for k in range(3)
+    ]
+    timers += [at(clock, 5_000, id=f"{queue}-later", queue=queue) for queue in queues]
+    await store.add_many(timers)
+    clock.advance(10)
+    counts = count_script_calls(store)
+    claimed = await asyncio.gather(
+        *(store.claim(queue, clock.now_ms, 3, 10_000) for queue in queues)
+    )
+    for queue, leases in zip(queues, claimed, strict=True):
+        assert [lease.timer.id for lease in leases] == [f"{queue}-2", f"{queue}-1", f"{queue}-0"]
+        assert {lease.token for lease in leases} == {1}
+    # the first claim goes alone, the other 29 together: a peek and a claim round each
+    assert counts["peek"] == 2 * store.shards
+    assert counts["claim"] <= 2 * store.shards
+    nexts = await asyncio.gather(*(store.next_due_ms(queue) for queue in queues))
+    assert nexts == [clock.now_ms - 10 + 5_000] * len(queues)
+    assert counts["next_due"] == 2 * store.shards
+    assert_layout_consistent(server, store)
+
+
+async def test_a_batch_claiming_one_queue_twice_leases_each_timer_once(
+    server: Server, store: RedisStore, clock: ManualClock
+) -> None:
+    """Two claims of one queue in one batch (two consumers of a store) share its timers."""
+    await store.add_many([at(clock, n, id=f"t{n}") for n in range(6)])
+    clock.advance(10)
+    first, second, third = await asyncio.gather(
+        *(store.claim("default", clock.now_ms, 2, 10_000) for _ in range(3))
+    )
+    ids = [lease.timer.id for lease in (*first, *second, *third)]
+    assert sorted(ids) == [f"t{n}" for n in range(6)]
+    assert [lease.timer.id for lease in first] == ["t0", "t1"]
+    assert_layout_consistent(server, store)

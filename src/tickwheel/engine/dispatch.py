@@ -1,8 +1,9 @@
 """Claim due timers, hold them in a local wheel, hand each over on its due millisecond.
 
 The store decides what is due; the wheel decides when, to the ms. A claim takes what falls due
-within the lookahead, so a timer is in hand before its ms comes; between claims the loop sleeps
-until the store's next due time, or until the store says something nearer was added.
+within a lead (`ClaimLead`: the lookahead, more while claims are slow), so a timer is in hand
+before its ms comes; between claims the loop sleeps until the store's next due time, or until
+the store says something nearer was added.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
+from tickwheel.engine.claim_lead import ClaimLead
 from tickwheel.engine.claim_room import ClaimRoom
 from tickwheel.engine.controls import Controls
 from tickwheel.engine.metrics import Metrics
@@ -86,6 +88,7 @@ class Dispatcher:
         self._waiting: dict[int, list[str]] = {}
         self._unfired: dict[str, int] = {}
         self._room = ClaimRoom(settings)
+        self._lead = ClaimLead(settings)
         self._renewals = Renewals(
             store, settings.lease_ms, self._held, self._lost, metrics=metrics, throttled=throttled
         )
@@ -212,7 +215,7 @@ class Dispatcher:
         """Serve every queue the store's due-queue index lists, each in a claim loop of its own.
 
         The default queue's loop starts at once and stays. Another queue's loop starts when
-        the index lists it as due within the lookahead, and ends once the queue has nothing due
+        the index lists it as due within the lead, and ends once the queue has nothing due
         within `FORGET_AFTER_S`, or after a hung queue's claim (the index brings it back in
         its turn), so loops follow the queues with work, not every queue ever seen. Past
         `MAX_CLAIM_LOOPS` due queues take turns: a loop that claimed while others wait hands
@@ -223,7 +226,6 @@ class Dispatcher:
         `DISCOVER_EVERY_S`.
         """
         self._serve(DEFAULT_QUEUE, loops)
-        lookahead_ms = self._settings.lookahead_ms
         failures = 0
         while not self._stopping.is_set():
             paused = self._paused_queues()
@@ -231,7 +233,7 @@ class Dispatcher:
             want = DUE_QUEUES_PER_LOOK + len(self._serving) + len(paused) + len(resting)
             try:
                 found = await self._store.due_queues(
-                    self._store.now_ms() + lookahead_ms, min(want, MAX_DUE_QUEUES)
+                    self._store.now_ms() + self._lead.ms, min(want, MAX_DUE_QUEUES)
                 )
                 failures = 0
             except StoreUnavailable as error:
@@ -267,7 +269,7 @@ class Dispatcher:
             self._start_turns(loops)
             sleep_s = DISCOVER_EVERY_S
             if found.next_ms is not None:
-                wake_ms = found.next_ms - lookahead_ms // 2
+                wake_ms = found.next_ms - self._lead.ms // 2
                 sleep_s = min(sleep_s, max(0.0, (wake_ms - self._store.now_ms()) / 1000))
             if resting:
                 sleep_s = min(sleep_s, max(REST_LOOK_S, min(resting.values()) - now_s))
@@ -351,10 +353,12 @@ class Dispatcher:
                     # claims that went before while this one waited may have taken the room
                     limit = min(limit, self._room.room(queue, len(self._held)))
                     if limit > 0:
-                        horizon_ms = self._store.now_ms() + settings.lookahead_ms
+                        horizon_ms = self._store.now_ms() + self._lead.ms
+                        began = time.monotonic()
                         leases = await self._store.claim(
                             queue, horizon_ms, limit, settings.lease_ms
                         )
+                        self._lead.took(time.monotonic() - began)
                 if limit <= 0:
                     continue
                 self._hold(controls.with_defaults(queue, await self._advance(leases)))
@@ -372,7 +376,7 @@ class Dispatcher:
                     # queues has come, without a round trip per queue
                     return
                 next_due_ms = await self._store.next_due_ms(queue)
-                sleep_s = self._idle_s(next_due_ms, horizon_ms)
+                sleep_s = self._lead.idle_s(next_due_ms, horizon_ms, self._store.now_ms())
                 if not stays and sleep_s >= FORGET_AFTER_S:
                     return  # nothing due soon: the due-queue index brings the queue back
                 if sleep_s > 0:
@@ -422,21 +426,6 @@ class Dispatcher:
 
     async def _unless_stopping(self, waiting: Awaitable[object]) -> None:
         await unless_stopping(waiting, self._stopping)
-
-    def _idle_s(self, next_due_ms: int | None, horizon_ms: int) -> float:
-        """How long to sleep after a claim up to `horizon_ms` that took all there was."""
-        if next_due_ms is None:
-            return self._settings.idle_s
-        now = self._store.now_ms()
-        if next_due_ms > horizon_ms:
-            # claim it half a lookahead early: in hand well before its ms, and each claim
-            # gathers half a lookahead's worth of timers instead of one
-            wake_ms = next_due_ms - self._settings.lookahead_ms // 2
-        else:
-            # the claim would have taken it were it scheduled: a lease deadline, and the
-            # timer comes back only once that lapses (or it was added since: `wait` wakes)
-            wake_ms = max(next_due_ms, now + 1)
-        return min(self._settings.idle_s, (wake_ms - now) / 1000)
 
     def _hold(self, leases: list[Lease]) -> None:
         assert self._scheduler is not None

@@ -1,9 +1,12 @@
-"""How `RedisStore.claim` leases the earliest due timers of a queue across all its shards.
+"""How `RedisStore.claim` leases the earliest due timers of queues across all their shards.
 
 A claim is two round trips: one pipeline of peek.lua per shard, each showing its earliest due
 near-set members (and returning expired leases first, by release.lua), a byte sort of the members
 across shards, then claim.lua on the shards chosen. Near-set members begin with their due time,
-so they sort as (due, seq) by their bytes and the sort needs no scores.
+so they sort as (due, seq) by their bytes and the sort needs no scores. Claims of several queues
+made while one is in flight go out together: each script call carries every queue of the batch
+that it has to look at on its shard, so a worker serving a thousand due queues costs the server
+a few calls per shard and batch, not a few per shard and queue.
 
 Each claim carries a request id that claim.lua keeps with the leases it took until they lapse.
 A claim whose outcome is unknown (the connection dropped before its reply, Redis restarted) is
@@ -16,11 +19,13 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from tickwheel.errors import StoreUnavailable
 from tickwheel.stores.base import Lease, new_lease
+from tickwheel.stores.coalesce import Coalescer
 from tickwheel.stores.redis.record import NEAR_ID_AT, RecordCodec, SeqSource, seq_of
 from tickwheel.stores.redis.scripts import Arg, ScriptCall
 from tickwheel.stores.redis.shards import Shards
@@ -31,13 +36,28 @@ Heads: TypeAlias = list[tuple[bytes, int]]  # (near-set member, shard)
 RELEASE_LIMIT = 256  # expired leases returned per shard per claim (whole batches: maybe more)
 PURGE_LIMIT = 1_000  # done-list entries a purge.lua call reads (16k/s with a claim a second)
 PURGE_EVERY_MS = 1000  # claims purge at most this often (store clock); stats purges all
+MAX_BATCH = 32
+"""Claims of distinct queues that go out together at most: a script call on one shard takes at
+most this many queues' timers, so it holds the server for a bounded time."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """One queue's claim, arguments checked, as a batch carries it."""
+
+    queue: str
+    horizon_ms: int
+    limit: int
+    lease_ms: int
+    now_ms: int
 
 
 @dataclass(frozen=True, slots=True)
 class _Unanswered:
-    """A claim sent whose replies did not all come back: what to send again, and until when."""
+    """A claim sent whose replies did not all come back: claim.lua's arguments for its queue
+    on each shard it ran on, the members it chose, and until when to send it again."""
 
-    calls: list[ScriptCall]
+    parts: dict[int, tuple[Arg, ...]]
     chosen: Heads
     deadline_ms: int
 
@@ -54,6 +74,7 @@ class Claimer:
         self._rid_prefix = uuid.uuid4().hex[:12]
         self._rids = itertools.count()
         self._unanswered: dict[str, _Unanswered] = {}
+        self._asks: Coalescer[_Ask, list[Lease]] = Coalescer(self._claim_batch, MAX_BATCH)
 
     async def claim(
         self, queue: str, horizon_ms: int, limit: int, lease_ms: int, now_ms: int
@@ -65,31 +86,84 @@ class Claimer:
         """
         unanswered = self._unanswered.pop(queue, None)
         if unanswered is not None and now_ms < unanswered.deadline_ms:
-            return await self._send(queue, unanswered)
-        chosen = await self._choose(queue, horizon_ms, limit, now_ms)
-        if not chosen:
-            return []
-        # lease seqs number the claims in (due, seq) order across shards: the leases are
-        # returned in that order, and come back in it should they expire
-        seqs = SeqSource.formats(self._seq.take(len(chosen)), len(chosen))
-        lease_seqs: dict[int, list[str]] = {}
-        for seq, (_, shard) in zip(seqs, chosen, strict=True):
-            lease_seqs.setdefault(shard, []).append(seq)
-        rid = f"{self._rid_prefix}.{next(self._rids)}"
-        claim_calls = [
-            self._shards.call("claim", s, (queue, horizon_ms, now_ms, lease_ms, "".join(seqs), rid))
-            for s, seqs in lease_seqs.items()
-        ]
-        return await self._send(queue, _Unanswered(claim_calls, chosen, now_ms + lease_ms))
+            (leases,) = await self._send([queue], [unanswered])
+            return leases
+        return await self._asks.submit(_Ask(queue, horizon_ms, limit, lease_ms, now_ms))
 
-    async def _send(self, queue: str, claim: _Unanswered) -> list[Lease]:
-        """Run a claim's calls and decode its leases; if that fails, keep it to send again."""
+    async def _claim_batch(self, asks: list[_Ask]) -> list[list[Lease]]:
+        """Claim for each ask; a queue asked for twice (two consumers of one store) is claimed
+        again after its first claim, so that the second takes the timers after the first's."""
+        first: dict[str, int] = {}
+        again = []
+        for n, ask in enumerate(asks):
+            if first.setdefault(ask.queue, n) != n:
+                again.append(n)
+        if not again:
+            return await self._claim_distinct(asks)
+        results = dict(
+            zip(
+                first.values(),
+                await self._claim_distinct([asks[n] for n in first.values()]),
+                strict=True,
+            )
+        )
+        results.update(zip(again, await self._claim_batch([asks[n] for n in again]), strict=True))
+        return [results[n] for n in range(len(asks))]
+
+    async def _claim_distinct(self, asks: list[_Ask]) -> list[list[Lease]]:
+        """Claim for asks of distinct queues: one peek round for all, then one claim round."""
+        now = max(ask.now_ms for ask in asks)
+        chosen = await self._choose(asks, now)
+        claims: list[tuple[int, _Unanswered]] = []
+        for n, (ask, heads) in enumerate(zip(asks, chosen, strict=True)):
+            if not heads:
+                continue
+            # lease seqs number the claims in (due, seq) order across shards: the leases are
+            # returned in that order, and come back in it should they expire
+            seqs = SeqSource.formats(self._seq.take(len(heads)), len(heads))
+            by_shard: dict[int, list[str]] = {}
+            for seq, (_, shard) in zip(seqs, heads, strict=True):
+                by_shard.setdefault(shard, []).append(seq)
+            rid = f"{self._rid_prefix}.{next(self._rids)}"
+            parts: dict[int, tuple[Arg, ...]] = {
+                s: (ask.queue, ask.horizon_ms, now, ask.lease_ms, "".join(ss), rid)
+                for s, ss in by_shard.items()
+            }
+            claims.append((n, _Unanswered(parts, heads, now + ask.lease_ms)))
+        results: list[list[Lease]] = [[] for _ in asks]
+        if claims:
+            sent = await self._send([asks[n].queue for n, _ in claims], [c for _, c in claims])
+            for (n, _), leases in zip(claims, sent, strict=True):
+                results[n] = leases
+        return results
+
+    async def _send(self, queues: list[str], claims: list[_Unanswered]) -> list[list[Lease]]:
+        """Run claims (of distinct queues) in one claim.lua call per shard and decode each
+        one's leases; if that fails, keep each to send again."""
+        on_shard: dict[int, list[int]] = {}
+        for n, claim in enumerate(claims):
+            for shard in claim.parts:
+                on_shard.setdefault(shard, []).append(n)
+        calls: list[ScriptCall] = []
+        for shard, ns in on_shard.items():
+            args: list[Arg] = []
+            for n in ns:
+                args += claims[n].parts[shard]
+            calls.append(self._shards.call("claim", shard, args))
         try:
-            replies = await self._shards.run_many(claim.calls)
+            replies = await self._shards.run_many(calls)
         except StoreUnavailable:
-            self._unanswered[queue] = claim
+            for queue, claim in zip(queues, claims, strict=True):
+                self._unanswered[queue] = claim
             raise
-        claimed = [(flat[i], flat[i + 1]) for flat in replies for i in range(0, len(flat), 2)]
+        claimed: list[list[tuple[bytes, bytes]]] = [[] for _ in claims]
+        for ns, reply in zip(on_shard.values(), replies, strict=True):
+            for n, flat in zip(ns, reply, strict=True):
+                claimed[n] += zip(flat[::2], flat[1::2], strict=True)
+        return [self._leases(c, claim) for c, claim in zip(claimed, claims, strict=True)]
+
+    def _leases(self, claimed: list[tuple[bytes, bytes]], claim: _Unanswered) -> list[Lease]:
+        """Decode one claim's (id, record) pairs into leases, in the order it chose them."""
         place = {member[NEAR_ID_AT[member[0]] :]: n for n, (member, _) in enumerate(claim.chosen)}
         if all(raw_id in place for raw_id, _ in claimed):
             claimed.sort(key=lambda pair: place[pair[0]])
@@ -110,58 +184,85 @@ class Claimer:
             replies = await self._shards.run_many([self._purge(s, now_ms) for s in todo])
             todo = [s for s, read in zip(todo, replies, strict=True) if read == PURGE_LIMIT]
 
-    async def _choose(self, queue: str, horizon_ms: int, limit: int, now: int) -> Heads:
-        """Return (member, shard) of the `limit` earliest due timers over all shards.
+    async def _choose(self, asks: Sequence[_Ask], now: int) -> list[Heads]:
+        """Return, for each ask, (member, shard) of its `limit` earliest due timers over all
+        shards.
 
-        Expired leases return to their queues first. Each shard shows its share and a margin;
-        a shard all of whose shown timers made the cut shows `limit` in a second round. A shard
-        whose slots the horizon reaches hold more than one call moves is asked again first.
+        Expired leases return to their queues first. Each shard shows an ask's share and a
+        margin; a shard all of whose shown timers made the cut shows `limit` in a second round.
+        A shard whose slots the horizon reaches hold more than one call moves is asked again
+        first. Each round is one peek.lua call per shard, for every ask it has to show.
         """
         count = self._shards.count
         # a shard's share of the limit plus a margin: ids hash evenly, so a shard rarely holds
         # more than a quarter over its share of the earliest
-        share = min(limit, -(-5 * limit // (4 * count)) + 16)
-        asked = dict.fromkeys(range(count), share)
-        shown: dict[int, list[bytes]] = {}
-        wanted = list(asked)
+        asked = [
+            dict.fromkeys(range(count), min(ask.limit, -(-5 * ask.limit // (4 * count)) + 16))
+            for ask in asks
+        ]
+        shown: list[dict[int, list[bytes]]] = [{} for _ in asks]
+        chosen: list[Heads] = [[] for _ in asks]
+        wanted = {(n, s) for n in range(len(asks)) for s in range(count)}
         calls: list[ScriptCall] = []
         if now >= self._next_purge_ms:
             calls = [self._purge(s, now) for s in range(count)]
             self._next_purge_ms = now + PURGE_EVERY_MS
         released = False
+        touched: set[int] = set()  # asks shown something since their timers were last chosen
         while wanted:
-            calls += [
-                self._shards.call("peek", s, (queue, horizon_ms, asked[s], now, RELEASE_LIMIT))
-                for s in wanted
-            ]
-            peeks = (await self._shards.run_many(calls))[len(calls) - len(wanted) :]
+            on_shard: dict[int, list[int]] = {}
+            for n, s in sorted(wanted):
+                on_shard.setdefault(s, []).append(n)
+                touched.add(n)
+            peeks = [self._peek(s, ns, asks, asked, now) for s, ns in on_shard.items()]
+            replies = (await self._shards.run_many(calls + peeks))[len(calls) :]
             calls = []
-            expired = {s: members for s, (members, _, _) in zip(wanted, peeks, strict=True)}
+            expired = {s: reply[0] for s, reply in zip(on_shard, replies, strict=True)}
             if not released and any(expired.values()):
                 # as in the reference store, they return before anything is claimed (once
                 # per claim: those beyond RELEASE_LIMIT in a shard wait for the next claim)
                 await self._release(now, expired)
                 released = True
                 continue
-            moving = [s for s, (_, _, partly) in zip(wanted, peeks, strict=True) if partly]
-            if moving:  # a slot too big to move in one call: peek again until it is moved
+            moving = set()
+            for (s, ns), reply in zip(on_shard.items(), replies, strict=True):
+                for k, n in enumerate(ns):
+                    if reply[2 + 2 * k]:  # a slot too big to move in one call: peek again
+                        moving.add((n, s))
+                    else:
+                        shown[n][s] = reply[1 + 2 * k]
+            if moving:
                 wanted = moving
                 continue
-            shown.update((s, due) for s, (_, due, _) in zip(wanted, peeks, strict=True))
-            # one sort of all shown (~1.5 x limit) is 5x faster here than heapq.nsmallest
-            chosen = sorted(
-                itertools.chain.from_iterable(
-                    zip(due, itertools.repeat(shard)) for shard, due in shown.items()
-                )
-            )[:limit]
-            taken = Counter(shard for _, shard in chosen)
-            wanted = [
-                s
-                for s, due in shown.items()
-                if taken[s] == len(due) == asked[s] < limit  # it may hold more
-            ]
-            asked.update(dict.fromkeys(wanted, limit))
+            wanted = set()
+            for n in touched:
+                limit = asks[n].limit
+                # one sort of all shown (~1.5 x limit) is 5x faster here than heapq.nsmallest
+                chosen[n] = sorted(
+                    itertools.chain.from_iterable(
+                        zip(due, itertools.repeat(shard)) for shard, due in shown[n].items()
+                    )
+                )[:limit]
+                taken = Counter(shard for _, shard in chosen[n])
+                for s, due in shown[n].items():
+                    if taken[s] == len(due) == asked[n][s] < limit:  # it may hold more
+                        asked[n][s] = limit
+                        wanted.add((n, s))
+            touched = set()
         return chosen
+
+    def _peek(
+        self,
+        shard: int,
+        ns: list[int],
+        asks: Sequence[_Ask],
+        asked: list[dict[int, int]],
+        now: int,
+    ) -> ScriptCall:
+        args: list[Arg] = [now, RELEASE_LIMIT]
+        for n in ns:
+            args += (asks[n].queue, asks[n].horizon_ms, asked[n][shard])
+        return self._shards.call("peek", shard, args)
 
     async def _release(self, now: int, expired: dict[int, Replies]) -> None:
         """Return expired leases to scheduled, numbered in (deadline, lease seq) order.

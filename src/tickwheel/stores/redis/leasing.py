@@ -16,6 +16,7 @@ from tickwheel.stores.redis.store_base import RedisStoreBase
 
 SETTLE_BATCH = 500  # leases per ack.lua or defer.lua call
 MAX_MS = 2**53  # Lua and sorted-set scores are doubles: integers are exact below this
+NEXT_DUE_BATCH = 256  # queues one next_due.lua call looks at most
 
 
 class RedisLeasing(RedisStoreBase):
@@ -38,10 +39,20 @@ class RedisLeasing(RedisStoreBase):
     async def next_due_ms(self, queue: str) -> int | None:
         self._open()
         self._listener.wakeups.mark(queue)
+        return await self._next_dues.submit(queue)
+
+    async def _next_due_batch(self, queues: list[str]) -> list[int | None]:
+        """The next due time of each queue: one next_due.lua call per shard for them all, so
+        callers asking at once (a worker's many claim loops) share the calls."""
         now = await self._now()
-        calls = [self._shards.call("next_due", s, (queue, now)) for s in range(self.shards)]
-        dues = [int(due) for due in await self._shards.run_many(calls) if due]
-        return min(dues, default=None)
+        distinct = list(dict.fromkeys(queues))
+        calls = [self._shards.call("next_due", s, (now, *distinct)) for s in range(self.shards)]
+        earliest: dict[str, int] = {}
+        for reply in await self._shards.run_many(calls):
+            for queue, due in zip(distinct, reply, strict=True):
+                if due and int(due) < earliest.get(queue, MAX_MS):
+                    earliest[queue] = int(due)
+        return [earliest.get(queue) for queue in queues]
 
     async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
         """The earliest heads of every shard (heads.lua, one pipeline), merged by time."""

@@ -35,7 +35,7 @@ from tickwheel.stores.redis.clock import ServerClock
 from tickwheel.stores.redis.durability import Replicated, split_url
 from tickwheel.stores.redis.host_limits import HostLimits, RedisHostLimits
 from tickwheel.stores.redis.keys import DEFAULT_PREFIX, DEFAULT_SHARDS, check_layout
-from tickwheel.stores.redis.leasing import RedisLeasing
+from tickwheel.stores.redis.leasing import NEXT_DUE_BATCH, RedisLeasing
 from tickwheel.stores.redis.listen import Listener
 from tickwheel.stores.redis.listing import RedisListing
 from tickwheel.stores.redis.purging import RedisPurging
@@ -114,6 +114,7 @@ class RedisStore(
         self._host_limits = HostLimits(client, prefix)
         self._adding = Coalescer(self._add_checked, adding.ADD_CHUNK)
         self._replacing = Coalescer(self._replace_checked, adding.ADD_CHUNK)
+        self._next_dues = Coalescer(self._next_due_batch, NEXT_DUE_BATCH)
         self._closed = False
 
     @classmethod

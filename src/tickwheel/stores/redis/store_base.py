@@ -13,6 +13,7 @@ from typing import Any
 from tickwheel.errors import Closed
 from tickwheel.stores.base import StoreSettings
 from tickwheel.stores.checks import check_timeout
+from tickwheel.stores.coalesce import Coalescer
 from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
 from tickwheel.stores.redis.durability import Replicated, count_replicas
@@ -40,6 +41,7 @@ class RedisStoreBase:
     _records: RecordCodec
     _seq: SeqSource
     _claimer: Claimer
+    _next_dues: Coalescer[str, int | None]
     _in_doubt: InDoubt
     _server_clock: ServerClock | None
     _clock: Callable[[], int]

@@ -1,15 +1,16 @@
--- peek.lua: show the expired leases and the first timers a claim would take.
+-- peek.lua: show the expired leases and, for each of some queues, the first timers a claim of
+-- it would take.
 -- KEYS[1..6] the shard's fixed keys (see lib.lua)
--- ARGV[1] queue  ARGV[2] horizon_ms  ARGV[3] limit  ARGV[4] now_ms  ARGV[5] lease limit
+-- ARGV[1] now_ms  ARGV[2] lease limit, then per queue three: queue, horizon_ms, limit
 -- returns: { {batch1, deadline1, {member, ...}, batch2, ...}: the expired lease batches,
---            whole, until they list ARGV[5] or more leases in all, each with <lease seq><id>
+--            whole, until they list ARGV[2] or more leases in all, each with <lease seq><id>
 --            of the timers that still hold its lease,
---            {member1, member2, ...} of the near set (they begin with the due time), at most
---            ARGV[3], in (due, seq) order,
---            1 when slots the horizon reaches are only partly moved (call again), else 0 }
--- moves the slots the horizon reaches into the near set, as claim.lua does, at most
--- CASCADE_BUDGET entries a call; sets the queue's head here (lib.lua set_head())
-local queue, horizon, limit, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+--            then per queue two: {member1, member2, ...} of its near set (they begin with the
+--            due time), at most its limit, in (due, seq) order, and 1 when slots its horizon
+--            reaches are only partly moved (call again), else 0 }
+-- moves the slots each horizon reaches into the near set, as claim.lua does, at most
+-- CASCADE_BUDGET entries per queue; sets each queue's head here (lib.lua set_head())
+local now = ARGV[1]
 local expired, held = {}, 0
 local names = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 64)
 for i = 1, #names, 2 do
@@ -33,11 +34,17 @@ for i = 1, #names, 2 do
   expired[#expired + 1] = names[i + 1]
   expired[#expired + 1] = live
   held = held + #live
-  if held >= tonumber(ARGV[5]) then
+  if held >= tonumber(ARGV[2]) then
     break
   end
 end
-local by = ready(queue, horizon, now)
-local due = redis.call('ZRANGEBYSCORE', near_key(queue), '-inf', by, 'LIMIT', 0, limit)
-set_head(queue) -- a shard the claim passes over holds its head right too
-return { expired, due, by == horizon and 0 or 1 }
+local out = { expired }
+for i = 3, #ARGV, 3 do
+  local queue, horizon = ARGV[i], ARGV[i + 1]
+  local by = ready(queue, horizon, now)
+  out[#out + 1] = redis.call('ZRANGEBYSCORE', near_key(queue), '-inf', by, 'LIMIT', 0,
+    tonumber(ARGV[i + 2]))
+  out[#out + 1] = by == horizon and 0 or 1
+  set_head(queue) -- a shard the claim passes over holds its head right too
+end
+return out
