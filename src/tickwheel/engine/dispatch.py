@@ -44,6 +44,8 @@ FORGET_AFTER_S = 1.0
 """A discovered queue's loop ends when its next due time is this far off."""
 REST_LOOK_S = 0.25
 """While hung queues rest, the look for due queues wakes for their turns at most this often."""
+HUNG_CLAIM = 4
+"""Timers a hung queue's turn claims at most: as many as a suspect target may be sent at once."""
 
 
 class Dispatcher:
@@ -343,6 +345,8 @@ class Dispatcher:
                 await self._unless_stopping(self._room.wait(queue))
                 continue
             limit = min(settings.batch, room)
+            if not stays and self._room.hung(queue):
+                limit = min(limit, HUNG_CLAIM)  # a probe of its targets: the rest wait stored
             rate = controls.queue_rate(queue)
             if rate is not None:
                 limit = min(limit, controls.claim_bound(queue))
@@ -362,6 +366,11 @@ class Dispatcher:
                 if limit <= 0:
                     continue
                 self._hold(controls.with_defaults(queue, await self._advance(leases)))
+                if not stays and self._room.hung(queue):
+                    # its targets hang: the due-queue index, which looks at every queue at
+                    # once, brings it back when its next timer nears and its turn among hung
+                    # queues has come, without a round trip per queue
+                    return
                 if not stays and self._hand_on(queue, len(leases) == limit):
                     return
                 if len(leases) == limit:
@@ -370,11 +379,6 @@ class Dispatcher:
                         # waits in the store, not in this worker's leases
                         await self._unless_stopping(asyncio.sleep(len(leases) / rate / 2))
                     continue  # there may be more due already
-                if not stays and self._room.hung(queue):
-                    # its targets hang: the due-queue index, which looks at every queue at
-                    # once, brings it back when its next timer nears and its turn among hung
-                    # queues has come, without a round trip per queue
-                    return
                 next_due_ms = await self._store.next_due_ms(queue)
                 sleep_s = self._lead.idle_s(next_due_ms, horizon_ms, self._store.now_ms())
                 if not stays and sleep_s >= FORGET_AFTER_S:
