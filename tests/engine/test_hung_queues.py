@@ -60,12 +60,14 @@ async def test_queues_whose_targets_hang_are_claimed_in_paced_turns() -> None:
         )
         await asyncio.sleep(3.0)
         window_end = store.now_ms()
+        resting = worker.metrics.queues_resting
     in_window = [
         queue
         for at, queue in store.claims
         if window_start <= at < window_end and queue.startswith("h")
     ]
     assert len(in_window) <= HUNG_CLAIMS_PER_S * 3 + 5
+    assert resting > 0  # the gauge shows the hung queues that wait for their turn
     stored = await store.get(payment.id)
     assert stored is not None
     assert stored.state is State.DONE

@@ -120,6 +120,7 @@ class Counts:
         self.in_flight = 0
         self.queues_served = 0  # queues with a claim loop now
         self.queues_unserved = 0  # due queues waiting for their turn (past MAX_CLAIM_LOOPS)
+        self.queues_resting = 0  # due queues whose targets hang, waiting for a paced turn
         self.lateness: dict[str, Buckets] = {}
         self.claimed = Buckets(BATCH_BUCKETS)
         self.limited_s: dict[str, float] = {}  # by queue: seconds callbacks waited for grants

@@ -268,6 +268,7 @@ class Dispatcher:
                 self._line[queue] = None
             for queue in [queue for queue, turn_s in resting.items() if turn_s <= now_s]:
                 del resting[queue]  # emptied meanwhile
+            self._metrics.queues_resting = len(resting)
             self._start_turns(loops)
             sleep_s = DISCOVER_EVERY_S
             if found.next_ms is not None:

@@ -65,6 +65,11 @@ class MetricsCollector:
             "Queues with due work, not paused, waiting for a claim loop (should stay 0)",
             value=m.queues_unserved,
         )
+        yield GaugeMetricFamily(
+            "tickwheel_queues_resting",
+            "Queues with due work whose targets hang, waiting for their paced turn to be claimed",
+            value=m.queues_resting,
+        )
         claimed = HistogramMetricFamily("tickwheel_claim_batch_size", "Timers per claim")
         claimed.add_metric([], m.claimed.cumulative(), m.claimed.total)
         yield claimed
