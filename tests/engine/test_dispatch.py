@@ -86,7 +86,7 @@ async def test_a_timer_claimed_again_is_delivered_once_at_its_new_due_time(
     dispatcher = Dispatcher(
         cast(Store, store),  # the calls a dispatcher makes, nothing more
         WorkerSettings(queues=("default",), lookahead_ms=1000),
-        lambda leases: delivered.extend((lease, store.now_ms()) for lease in leases),
+        lambda ready: delivered.extend((held.lease, store.now_ms()) for held in ready),
         settler=Settler(cast(Store, store), metrics, throttled),
         metrics=metrics,
         throttled=throttled,
