@@ -14,7 +14,7 @@ from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.settle import Settler, Throttled
 from tickwheel.model import Timer
-from tickwheel.stores import Lease, Store
+from tickwheel.stores import Lease, Store, StoreSettings
 from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import Limit, QueueSettings
 
@@ -23,6 +23,8 @@ from .support import wall_ms
 
 class ScriptedStore:
     """Claims return the given batches in turn, then nothing; every settle succeeds."""
+
+    settings = StoreSettings()
 
     def __init__(self, batches: list[list[Lease]]) -> None:
         self.batches = batches
@@ -84,7 +86,7 @@ async def test_a_timer_claimed_again_is_delivered_once_at_its_new_due_time(
     dispatcher = Dispatcher(
         cast(Store, store),  # the calls a dispatcher makes, nothing more
         WorkerSettings(queues=("default",), lookahead_ms=1000),
-        lambda leases: delivered.extend((lease, store.now_ms()) for lease in leases),
+        lambda ready: delivered.extend((held.lease, store.now_ms()) for held in ready),
         settler=Settler(cast(Store, store), metrics, throttled),
         metrics=metrics,
         throttled=throttled,

@@ -14,7 +14,7 @@ from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.settle import Settler, Throttled
 from tickwheel.errors import InvalidTimer
 from tickwheel.model import RetryPolicy, State, Timer
-from tickwheel.stores import Lease, MemoryStore, Store
+from tickwheel.stores import Lease, MemoryStore, Store, StoreSettings
 from tickwheel.stores.attempt_record import Attempt
 
 from .support import wall_ms
@@ -24,6 +24,8 @@ pytestmark = pytest.mark.latency  # tight bounds on real time: `make test` runs 
 
 class AckRecorder:
     """Records each ack_many call's size and start time; every ack lands."""
+
+    settings = StoreSettings()
 
     def __init__(self) -> None:
         self.calls: list[tuple[int, float]] = []

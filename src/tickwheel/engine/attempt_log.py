@@ -7,7 +7,7 @@ import os
 import socket
 
 from tickwheel.engine.outcome import Outcome, Verdict
-from tickwheel.stores import Lease, Store, StoreSettings
+from tickwheel.stores import Lease, Store
 from tickwheel.stores.attempt_record import Attempt
 
 # what the store did with the timer, by verdict; a retry the policy gives up on becomes "dead"
@@ -22,8 +22,7 @@ def worker_name() -> str:
 
 def records_attempts(store: Store) -> bool:
     """Whether `store` keeps attempt histories (its `StoreSettings.attempt_history` is not 0)."""
-    settings = getattr(store, "settings", None)
-    return isinstance(settings, StoreSettings) and settings.attempt_history > 0
+    return store.settings.attempt_history > 0
 
 
 def attempt_of(

@@ -20,14 +20,14 @@ from collections import deque
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
-from tickwheel.engine.dispatch import Dispatcher
-from tickwheel.engine.limiter import GO, Admission, Limiter, store_limiter
+from tickwheel.engine.assembly import Assembly
+from tickwheel.engine.held import Held
+from tickwheel.engine.limiter import GO, Admission
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.settings import WorkerSettings
-from tickwheel.engine.settle import Settler, Throttled
 from tickwheel.errors import Closed, InvalidArgument, LeaseLost
 from tickwheel.model import Timer
-from tickwheel.stores import Lease, Store
+from tickwheel.stores import Store
 
 
 class Delivery:
@@ -46,32 +46,24 @@ class Delivery:
     after the loop has ended every settlement is confirmed.
     """
 
-    __slots__ = ("_admission", "_dispatcher", "_lease", "_limiter", "_settled", "_settler")
+    __slots__ = ("_admission", "_held", "_parts", "_settled")
 
-    def __init__(
-        self,
-        lease: Lease,
-        dispatcher: Dispatcher,
-        settler: Settler,
-        limiter: Limiter,
-        admission: Admission = GO,
-    ) -> None:
-        self._lease = lease
-        self._dispatcher = dispatcher
-        self._settler = settler
-        self._limiter = limiter
+    def __init__(self, held: Held, parts: Assembly, admission: Admission = GO) -> None:
+        self._held = held
+        self._parts = parts
         self._admission = admission
         self._settled = False
 
     @property
     def timer(self) -> Timer:
-        return self._lease.timer
+        return self._held.lease.timer
 
     @property
     def attempt(self) -> int:
         """1 for the first delivery, one more for each retry or lapsed lease (a hand-back
         under a limit is none)."""
-        return self._lease.token - self._lease.timer.deferrals
+        lease = self._held.lease
+        return lease.token - lease.timer.deferrals
 
     async def ack(self, *, confirm: bool = False) -> None:
         """Mark the timer done (queued; with `confirm`, landed).
@@ -79,12 +71,12 @@ class Delivery:
         Raises:
             LeaseLost: with `confirm`, the lease lapsed and the timer went to another consumer.
         """
-        lease = self._take()
-        if not confirm and not self._dispatcher.stopping:
-            self._settler.ack_later(lease)
+        held = self._take()
+        if not confirm and not self._parts.dispatcher.stopping:
+            held.ack_later()
             return
-        if not await self._settler.ack(lease):
-            raise LeaseLost(lease.timer.id, lease.token)
+        if not await held.ack():
+            raise LeaseLost(held.timer.id, held.lease.token)
 
     async def retry(self, delay: float | None = None, *, confirm: bool = False) -> None:
         """Deliver it again after `delay` seconds, or after the timer's backoff when None."""
@@ -92,34 +84,34 @@ class Delivery:
             isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay < 1e9
         ):
             raise InvalidArgument("delay", f"must be a number of seconds >= 0, got {delay!r}")
-        lease = self._take()
+        held = self._take()
         reason = "retried by the consumer"
         if delay is None:
-            await self._settle(self._settler.fail(lease, reason), confirm)
+            await self._settle(held.fail(reason), confirm)
         else:
-            await self._settle(self._settler.retry_in(lease, delay, reason), confirm)
+            await self._settle(held.retry_in(delay, reason), confirm)
 
     async def kill(self, reason: str, *, confirm: bool = False) -> None:
         """Move the timer to the dead letters with `reason`; `replay` brings it back."""
-        await self._settle(self._settler.kill(self._take(), reason), confirm)
+        await self._settle(self._take().kill(reason), confirm)
 
     async def _settle(self, settling: Coroutine[Any, Any, None], confirm: bool) -> None:
-        if confirm or self._dispatcher.stopping:
+        if confirm or self._parts.dispatcher.stopping:
             await settling
         else:
-            self._settler.later(settling)
+            self._parts.settler.later(settling)
 
-    def _take(self) -> Lease:
-        """The current lease, no longer the dispatcher's to renew or hand back: settling it
-        is this delivery's (the dispatcher's wind-down waits for queued settlements)."""
+    def _take(self) -> Held:
+        """The held timer, released: no longer the dispatcher's to renew or hand back, its
+        lease as last renewed is this delivery's to settle (the dispatcher's wind-down waits
+        for queued settlements)."""
+        held = self._held
         if self._settled:
-            raise Closed(f"delivery of timer {self._lease.timer.id} is already settled")
+            raise Closed(f"delivery of timer {held.timer.id} is already settled")
         self._settled = True
-        self._limiter.release(self._admission)
-        timer_id = self._lease.timer.id
-        lease = self._dispatcher.lease(timer_id) or self._lease
-        self._dispatcher.settled(timer_id)
-        return lease
+        self._parts.limiter.release(self._admission)
+        held.release()
+        return held
 
     def __repr__(self) -> str:
         return f"<Delivery timer={self.timer.id} attempt={self.attempt} queue={self.timer.queue}>"
@@ -143,22 +135,11 @@ async def consume(
         settings = dataclasses.replace(settings, queues=(queue,))
     if settings.queues != (queue,):
         raise InvalidArgument("settings.queues", f"must be ({queue!r},) for consume({queue!r})")
-    metrics = metrics or Metrics()
-    throttled = Throttled()
-    settler = Settler(store, metrics, throttled)
     handover = _Handover()
-    ready = handover.leases
-    dispatcher = Dispatcher(
-        store,
-        settings,
-        handover.put,
-        settler=settler,
-        metrics=metrics,
-        throttled=throttled,
-        abandon=lambda: None,
-    )
-    limiter = store_limiter(store, dispatcher.controls, metrics)
-    running = asyncio.create_task(dispatcher.run())
+    ready = handover.timers
+    parts = Assembly(store, settings, handover.put, metrics=metrics)
+    metrics, limiter = parts.metrics, parts.limiter
+    running = asyncio.create_task(parts.run())
     try:
         while True:
             if not ready:
@@ -166,55 +147,50 @@ async def consume(
                 if not ready:
                     await running  # the dispatcher failed: raise its error
                     return
-            lease = ready.popleft()
-            timer = lease.timer
-            if dispatcher.lease(timer.id) is None:
+            held = ready.popleft()
+            if held.lapsed():
                 continue  # its lease lapsed while it waited
+            timer = held.timer
             admission = GO
             keys = limiter.queue_targets(queue)
             if keys:
                 admission = await limiter.admit(timer, keys)
                 if admission.defer_ms is not None:
-                    _send_back(lease, admission.defer_ms, dispatcher, settler)
+                    # its turn is far off: back to the store, due then
+                    held.release()
+                    parts.settler.later(
+                        held.defer(admission.defer_ms, "waiting for its turn under a limit")
+                    )
                     continue
-                if dispatcher.lease(timer.id) is None:
+                if held.lapsed():
                     limiter.release(admission)
                     continue
             metrics.observe_fired(queue, (store.now_ms() - timer.due_ms) / 1000)
-            yield Delivery(lease, dispatcher, settler, limiter, admission)
+            yield Delivery(held, parts, admission)
     finally:
         # nobody will settle what is still held: hand it back now rather than after a grace
-        dispatcher.stop(grace=False)
+        parts.stop(grace=False)
         await asyncio.shield(running)
-        await limiter.close()
-
-
-def _send_back(lease: Lease, due_ms: int, dispatcher: Dispatcher, settler: Settler) -> None:
-    """Return a timer whose turn under its queue's limit is far off to the store, due then."""
-    timer_id = lease.timer.id
-    lease = dispatcher.lease(timer_id) or lease
-    dispatcher.settled(timer_id)
-    settler.later(settler.defer(lease, due_ms, "waiting for its turn under a limit"))
 
 
 class _Handover:
-    """Leases the dispatcher hands over on their due ms, for the consumer's loop to take.
+    """Held timers the dispatcher hands over on their due ms, for the consumer's loop to take.
 
-    A burst arrives as a batch per due ms, taken one by one without a future per lease.
+    A burst arrives as a batch per due ms, taken one by one without a future per timer.
     """
 
     def __init__(self) -> None:
-        self.leases: deque[Lease] = deque()
+        self.timers: deque[Held] = deque()
         self._arrived: asyncio.Future[None] | None = None
 
-    def put(self, leases: list[Lease]) -> None:
-        """Queue the leases due now and wake the consumer's loop if it waits."""
-        self.leases.extend(leases)
+    def put(self, timers: list[Held]) -> None:
+        """Queue the timers due now and wake the consumer's loop if it waits."""
+        self.timers.extend(timers)
         if self._arrived is not None and not self._arrived.done():
             self._arrived.set_result(None)
 
     async def wait(self, running: asyncio.Task[None]) -> None:
-        """Wait until leases arrive or the dispatcher's `running` task ends."""
+        """Wait until timers arrive or the dispatcher's `running` task ends."""
         self._arrived = asyncio.get_running_loop().create_future()
         try:
             await asyncio.wait({self._arrived, running}, return_when=asyncio.FIRST_COMPLETED)

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from tickwheel.engine.claim_lead import ClaimLead
 from tickwheel.engine.claim_room import ClaimRoom
 from tickwheel.engine.controls import Controls
+from tickwheel.engine.held import Held, Holding
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.renewals import Renewals
 from tickwheel.engine.settings import WorkerSettings
@@ -49,7 +50,7 @@ HUNG_CLAIM = 4
 
 
 class Dispatcher:
-    """Leases due timers of some queues and calls `deliver(leases)` on their due ms.
+    """Leases due timers of some queues and calls `deliver(held)` on their due ms.
 
     With `settings.queues` None it serves every queue with due work, however many: the store's
     due-queue index says which, and each gets a claim loop while it has work (up to
@@ -60,17 +61,17 @@ class Dispatcher:
     a running dispatcher within that; timers already claimed fire. A queue with a rate limit is
     claimed at about its rate (`Controls.claim_bound`), so its backlog waits in the store.
 
-    The owner (a worker or a consumer) fires the timer, settles it through the `Settler` and
-    then calls `settled`. `run` returns after `stop`: unfired timers go back to the store at
-    once, timers being delivered get `grace_s` to settle before `abandon` is called and they go
-    back too.
+    The owner (a worker or a consumer) gets each timer as a `Held`, fires it, settles it and
+    releases it through that. `run` returns after `stop`: unfired timers go back to the store
+    at once, timers being delivered get `grace_s` to settle before `abandon` is called and they
+    go back too.
     """
 
     def __init__(
         self,
         store: Store,
         settings: WorkerSettings,
-        deliver: Callable[[list[Lease]], None],
+        deliver: Callable[[list[Held]], None],
         *,
         settler: Settler,
         metrics: Metrics,
@@ -84,17 +85,16 @@ class Dispatcher:
         self._metrics = metrics
         self._throttled = throttled
         self._abandon = abandon
-        self._held: dict[str, Lease] = {}
-        # timers not yet delivered: one wheel entry per due ms (ids in claim order), not per
-        # timer; `_unfired` says which due ms an id still waits for (it may be claimed again)
-        self._waiting: dict[int, list[str]] = {}
-        self._unfired: dict[str, int] = {}
         self._room = ClaimRoom(settings)
         self._lead = ClaimLead(settings)
+        self._holding = Holding(store, settings.lease_ms, settler, metrics, self._room)
+        self._held = self._holding.held
+        # timers not yet delivered: one wheel entry per due ms (in claim order), not per timer
+        self._waiting: dict[int, list[Held]] = {}
         self._renewals = Renewals(
-            store, settings.lease_ms, self._held, self._lost, metrics=metrics, throttled=throttled
+            self._holding, settings.lease_ms, metrics=metrics, throttled=throttled
         )
-        self._emptied = asyncio.Event()
+        self._emptied = self._holding.emptied
         self._stopping = asyncio.Event()
         self._grace = True
         self._scheduler: AsyncScheduler | None = None
@@ -108,22 +108,10 @@ class Dispatcher:
         self._paused: set[str] = set()
         self.controls = Controls(store, metrics)
 
-    def lease(self, timer_id: str) -> Lease | None:
-        """Return the current lease on a held timer (renewals change its deadline), or None."""
-        return self._held.get(timer_id)
-
     def hung(self, queue: str, hangs: bool) -> None:
         """Note whether a timer of `queue` last went back unsent because its target hangs
         (True) or was answered (False): it decides the queue's room and line (`ClaimRoom`)."""
         self._room.note(queue, hangs=hangs)
-
-    def settled(self, timer_id: str) -> None:
-        """Forget a timer its owner has settled (or could not), freeing room to claim more."""
-        if self._held.pop(timer_id, None) is not None:
-            self._metrics.in_flight = len(self._held)
-            self._room.freed(len(self._held))
-            if not self._held:
-                self._emptied.set()
 
     @property
     def stopping(self) -> bool:
@@ -162,9 +150,8 @@ class Dispatcher:
     async def _wind_down(self) -> None:
         if self._scheduler is not None:
             self._scheduler.close()
-        unfired = [self._held[key] for key in self._unfired if key in self._held]
+        unfired = [held for batch in self._waiting.values() for held in batch if held.active]
         self._waiting.clear()
-        self._unfired.clear()
         await self._bounded(self._hand_back(unfired, due_ms=None), "handing back")
         if self._held and self._grace:
             self._emptied.clear()
@@ -198,20 +185,20 @@ class Dispatcher:
                 len(self._held),
             )
 
-    async def _hand_back(self, leases: Iterable[Lease], due_ms: int | None) -> None:
-        """Return leases to the store, unfired ones at their own due time, no backoff."""
+    async def _hand_back(self, timers: Iterable[Held], due_ms: int | None) -> None:
+        """Return held timers to the store, unfired ones at their own due time, no backoff."""
         limit = asyncio.Semaphore(HAND_BACK_CONCURRENCY)
 
-        async def one(lease: Lease) -> None:
+        async def one(held: Held) -> None:
             async with limit:
                 reason = "handed back by a stopping worker"
                 if due_ms is None:  # never fired: no attempt spent
-                    await self._settler.defer(lease, lease.timer.due_ms, reason)
+                    await held.defer(held.timer.due_ms, reason)
                 else:  # interrupted: it may have been sent
-                    await self._settler.retry_at(lease, due_ms, reason)
-            self.settled(lease.timer.id)
+                    await held.retry_at(due_ms, reason)
+            held.release()
 
-        await asyncio.gather(*(one(lease) for lease in leases))
+        await asyncio.gather(*(one(held) for held in timers))
 
     async def _discover_loop(self, loops: list[asyncio.Task[None]]) -> None:
         """Serve every queue the store's due-queue index lists, each in a claim loop of its own.
@@ -437,36 +424,17 @@ class Dispatcher:
         self._metrics.claimed.observe(len(leases))
         if not leases:
             return
-        held, waiting, unfired = self._held, self._waiting, self._unfired
-        for lease in leases:
-            timer_id, due_ms = lease.timer.id, lease.timer.due_ms
-            held[timer_id] = lease
-            unfired[timer_id] = due_ms
+        waiting = self._waiting
+        for held in self._holding.hold(leases):
+            due_ms = held.lease.timer.due_ms
             batch = waiting.get(due_ms)
             if batch is None:
                 batch = waiting[due_ms] = []
                 self._scheduler.call_at_ms(due_ms, self._due, due_ms)
-            batch.append(timer_id)
-        self._emptied.clear()
-        self._metrics.in_flight = len(held)
+            batch.append(held)
 
     def _due(self, due_ms: int) -> None:
-        """Deliver the timers due at `due_ms` that are still held and still wait for it."""
-        held, unfired = self._held, self._unfired
-        ready = []
-        for timer_id in self._waiting.pop(due_ms, ()):
-            if unfired.get(timer_id) == due_ms and timer_id in held:
-                del unfired[timer_id]
-                ready.append(held[timer_id])
+        """Deliver the timers due at `due_ms` that are still held (not lost nor claimed again)."""
+        ready = [held for held in self._waiting.pop(due_ms, ()) if held.active]
         if ready:
             self._deliver(ready)
-
-    async def renew(self, lease: Lease) -> Lease:
-        """Push a held lease's deadline `lease_ms` from now and hold the renewed lease
-        (`Renewals.renew`)."""
-        return await self._renewals.renew(lease)
-
-    def _lost(self, timer_id: str) -> None:
-        """Forget a held timer whose lease passed on while it waited or ran."""
-        self._unfired.pop(timer_id, None)
-        self.settled(timer_id)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
+from tickwheel.engine.held import Held, Holding
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.settle import Throttled
 from tickwheel.errors import LeaseLost, StoreUnavailable
-from tickwheel.stores import Lease, Store
 
 logger = logging.getLogger("tickwheel.engine")
 
@@ -17,37 +16,16 @@ RENEW_CONCURRENCY = 64
 
 
 class Renewals:
-    """Renews the leases in `held` (timer id to its newest lease) by `lease_ms` each time;
-    calls `lost(timer_id)` for one that passed on to another claim."""
+    """Renews the leases `holding` holds by its `lease_ms` each time; releases a timer whose
+    lease passed on to another claim."""
 
     def __init__(
-        self,
-        store: Store,
-        lease_ms: int,
-        held: dict[str, Lease],
-        lost: Callable[[str], None],
-        *,
-        metrics: Metrics,
-        throttled: Throttled,
+        self, holding: Holding, lease_ms: int, *, metrics: Metrics, throttled: Throttled
     ) -> None:
-        self._store = store
+        self._holding = holding
         self._lease_ms = lease_ms
-        self._held = held
-        self._lost = lost
         self._metrics = metrics
         self._throttled = throttled
-
-    async def renew(self, lease: Lease) -> Lease:
-        """Push a held lease's deadline `lease_ms` from now and hold the renewed lease.
-
-        Raises:
-            LeaseLost: the lease lapsed and the timer went to another claim.
-            StoreUnavailable: the store did not answer; the lease stands as it was.
-        """
-        renewed = await self._store.extend(lease, self._lease_ms)
-        if self._held.get(lease.timer.id) is lease:
-            self._held[lease.timer.id] = renewed
-        return renewed
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Renew leases that run short, waiting or running, until `stopping` is set.
@@ -57,6 +35,7 @@ class Renewals:
         one `lease_ms` of a crash, however long the callback's timeout.
         """
         lease_ms = self._lease_ms
+        holding = self._holding
         while not stopping.is_set():
             try:
                 async with asyncio.timeout(lease_ms / 4000):
@@ -64,31 +43,34 @@ class Renewals:
                 return
             except TimeoutError:
                 pass
-            now = self._store.now_ms()
+            now = holding.now_ms()
             short = [
-                lease for lease in self._held.values() if lease.deadline_ms - now < lease_ms // 2
+                held
+                for held in holding.held.values()
+                if held.lease.deadline_ms - now < lease_ms // 2
             ]
             if short:
                 limit = asyncio.Semaphore(RENEW_CONCURRENCY)
-                await asyncio.gather(*(self._renew_one(lease, limit) for lease in short))
+                await asyncio.gather(*(self._renew_one(held, limit) for held in short))
 
-    async def _renew_one(self, lease: Lease, limit: asyncio.Semaphore) -> None:
+    async def _renew_one(self, held: Held, limit: asyncio.Semaphore) -> None:
         """Renew one lease; a failure is logged and touches no other lease."""
-        timer_id = lease.timer.id
+        lease = held.lease
         try:
             async with limit:
-                if self._held.get(timer_id) is lease:  # not settled or renewed meanwhile
-                    await self.renew(lease)
+                if held.active and held.lease is lease:  # not settled or renewed meanwhile
+                    await held.renew()
         except LeaseLost:
             self._metrics.leases_lost += 1
-            if self._held.get(timer_id) is lease:
-                self._lost(timer_id)
+            if held.lease is lease:
+                held.release()  # not fired if it still waits, not sent if it waits to be
         except StoreUnavailable as error:
             self._metrics.store_errors["extend"] += 1
             self._throttled.warning("extend", "store unavailable, lease not renewed: %s", error)
         except Exception:
             # policy: a surprise from the store must not end the renewing of other leases
             self._metrics.store_errors["extend"] += 1
+            timer_id = lease.timer.id
             logger.exception(
                 "renewing the lease on timer=%s failed", timer_id, extra={"timer_id": timer_id}
             )

@@ -17,7 +17,7 @@ from tickwheel.engine.backoff import retry_due_ms
 from tickwheel.engine.metrics import Metrics
 from tickwheel.errors import LeaseLost, StoreUnavailable
 from tickwheel.model import truncate_error
-from tickwheel.stores import Lease, Store, StoreSettings
+from tickwheel.stores import Lease, Store
 from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import Deferral
 
@@ -59,14 +59,6 @@ async def jittered_pause(failures: int) -> None:
     await asyncio.sleep(random.uniform(STORE_RETRY_MIN_S, cap))
 
 
-def _max_ahead_ms(store: Store) -> int:
-    """How far ahead of its clock `store` accepts a due time (its horizon)."""
-    settings = getattr(store, "settings", None)
-    if isinstance(settings, StoreSettings):
-        return settings.max_horizon_ms
-    return StoreSettings().max_horizon_ms
-
-
 class Settler:
     """Acks, retries and kills leases for a worker or consumer, never losing one to an outage.
 
@@ -82,7 +74,7 @@ class Settler:
         # a flood deferred at once (a target that hangs) must not take every store connection
         # from the claims and acks of other queues
         self._deferring = asyncio.Semaphore(DEFERS_AT_ONCE)
-        self._max_ahead_ms = _max_ahead_ms(store)
+        self._max_ahead_ms = store.settings.max_horizon_ms  # how far ahead a due time may go
         self._metrics = metrics
         self._throttled = throttled
         # acks go out at most this often: on a small host each round trip costs ~100 µs of

@@ -172,6 +172,10 @@ class StoreSettings:
 class Store(QueueOperations, QueuePages, history.AttemptHistory, Protocol):
     """Where timers wait until they fire; every method is atomic and safe to call concurrently."""
 
+    settings: StoreSettings
+    """Its limits and policies: the engine reads the horizon (how far ahead a retry may go)
+    and whether attempts are recorded (`attempt_history` 0: no history kept)."""
+
     def now_ms(self) -> int:
         """Return the store's clock in epoch ms: the one that decides what is due."""
         ...
