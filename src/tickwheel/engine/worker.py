@@ -44,7 +44,7 @@ def _origin(timer: Timer) -> str:
     """The key `Fairness` shares slots by: the callback's ``host[:port]``."""
     if timer.callback is None:
         return ""
-    return host_key(timer.callback.url) or ""
+    return host_key(timer.callback) or ""
 
 
 class Worker:
@@ -192,7 +192,7 @@ class Worker:
     def _count(self, timer: Timer, outcome: Outcome) -> None:
         """Count the callback by host and outcome; a host's Retry-After holds its callbacks."""
         assert timer.callback is not None
-        host = host_key(timer.callback.url) or "invalid"
+        host = host_key(timer.callback) or "invalid"
         self.metrics.callbacks.count(host, outcome.verdict.value)
         if outcome.hold_s is not None:
             self._limiter.hold(timer, outcome.hold_s)
