@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from tickwheel.errors import InvalidTimer
 from tickwheel.tracecontext import check_trace
-from tickwheel.urls import parse_url
+from tickwheel.urls import CallbackUrl, parse_url
 
 R = TypeVar("R")
 
@@ -115,8 +115,9 @@ def _check_name(argument: str, value: object, max_chars: int) -> None:
         )
 
 
-def _check_url(url: object) -> None:
-    """Refuse a URL that cannot be called, or that would fail only when the timer fires."""
+def _check_url(url: object) -> CallbackUrl:
+    """Refuse a URL that cannot be called, or that would fail only when the timer fires;
+    return it parsed."""
     if not isinstance(url, str) or len(url) > MAX_URL_CHARS:
         raise InvalidTimer("callback.url", f"must be a string of at most {MAX_URL_CHARS} chars")
     if not _is_unicode(url):
@@ -129,6 +130,7 @@ def _check_url(url: object) -> None:
         raise InvalidTimer(
             "callback.url", f"host is over {MAX_HOST_CHARS} characters as DNS spells it"
         )
+    return parsed
 
 
 def check_headers(headers: object, argument: str = "callback.headers") -> None:
@@ -194,16 +196,19 @@ class Callback:
     """The HTTP request to make when a timer fires.
 
     `headers` may be given as a dict; the callback keeps a read-only copy, since stores hand
-    one decoded callback to every timer that shares it.
+    one decoded callback to every timer that shares it. The URL is parsed once, when the
+    callback is built (or, for one a store rebuilt without checks, when first asked), and
+    carried as `parsed_url` for the SSRF guard, the limits and the request.
     """
 
     url: str
     method: str = "POST"
     headers: Mapping[str, str] = field(default_factory=dict)
     body: str | None = None
+    _parsed: CallbackUrl | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        _check_url(self.url)
+        object.__setattr__(self, "_parsed", _check_url(self.url))
         if not isinstance(self.method, str) or self.method not in METHODS:
             raise InvalidTimer("callback.method", f"must be one of {sorted(METHODS)}")
         headers = self.headers
@@ -219,6 +224,31 @@ class Callback:
                 )
             if len(self.body.encode()) > MAX_BODY_BYTES:
                 raise InvalidTimer("callback.body", f"is over {MAX_BODY_BYTES} bytes as UTF-8")
+
+    @property
+    def parsed_url(self) -> CallbackUrl:
+        """The URL as it is called: host, port, request target, ``Host`` header.
+
+        Raises:
+            InvalidUrl: a URL kept by an earlier release that this one cannot call.
+        """
+        parsed = getattr(self, "_parsed", None)  # unset on a callback a store rebuilt
+        if parsed is None:
+            parsed = parse_url(self.url)
+            object.__setattr__(self, "_parsed", parsed)
+        return parsed
+
+    def with_headers(self, headers: Mapping[str, str]) -> Callback:
+        """This callback sending `headers` instead, unchecked (the caller merged checked ones),
+        its parsed URL carried over."""
+        return restore(
+            Callback,
+            url=self.url,
+            method=self.method,
+            headers=MappingProxyType(dict(headers)),
+            body=self.body,
+            _parsed=getattr(self, "_parsed", None),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,8 +1,10 @@
 """Callback URLs, parsed once into what calling them takes.
 
-A timer's URL is read three times: when the timer is made (may it be stored?), by the SSRF
-guard (which host is it?) and when it fires (which origin, which request line?). One parser
-serves all three, so the host that was checked is the host that is called.
+A timer's URL is needed three times: when the timer is made (may it be stored?), by the SSRF
+guard and the limits (which host is it?) and when it fires (which origin, which request line?).
+It is parsed once, when its `Callback` is built (or first used, for one a store rebuilt), and
+the `Callback` carries the result (`Callback.parsed_url`) to the others, so the host that was
+checked is the host that is called.
 
 It reads a URL as aiohttp's yarl did when tickwheel sent callbacks with it, so requests stay
 byte for byte what they were: the host lower-cased, IDNA-encoded when not ASCII, an IP literal
@@ -15,7 +17,6 @@ standard library is imported here; the `idna` package is loaded for the first no
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import re
 import string
@@ -78,7 +79,6 @@ class CallbackUrl:
         return (self.scheme, self.host, self.port)
 
 
-@functools.lru_cache(maxsize=1024)
 def parse_url(url: str) -> CallbackUrl:
     """Parse an absolute http(s) URL into the request that calls it.
 

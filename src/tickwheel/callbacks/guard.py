@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tickwheel.errors import InvalidTimer
-from tickwheel.urls import parse_url
+from tickwheel.urls import CallbackUrl, parse_url
 
 if TYPE_CHECKING:
     from tickwheel.callbacks.resolver import AddressInfo
@@ -114,18 +114,19 @@ def _may_call(host: str) -> bool:
         )
 
 
-def check_target_url(url: str, *, allow_private: bool) -> None:
+def check_target_url(url: CallbackUrl | str, *, allow_private: bool) -> None:
     """Refuse a callback URL whose host is a private address or a local-only name.
 
-    The host is read as the request will read it (`parse_url`); names are resolved only when
-    the timer fires, so this catches what is knowable without DNS.
+    The host is read as the request will read it: `url` as parsed (a callback's `parsed_url`),
+    or parsed here when given as text; names are resolved only when the timer fires, so this
+    catches what is knowable without DNS.
 
     Raises:
         InvalidTimer: naming `callback.url`.
     """
     if allow_private:
         return
-    host = parse_url(url).host.rstrip(".")
+    host = (url if isinstance(url, CallbackUrl) else parse_url(url)).host.rstrip(".")
     if not _may_call(host):
         raise InvalidTimer(
             "callback.url",

@@ -32,7 +32,7 @@ from tickwheel.errors import Closed
 from tickwheel.model import Callback, Timer, occurrence_of, replace_controls, truncate_error
 from tickwheel.stores.attempt_record import ATTEMPT_BODY_BYTES
 from tickwheel.tracecontext import attempt_traceparent
-from tickwheel.urls import CallbackUrl, InvalidUrl, parse_url
+from tickwheel.urls import CallbackUrl, InvalidUrl
 
 __all__ = ["ERROR_BODY_CHARS", "MAX_RETRY_AFTER_S", "HttpTarget", "retry_after_s"]
 
@@ -245,7 +245,7 @@ class HttpTarget:
         if self._closed:
             raise Closed("HttpTarget is closed")
         try:
-            url = parse_url(callback.url)
+            url = callback.parsed_url
         except InvalidUrl as error:
             # not the error's text: it may quote the URL, whose query may carry a token
             error_text = f"invalid URL: host {error.host or '?'}"

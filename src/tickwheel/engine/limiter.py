@@ -25,7 +25,7 @@ from tickwheel.engine.controls import REFRESH_S, Controls
 from tickwheel.engine.grants import Ask, Grants, LocalGrants, SharesGrants
 from tickwheel.engine.metrics import Metrics
 from tickwheel.errors import StoreUnavailable
-from tickwheel.model import Timer
+from tickwheel.model import Callback, Timer
 from tickwheel.stores import Store
 from tickwheel.stores.base import Limit, QueueSettings
 from tickwheel.urls import InvalidUrl, parse_url
@@ -61,13 +61,15 @@ HOST = "host:"
 QUEUE = "queue:"
 
 
-def host_key(url: str) -> str | None:
-    """Return the limit key of a callback URL's host: ``host`` or ``host:port`` when the port is
-    not the scheme's default, lower case, IPv6 in brackets; None if the URL cannot be called."""
+def host_key(url: Callback | str) -> str | None:
+    """Return the limit key of a callback's (or a bare URL's) host: ``host`` or ``host:port``
+    when the port is not the scheme's default, lower case, IPv6 in brackets; None if the URL
+    cannot be called. A callback's URL is the one it parsed already."""
     try:
-        return parse_url(url).host_header.lower()
+        parsed = url.parsed_url if isinstance(url, Callback) else parse_url(url)
     except InvalidUrl:
         return None
+    return parsed.host_header.lower()
 
 
 def _member(timer: Timer) -> str:
@@ -152,7 +154,7 @@ class Limiter:
         keys: tuple[str, ...] = ()
         if controls.hosts or self._held_until:
             callback = timer.callback
-            host = None if callback is None else host_key(callback.url)
+            host = None if callback is None else host_key(callback)
             if host is not None and (host in controls.hosts or host in self._held_until):
                 keys = (HOST + host,)
         if controls.queues and controls.queue_limit(timer.queue) is not None:
@@ -170,7 +172,7 @@ class Limiter:
     def hold(self, timer: Timer, seconds: float) -> None:
         """Hold every callback to `timer`'s host for `seconds`, at most `MAX_HOLD_S`."""
         callback = timer.callback
-        host = None if callback is None else host_key(callback.url)
+        host = None if callback is None else host_key(callback)
         if host is None or not 0 < seconds < math.inf:
             return
         now = asyncio.get_running_loop().time()

@@ -41,7 +41,7 @@ def _origin(timer: Timer) -> str:
     """The key `Fairness` shares slots by: the callback's ``host[:port]``."""
     if timer.callback is None:
         return ""
-    return host_key(timer.callback.url) or ""
+    return host_key(timer.callback) or ""
 
 
 class Worker:

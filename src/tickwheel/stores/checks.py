@@ -24,12 +24,19 @@ _PORT = re.compile(r"[1-9][0-9]{0,4}")
 
 
 def check_due(due_ms: int, now_ms: int, settings: StoreSettings) -> None:
+    """Refuse a due time given as a bare number (a timer's own was checked when it was built):
+    not integer epoch ms, or past the store's horizon."""
     if isinstance(due_ms, bool) or not isinstance(due_ms, int) or due_ms < 0:
         raise InvalidTimer("due_ms", f"must be non-negative integer epoch ms, got {due_ms!r}")
     if due_ms > now_ms + settings.max_horizon_ms:
-        raise InvalidTimer(
-            "due_ms", f"is more than {settings.max_horizon_ms} ms ahead (the store's horizon)"
-        )
+        raise beyond_horizon(settings)
+
+
+def beyond_horizon(settings: StoreSettings) -> InvalidTimer:
+    """The error of a due time past the store's horizon."""
+    return InvalidTimer(
+        "due_ms", f"is more than {settings.max_horizon_ms} ms ahead (the store's horizon)"
+    )
 
 
 def check_claim(limit: int, lease_ms: int, settings: StoreSettings) -> None:

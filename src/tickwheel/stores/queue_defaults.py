@@ -65,13 +65,7 @@ def _merged(callback: Callback, headers: Mapping[str, str]) -> Callback:
     if not merged:
         return callback
     merged.update(callback.headers)
-    return restore(
-        Callback,
-        url=callback.url,
-        method=callback.method,
-        headers=MappingProxyType(merged),
-        body=callback.body,
-    )
+    return callback.with_headers(merged)
 
 
 def encode_defaults(defaults: QueueDefaults) -> dict[str, Any]:

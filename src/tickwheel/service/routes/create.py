@@ -42,7 +42,9 @@ def build(
     access.check_queue(tenant, item.queue)
     timer = item.to_timer(now_ms, timer_id)
     if timer.callback is not None:
-        check_target_url(timer.callback.url, allow_private=context.settings.allow_private_targets)
+        check_target_url(
+            timer.callback.parsed_url, allow_private=context.settings.allow_private_targets
+        )
     if trace[0] is not None:
         timer = timer.evolve(trace_parent=trace[0], trace_state=trace[1])
     return timer

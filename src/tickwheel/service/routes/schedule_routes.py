@@ -61,7 +61,7 @@ def _checked(context: Context, schedule: Schedule) -> Schedule:
     that fires more often than the operator allows (`min_schedule_interval_s`)."""
     if schedule.callback is not None:
         check_target_url(
-            schedule.callback.url, allow_private=context.settings.allow_private_targets
+            schedule.callback.parsed_url, allow_private=context.settings.allow_private_targets
         )
     least_ms = context.settings.min_schedule_interval_s * 1000
     if schedule.every_s is not None and schedule.every_s * 1000 < least_ms:

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 from tickwheel.errors import TimerExists
 from tickwheel.model import Timer
-from tickwheel.stores.checks import check_due
 from tickwheel.stores.memory.heaps import MemoryHeaps
 from tickwheel.stores.rebuild import as_scheduled
 
@@ -14,10 +13,9 @@ from tickwheel.stores.rebuild import as_scheduled
 class MemoryAdding(MemoryHeaps):
     """The add calls of `MemoryStore`."""
 
-    async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
+    async def _add_one(self, timer: Timer, replace: bool) -> Timer:
         self._open()
         now = self._clock()
-        check_due(timer.due_ms, now, self.settings)
         existing = self._live(timer.id, now)
         attempt = deferrals = 0
         if existing is not None:
@@ -33,12 +31,12 @@ class MemoryAdding(MemoryHeaps):
         self._schedule(stored)
         return stored
 
-    async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
+    async def _add_many(self, timers: Sequence[Timer], replace: bool) -> list[Timer]:
         stored = []
         conflicts = []
         for timer in timers:
             try:
-                stored.append(await self.add(timer, replace=replace))
+                stored.append(await self._add_one(timer, replace))
             except TimerExists as conflict:
                 conflicts.append(conflict)
         if conflicts:

@@ -4,7 +4,6 @@ resume and replay."""
 from __future__ import annotations
 
 from tickwheel.model import State, Timer, occurrence_of
-from tickwheel.stores.checks import check_due
 from tickwheel.stores.memory.heaps import MemoryHeaps
 
 
@@ -23,10 +22,9 @@ class MemoryChanging(MemoryHeaps):
         self._forget(timer)
         return True
 
-    async def reschedule(self, timer_id: str, due_ms: int) -> bool:
+    async def _reschedule(self, timer_id: str, due_ms: int) -> bool:
         self._open()
         now = self._clock()
-        check_due(due_ms, now, self.settings)
         timer = self._timers.get(timer_id)
         if timer is None or timer.state not in (State.SCHEDULED, State.PAUSED):
             return False

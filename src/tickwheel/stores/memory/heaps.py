@@ -12,11 +12,11 @@ from tickwheel.model import Timer
 from tickwheel.schedule import ScheduleState
 from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import Limit, QueueSettings, StoreSettings, wall_ms
-from tickwheel.stores.checks import check_timeout
+from tickwheel.stores.contract import StoreContract
 from tickwheel.stores.wake import Wakeups
 
 
-class MemoryHeaps:
+class MemoryHeaps(StoreContract):
     """The timers and their heaps; the base of each part of `MemoryStore`."""
 
     def __init__(
@@ -46,9 +46,8 @@ class MemoryHeaps:
     def now_ms(self) -> int:
         return self._clock()
 
-    async def wait(self, queue: str, timeout_s: float) -> bool:
+    async def _wait(self, queue: str, timeout_s: float) -> bool:
         self._open()
-        check_timeout(timeout_s)
         return await self._wakeups.wait(queue, timeout_s)
 
     async def close(self) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from tickwheel.errors import CapReached
 from tickwheel.stores.base import Limit, LimitPage
-from tickwheel.stores.checks import check_host, check_list
 from tickwheel.stores.memory.heaps import MemoryHeaps
 
 
@@ -15,16 +14,14 @@ class MemoryHostLimits(MemoryHeaps):
         self._open()
         return dict(self._limits)
 
-    async def list_limits(self, limit: int = 100, cursor: str | None = None) -> LimitPage:
+    async def _list_limits(self, limit: int, cursor: str | None) -> LimitPage:
         self._open()
-        check_list(limit)
         hosts = sorted(h for h in self._limits if cursor is None or h > cursor)
         page = [(host, self._limits[host]) for host in hosts[:limit]]
         return LimitPage(page, hosts[limit - 1] if len(hosts) > limit else None)
 
-    async def set_limit(self, host: str, limit: Limit) -> None:
+    async def _set_limit(self, host: str, limit: Limit) -> None:
         self._open()
-        check_host(host)
         cap = self.settings.max_limits
         if host not in self._limits and len(self._limits) >= cap:
             raise CapReached("limits", cap, "host")

@@ -11,16 +11,14 @@ from tickwheel.errors import LeaseLost
 from tickwheel.model import State, Timer, truncate_error
 from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import ANY_QUEUE, Deferral, DueQueues, Lease
-from tickwheel.stores.checks import check_claim, check_due, check_due_queues, check_lease
 from tickwheel.stores.memory.attempt_history import MemoryAttemptHistory
 
 
 class MemoryLeasing(MemoryAttemptHistory):
     """The claim and settle calls of `MemoryStore`."""
 
-    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+    async def _claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         self._open()
-        check_claim(limit, lease_ms, self.settings)
         self._wakeups.mark(queue)
         now = self._clock()
         for timer_id, _ in self._leases.pop_due(now):
@@ -45,8 +43,7 @@ class MemoryLeasing(MemoryAttemptHistory):
         self._fix_head(queue)
         return leases
 
-    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
-        check_lease(lease_ms)
+    async def _extend(self, lease: Lease, lease_ms: int) -> Lease:
         timer = self._settle(lease)
         deadline = self._clock() + lease_ms
         self._lease(timer, deadline)
@@ -57,9 +54,8 @@ class MemoryLeasing(MemoryAttemptHistory):
         self._wakeups.mark(queue)
         return self._next_due(queue)
 
-    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+    async def _due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
         self._open()
-        check_due_queues(horizon_ms, limit)
         self._wakeups.mark(ANY_QUEUE)
         heads = self._heads
         due = heads.pop_due(horizon_ms, limit)
@@ -87,10 +83,7 @@ class MemoryLeasing(MemoryAttemptHistory):
         paired = zip(leases, attempts or repeat(None), strict=False)
         return await _landed(self.ack(lease, attempt) for lease, attempt in paired)
 
-    async def retry(
-        self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None = None
-    ) -> None:
-        check_due(due_ms, self._clock(), self.settings)
+    async def _retry(self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None) -> None:
         timer = self._settle(lease)
         self._record(timer.id, attempt)
         self._schedule(
@@ -102,11 +95,10 @@ class MemoryLeasing(MemoryAttemptHistory):
             )
         )
 
-    async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
-        return await _landed(self.defer(*deferral) for deferral in deferrals)
+    async def _defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
+        return await _landed(self._defer(*deferral) for deferral in deferrals)
 
-    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
-        check_due(due_ms, self._clock(), self.settings)
+    async def _defer(self, lease: Lease, due_ms: int, reason: str) -> None:
         timer = self._settle(lease)
         self._schedule(
             timer.evolve(

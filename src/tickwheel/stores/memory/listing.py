@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from tickwheel.model import State
 from tickwheel.stores.base import Page, QueueInfo, QueueSettings, Stats
-from tickwheel.stores.checks import check_list, check_list_filters, check_queue
 from tickwheel.stores.memory.heaps import MemoryHeaps
 from tickwheel.stores.queue_pages import QueuePage, page_of
 
@@ -35,33 +34,28 @@ class MemoryListing(MemoryHeaps):
             )
         return infos
 
-    async def list_queues(self, limit: int = 100, cursor: str | None = None) -> QueuePage:
+    async def _list_queues(self, limit: int, cursor: str | None) -> QueuePage:
         """The reference: every queue counted, then the page cut from them."""
-        check_list(limit)
         infos = await self.queue_infos()
         after = [info for info in infos if cursor is None or info.name > cursor]
         return page_of(after[: limit + 1], limit)
 
-    async def queue_info(self, queue: str) -> QueueInfo:
-        check_queue(queue)
+    async def _queue_info(self, queue: str) -> QueueInfo:
         for info in await self.queue_infos():
             if info.name == queue:
                 return info
         return QueueInfo(queue, dict.fromkeys(State, 0), None, QueueSettings())
 
-    async def list(
+    async def _list(
         self,
-        state: State | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        *,
-        queue: str | None = None,
-        due_from_ms: int | None = None,
-        due_to_ms: int | None = None,
+        state: State | None,
+        limit: int,
+        cursor: str | None,
+        queue: str | None,
+        due_from_ms: int | None,
+        due_to_ms: int | None,
     ) -> Page:
         self._open()
-        check_list(limit)
-        check_list_filters(queue, due_from_ms, due_to_ms)
         self._expire_done(self._clock())
         ids = sorted(
             timer_id

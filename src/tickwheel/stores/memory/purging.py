@@ -6,7 +6,6 @@ import dataclasses
 
 from tickwheel.model import State, occurrence_of
 from tickwheel.stores.base import QueueSettings
-from tickwheel.stores.checks import check_purge, check_queue_defaults
 from tickwheel.stores.memory.queue_settings import MemoryQueueSettings
 from tickwheel.stores.queue_defaults import QueueDefaults
 
@@ -14,9 +13,8 @@ from tickwheel.stores.queue_defaults import QueueDefaults
 class MemoryPurging(MemoryQueueSettings):
     """The bulk calls of `MemoryStore` on one queue."""
 
-    async def purge(self, queue: str, state: State) -> int:
+    async def _purge(self, queue: str, state: State) -> int:
         self._open()
-        check_purge(queue, state)
         self._expire_done(self._clock())
         gone = [
             timer
@@ -31,9 +29,8 @@ class MemoryPurging(MemoryQueueSettings):
             self._fix_head(queue)  # an emptied queue leaves the due-queue index
         return len(gone)
 
-    async def set_queue_defaults(self, queue: str, defaults: QueueDefaults | None) -> bool:
+    async def _set_queue_defaults(self, queue: str, defaults: QueueDefaults | None) -> bool:
         self._open()
-        kept = check_queue_defaults(queue, defaults)
         settings = self._queue_settings.get(queue, QueueSettings())
-        self._store_queue(queue, dataclasses.replace(settings, defaults=kept))
+        self._store_queue(queue, dataclasses.replace(settings, defaults=defaults))
         return settings.defaults is not None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 from tickwheel.stores.base import Limit, QueueSettings
-from tickwheel.stores.checks import check_queue_limit, check_queue_pause, check_queue_settings
 from tickwheel.stores.memory.heaps import MemoryHeaps
 
 
@@ -16,21 +15,18 @@ class MemoryQueueSettings(MemoryHeaps):
         self._open()
         return dict(self._queue_settings)
 
-    async def set_queue(self, queue: str, settings: QueueSettings) -> None:
+    async def _set_queue(self, queue: str, settings: QueueSettings) -> None:
         self._open()
-        check_queue_settings(queue, settings)
         self._store_queue(queue, settings)
 
-    async def pause_queue(self, queue: str, paused: bool) -> bool:
+    async def _pause_queue(self, queue: str, paused: bool) -> bool:
         self._open()
-        check_queue_pause(queue, paused)
         settings = self._queue_settings.get(queue, QueueSettings())
         self._store_queue(queue, dataclasses.replace(settings, paused=paused))
         return settings.paused != paused
 
-    async def set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
+    async def _set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
         self._open()
-        check_queue_limit(queue, limit)
         settings = self._queue_settings.get(queue, QueueSettings())
         self._store_queue(queue, dataclasses.replace(settings, limit=limit))
         return settings.limit is not None

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from tickwheel.errors import CapReached, ScheduleExists
 from tickwheel.model import State, Timer, occurrence_id, occurrence_of
-from tickwheel.schedule import Schedule, ScheduleState, Step, plan_advance, plan_create, plan_update
+from tickwheel.schedule import Schedule, ScheduleState, Step, plan_advance
 from tickwheel.stores.base import Lease, SchedulePage
-from tickwheel.stores.checks import check_due, check_list
+from tickwheel.stores.contract import create_step, update_step
 from tickwheel.stores.memory.heaps import MemoryHeaps
 from tickwheel.stores.rebuild import as_scheduled
 
@@ -26,9 +26,7 @@ class MemorySchedules(MemoryHeaps):
         if len(self._schedules) >= self.settings.max_schedules:
             raise CapReached("schedules", self.settings.max_schedules, "id")
         now = self._clock()
-        step = plan_create(schedule, now)
-        if step.add is not None:
-            check_due(step.add.due_ms, now, self.settings)
+        step = create_step(schedule, now, self.settings)
         self._apply(step, now)
         return self._schedules[schedule.id]
 
@@ -36,9 +34,8 @@ class MemorySchedules(MemoryHeaps):
         self._open()
         return self._schedules.get(schedule_id)
 
-    async def list_schedules(self, limit: int = 100, cursor: str | None = None) -> SchedulePage:
+    async def _list_schedules(self, limit: int, cursor: str | None) -> SchedulePage:
         self._open()
-        check_list(limit)
         ids = sorted(i for i in self._schedules if cursor is None or i > cursor)
         page = [self._schedules[i] for i in ids[:limit]]
         return SchedulePage(page, ids[limit - 1] if len(ids) > limit else None)
@@ -50,9 +47,7 @@ class MemorySchedules(MemoryHeaps):
             return None
         now = self._clock()
         pending = self._pending(state, now)
-        step = plan_update(state, schedule, now, pending)
-        if step.add is not None:
-            check_due(step.add.due_ms, now, self.settings)
+        step = update_step(state, schedule, now, pending, self.settings)
         if pending is not None and pending.state is State.SCHEDULED:
             self._forget(pending)
         return self._apply(step, now)

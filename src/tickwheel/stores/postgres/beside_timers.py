@@ -18,14 +18,6 @@ from tickwheel.stores.base import (
     SchedulePage,
     Stats,
 )
-from tickwheel.stores.checks import (
-    check_host,
-    check_list,
-    check_list_filters,
-    check_queue_limit,
-    check_queue_pause,
-    check_queue_settings,
-)
 from tickwheel.stores.postgres import flow_ops as flow
 from tickwheel.stores.postgres import queries as sql
 from tickwheel.stores.postgres.ops import Op, queue_of
@@ -45,9 +37,8 @@ class BesideTimers(Runner):
     async def get_schedule(self, schedule_id: str) -> ScheduleState | None:
         return await self._run(lambda now: self._schedules.read(schedule_id))
 
-    async def list_schedules(self, limit: int = 100, cursor: str | None = None) -> SchedulePage:
+    async def _list_schedules(self, limit: int, cursor: str | None) -> SchedulePage:
         self._check_open()
-        check_list(limit)
         query = sql.schedule_page(after_cursor=cursor is not None)
         decode = self._schedules.codec.decode
 
@@ -108,20 +99,17 @@ class BesideTimers(Runner):
     async def queue_settings(self) -> dict[str, QueueSettings]:
         return await self._run(lambda now: flow.queue_settings())
 
-    async def set_queue(self, queue: str, settings: QueueSettings) -> None:
-        check_queue_settings(queue, settings)
+    async def _set_queue(self, queue: str, settings: QueueSettings) -> None:
         await self._run(lambda now: flow.write_queue(queue, settings))
         self._wakeups.notify(queue)
 
-    async def pause_queue(self, queue: str, paused: bool) -> bool:
-        check_queue_pause(queue, paused)
+    async def _pause_queue(self, queue: str, paused: bool) -> bool:
         before = await self._change_queue(
             queue, lambda settings: dataclasses.replace(settings, paused=paused)
         )
         return before.paused != paused
 
-    async def set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
-        check_queue_limit(queue, limit)
+    async def _set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
         before = await self._change_queue(
             queue, lambda settings: dataclasses.replace(settings, limit=limit)
         )
@@ -140,16 +128,14 @@ class BesideTimers(Runner):
     async def limits(self) -> dict[str, Limit]:
         return await self._run(lambda now: flow.limits())
 
-    async def list_limits(self, limit: int = 100, cursor: str | None = None) -> LimitPage:
+    async def _list_limits(self, limit: int, cursor: str | None) -> LimitPage:
         self._check_open()
-        check_list(limit)
         found = await self._run(lambda now: flow.limit_page(cursor, limit))
         if len(found) > limit:
             return LimitPage(found[:limit], found[limit - 1][0])
         return LimitPage(found, None)
 
-    async def set_limit(self, host: str, limit: Limit) -> None:
-        check_host(host)
+    async def _set_limit(self, host: str, limit: Limit) -> None:
         cap = self.settings.max_limits
         await self._run(lambda now: flow.set_limit(host, limit, cap), transaction=True)
 
@@ -159,19 +145,16 @@ class BesideTimers(Runner):
     async def settings_versions(self) -> tuple[int, int]:
         return await self._run(lambda now: flow.settings_versions())
 
-    async def list(
+    async def _list(
         self,
-        state: State | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        *,
-        queue: str | None = None,
-        due_from_ms: int | None = None,
-        due_to_ms: int | None = None,
+        state: State | None,
+        limit: int,
+        cursor: str | None,
+        queue: str | None,
+        due_from_ms: int | None,
+        due_to_ms: int | None,
     ) -> Page:
         self._check_open()
-        check_list(limit)
-        check_list_filters(queue, due_from_ms, due_to_ms)
         query = sql.list_page(
             state,
             after_cursor=cursor is not None,

@@ -14,10 +14,8 @@ from typing import Any, TypeAlias, TypeVar
 import psycopg
 from psycopg.rows import tuple_row
 
-from tickwheel.errors import InvalidArgument, StoreUnavailable, TimerExists
+from tickwheel.errors import StoreUnavailable, TimerExists
 from tickwheel.model import Timer
-from tickwheel.stores.base import StoreSettings
-from tickwheel.stores.checks import check_due
 from tickwheel.stores.codec import SpecCache
 from tickwheel.stores.postgres import queries as sql
 from tickwheel.stores.postgres.queries import Row, RowCodec
@@ -103,17 +101,15 @@ def get(rows: RowCodec, timer_id: str, now: int) -> Op[Timer | None]:
     return rows.timer(found[0]) if found else None
 
 
-def insert_new(timer: Timer, now: int, settings: StoreSettings) -> Op[bool]:
+def insert_new(timer: Timer, now: int) -> Op[bool]:
     """Schedule `timer` if its id is free; return whether it was (one statement)."""
-    check_due(timer.due_ms, now, settings)
     _, written = yield sql.INSERT_NEW, RowCodec.new_row(timer, now, 0, None)
     return written > 0
 
 
-def insert_alone(timer: Timer, now: int, settings: StoreSettings) -> Op[bool]:
+def insert_alone(timer: Timer, now: int) -> Op[bool]:
     """`insert_new` for a connection in autocommit: a plain INSERT, which fails (and so writes
     nothing) on a taken id, at less of the server's work than ON CONFLICT."""
-    check_due(timer.due_ms, now, settings)
     try:
         yield sql.INSERT_ONE, RowCodec.new_row(timer, now, 0, None)
     except IdTaken:
@@ -137,55 +133,42 @@ def add_over(rows: RowCodec, timer: Timer, now: int, replace: bool) -> Op[Timer]
     return as_scheduled(timer, now, attempt, deferrals)
 
 
-def add(
-    rows: RowCodec, timer: Timer, now: int, settings: StoreSettings, replace: bool
-) -> Op[Timer]:
-    """Add one timer as `Store.add` does (in a transaction)."""
-    if not replace and (yield from insert_new(timer, now, settings)):
+def add(rows: RowCodec, timer: Timer, now: int, replace: bool) -> Op[Timer]:
+    """Add one timer as `Store.add` does (in a transaction), its due time checked already."""
+    if not replace and (yield from insert_new(timer, now)):
         return as_scheduled(timer, now)
-    check_due(timer.due_ms, now, settings)
     return (yield from add_over(rows, timer, now, replace))
 
 
 def add_batch(
-    rows: RowCodec, timers: Sequence[Timer], now: int, settings: StoreSettings, replace: bool
+    rows: RowCodec, timers: Sequence[Timer], now: int, replace: bool
 ) -> Op[list[Timer | Exception]]:
-    """Add `timers` (at most `BATCH`), each as by `add`, in one transaction: one statement for
-    those with free ids. A timer's own refusal (a taken id, a due time past the horizon) is its
-    result."""
-    results: list[Timer | Exception | None] = [None] * len(timers)
-    fresh: list[int] = []
-    for index, timer in enumerate(timers):
-        try:
-            check_due(timer.due_ms, now, settings)
-        except InvalidArgument as refused:
-            results[index] = refused
-        else:
-            fresh.append(index)
+    """Add `timers` (at most `BATCH`, their due times checked already), each as by `add`, in
+    one transaction: one statement for those with free ids. A timer's own refusal (a taken id)
+    is its result."""
+    results: list[Timer | Exception] = []
     written: set[str] = set()
-    if not replace and fresh:
+    if not replace and timers:
         specs = SpecCache()
-        chosen = [timers[index] for index in fresh]
         params = {
             "now": now,
-            "ids": [timer.id for timer in chosen],
-            "queues": [timer.queue for timer in chosen],
-            "dues": [timer.due_ms for timer in chosen],
-            "specs": [specs.encode(timer) for timer in chosen],
+            "ids": [timer.id for timer in timers],
+            "queues": [timer.queue for timer in timers],
+            "dues": [timer.due_ms for timer in timers],
+            "specs": [specs.encode(timer) for timer in timers],
         }
-        inserted = yield from _insert_many(params, plain=len(chosen) >= PLAIN_FIRST)
+        inserted = yield from _insert_many(params, plain=len(timers) >= PLAIN_FIRST)
         written = {timer_id for (timer_id,) in inserted}
-    for index in fresh:
-        timer = timers[index]
+    for timer in timers:
         if timer.id in written:
             written.discard(timer.id)  # a second timer with the same id compares with this one
-            results[index] = as_scheduled(timer, now)
+            results.append(as_scheduled(timer, now))
             continue
         try:
-            results[index] = yield from add_over(rows, timer, now, replace)
+            results.append((yield from add_over(rows, timer, now, replace)))
         except TimerExists as refused:
-            results[index] = refused
-    return [result for result in results if result is not None]
+            results.append(refused)
+    return results
 
 
 def _insert_many(params: Mapping[str, Any], *, plain: bool) -> Op[list[Row]]:
@@ -208,9 +191,9 @@ def cancel(timer_id: str) -> Op[bool]:
     return deleted > 0
 
 
-def reschedule(timer_id: str, due_ms: int, now: int, settings: StoreSettings) -> Op[str | None]:
-    """Move a scheduled or paused timer; return its queue, None if there was none."""
-    check_due(due_ms, now, settings)
+def reschedule(timer_id: str, due_ms: int, now: int) -> Op[str | None]:
+    """Move a scheduled or paused timer to `due_ms` (checked already); return its queue, None
+    if there was none."""
     found, _ = yield sql.RESCHEDULE, {"due": due_ms, "now": now, "id": timer_id}
     return found[0][0] if found else None
 

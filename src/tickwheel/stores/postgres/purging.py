@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 
 from tickwheel.model import State
-from tickwheel.stores.checks import check_purge, check_queue_defaults
 from tickwheel.stores.codec import state_code
 from tickwheel.stores.operations import PURGE_BATCH, PURGEABLE
 from tickwheel.stores.postgres import queries as sql
@@ -42,11 +41,10 @@ def _set_head(queue: str, now: int) -> Op[None]:
 class PostgresPurging(PostgresQueueTable):
     """The bulk calls of `PostgresStore` on one queue."""
 
-    async def purge(self, queue: str, state: State) -> int:
+    async def _purge(self, queue: str, state: State) -> int:
         """Delete `PURGE_BATCH` rows a statement, each in its own transaction (autocommit), so
         no purge holds locks on a million rows or keeps a snapshot open for long."""
         self._check_open()
-        check_purge(queue, state)
         statement = _PURGE[State(state)]
         total = 0
         while True:
@@ -58,9 +56,8 @@ class PostgresPurging(PostgresQueueTable):
             await self._run(lambda now: _set_head(queue, now), transaction=True)
         return total
 
-    async def set_queue_defaults(self, queue: str, defaults: QueueDefaults | None) -> bool:
-        kept = check_queue_defaults(queue, defaults)
+    async def _set_queue_defaults(self, queue: str, defaults: QueueDefaults | None) -> bool:
         before = await self._change_queue(
-            queue, lambda settings: dataclasses.replace(settings, defaults=kept)
+            queue, lambda settings: dataclasses.replace(settings, defaults=defaults)
         )
         return before.defaults is not None

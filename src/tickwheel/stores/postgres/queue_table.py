@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from tickwheel.model import State
 from tickwheel.stores.base import QueueInfo, QueueSettings
-from tickwheel.stores.checks import check_list, check_queue
 from tickwheel.stores.codec import decode_queue_settings, state_of
 from tickwheel.stores.postgres.beside_timers import BesideTimers
 from tickwheel.stores.postgres.ops import Op
@@ -90,16 +89,14 @@ def one(now: int, queue: str) -> Op[list[QueueInfo]]:
 class PostgresQueueTable(BesideTimers):
     """The paged queue-table calls of `PostgresStore`."""
 
-    async def list_queues(self, limit: int = 100, cursor: str | None = None) -> QueuePage:
+    async def _list_queues(self, limit: int, cursor: str | None) -> QueuePage:
         self._check_open()
-        check_list(limit)
         # one more than the page says whether another follows; "" sorts before every name
         after = "" if cursor is None else cursor
         found = await self._run(lambda now: page(now, after, limit + 1), transaction=True)
         return page_of(found, limit)
 
-    async def queue_info(self, queue: str) -> QueueInfo:
+    async def _queue_info(self, queue: str) -> QueueInfo:
         self._check_open()
-        check_queue(queue)
         (info,) = await self._run(lambda now: one(now, queue), transaction=True)
         return info

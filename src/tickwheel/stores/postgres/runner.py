@@ -11,6 +11,7 @@ import psycopg
 
 from tickwheel.errors import Closed, StoreUnavailable
 from tickwheel.stores.base import StoreSettings, wall_ms
+from tickwheel.stores.contract import StoreContract
 from tickwheel.stores.postgres import ops
 from tickwheel.stores.postgres.connect import Connector
 from tickwheel.stores.postgres.listen import Listener
@@ -22,7 +23,7 @@ AsyncTx = psycopg.AsyncConnection[Any]
 SyncTx = psycopg.Connection[Any] | psycopg.Cursor[Any]
 
 
-class Runner:
+class Runner(StoreContract):
     """Connections and the running of operations; construction does no I/O."""
 
     def __init__(

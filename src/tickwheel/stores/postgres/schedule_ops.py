@@ -16,11 +16,9 @@ from tickwheel.schedule import (
     ScheduleState,
     Step,
     plan_advance,
-    plan_create,
-    plan_update,
 )
 from tickwheel.stores.base import Lease, StoreSettings
-from tickwheel.stores.checks import check_due
+from tickwheel.stores.contract import create_step, update_step
 from tickwheel.stores.postgres import queries as sql
 from tickwheel.stores.postgres.ops import Op
 from tickwheel.stores.postgres.queries import RowCodec
@@ -55,11 +53,9 @@ class ScheduleOps:
         (count,), _ = yield sql.COUNT_SCHEDULES, {}
         if count[0] >= cap:
             raise CapReached("schedules", cap, "id")
-        step = plan_create(schedule, now)
+        step = create_step(schedule, now, self.settings)
         if step.state is None:
             raise AssertionError("a new schedule always has a state to write")
-        if step.add is not None:
-            check_due(step.add.due_ms, now, self.settings)
         return step.state, (yield from self.apply(step, now))
 
     def update(self, schedule: Schedule, now: int) -> Op[tuple[ScheduleState | None, str | None]]:
@@ -69,9 +65,7 @@ class ScheduleOps:
         if state is None:
             return None, None
         pending = yield from self._pending(state, now)
-        step = plan_update(state, schedule, now, pending)
-        if step.add is not None:
-            check_due(step.add.due_ms, now, self.settings)
+        step = update_step(state, schedule, now, pending, self.settings)
         if pending is not None and pending.state is State.SCHEDULED:
             # before the step is applied: its new occurrence may take the same id
             yield sql.CANCEL, {"id": pending.id}

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 import psycopg
 
-from tickwheel.errors import InvalidArgument, LeaseLost, StoreUnavailable, TimerExists
+from tickwheel.errors import LeaseLost, StoreUnavailable, TimerExists
 from tickwheel.model import Timer, truncate_error
 from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import (
@@ -35,14 +35,9 @@ from tickwheel.stores.base import (
     new_lease,
     wall_ms,
 )
-from tickwheel.stores.checks import (
-    check_claim,
-    check_due,
-    check_due_queues,
-    check_lease,
-    check_timeout,
-)
+from tickwheel.stores.checks import check_due
 from tickwheel.stores.coalesce import Coalescer
+from tickwheel.stores.contract import check_timers
 from tickwheel.stores.postgres import attempt_history as history
 from tickwheel.stores.postgres import ops
 from tickwheel.stores.postgres import queries as sql
@@ -79,18 +74,20 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
         Without `tx`, adds made while one is being written share the next transaction (group
         commit), each with its own result or error.
         """
+        if tx is None:
+            return await super().add(timer, replace=replace)
         self._check_open()
-        if tx is not None:
-            return await self._in(
-                tx, lambda now: ops.add(self._rows, timer, now, self.settings, replace)
-            )
-        return await (self._replacing if replace else self._adding).submit(timer)
+        check_timers((timer,), self._clock(), self.settings)
+        return await self._in(tx, lambda now: ops.add(self._rows, timer, now, replace))
 
     def add_sync(self, timer: Timer, *, tx: SyncTx, replace: bool = False) -> Timer:
         """`add` inside the transaction of the sync psycopg connection (or cursor) `tx`."""
-        return self._in_sync(
-            tx, lambda now: ops.add(self._rows, timer, now, self.settings, replace)
-        )
+        check_timers((timer,), self._clock(), self.settings)
+        return self._in_sync(tx, lambda now: ops.add(self._rows, timer, now, replace))
+
+    async def _add_one(self, timer: Timer, replace: bool) -> Timer:
+        self._check_open()
+        return await (self._replacing if replace else self._adding).submit(timer)
 
     async def _add_new(self, timers: list[Timer]) -> list[Timer | Exception]:
         return await self._add_each(timers, replace=False)
@@ -105,11 +102,11 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
             (timer,) = timers
             try:
                 results = [await self._add_lone(timer)]
-            except (TimerExists, InvalidArgument) as refused:
+            except TimerExists as refused:
                 results = [refused]
         else:
             results = await self._run(
-                lambda now: ops.add_batch(self._rows, timers, now, self.settings, replace),
+                lambda now: ops.add_batch(self._rows, timers, now, replace),
                 transaction=True,
             )
         for queue in ops.queues_of(results):
@@ -119,7 +116,7 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
     async def _add_lone(self, timer: Timer) -> Timer:
         async with self._connection() as conn:
             now = self._clock()
-            if await ops.run_async(conn, self.names, ops.insert_alone(timer, now, self.settings)):
+            if await ops.run_async(conn, self.names, ops.insert_alone(timer, now)):
                 return as_scheduled(timer, now)
             async with conn.transaction():
                 return await ops.run_async(
@@ -132,21 +129,29 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
         """Add many timers, up to 1,000 per transaction (all in `tx`'s when given); return them
         as stored, in order. An id held by a timer with another spec raises `TimerExists` once
         the rest are stored."""
+        if tx is None:
+            return await super().add_many(timers, replace=replace)
+        self._check_open()
+        check_timers(timers, self._clock(), self.settings)
+        results: list[Timer | Exception] = []
+        for batch in self._batches(timers, replace):
+            results += await self._in(tx, batch)
+        return _stored(results)
+
+    async def _add_many(self, timers: Sequence[Timer], replace: bool) -> list[Timer]:
         self._check_open()
         results: list[Timer | Exception] = []
         for batch in self._batches(timers, replace):
-            results += await (
-                self._run(batch, transaction=True) if tx is None else self._in(tx, batch)
-            )
-        if tx is None:
-            for queue in ops.queues_of(results):
-                self._wakeups.notify(queue)
+            results += await self._run(batch, transaction=True)
+        for queue in ops.queues_of(results):
+            self._wakeups.notify(queue)
         return _stored(results)
 
     def add_many_sync(
         self, timers: Sequence[Timer], *, tx: SyncTx, replace: bool = False
     ) -> list[Timer]:
         """`add_many` inside the transaction of the sync psycopg connection (or cursor) `tx`."""
+        check_timers(timers, self._clock(), self.settings)
         results: list[Timer | Exception] = []
         for batch in self._batches(timers, replace):
             results += self._in_sync(tx, batch)
@@ -155,13 +160,10 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
     def _batches(
         self, timers: Sequence[Timer], replace: bool
     ) -> list[Callable[[int], Op[list[Timer | Exception]]]]:
-        """`add_many`'s operations, one per 1,000 timers; a due time past the horizon refuses
-        its whole batch."""
+        """`add_many`'s operations, one per 1,000 timers (their due times checked already)."""
 
         def batch(now: int, chunk: Sequence[Timer]) -> Op[list[Timer | Exception]]:
-            for timer in chunk:
-                check_due(timer.due_ms, now, self.settings)
-            return (yield from ops.add_batch(self._rows, chunk, now, self.settings, replace))
+            return ops.add_batch(self._rows, chunk, now, replace)
 
         return [
             functools.partial(batch, chunk=timers[start : start + ops.BATCH])
@@ -183,26 +185,23 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
 
     async def reschedule(self, timer_id: str, due_ms: int, *, tx: AsyncTx | None = None) -> bool:
         """Move a scheduled or paused timer (in `tx`'s transaction when given)."""
-
-        def move(now: int) -> Op[str | None]:
-            return ops.reschedule(timer_id, due_ms, now, self.settings)
-
-        if tx is not None:
-            return await self._in(tx, move) is not None
-        return self._woke(await self._run(move))
+        if tx is None:
+            return await super().reschedule(timer_id, due_ms)
+        check_due(due_ms, self._clock(), self.settings)
+        return await self._in(tx, lambda now: ops.reschedule(timer_id, due_ms, now)) is not None
 
     def reschedule_sync(self, timer_id: str, due_ms: int, *, tx: SyncTx) -> bool:
         """`reschedule` inside the transaction of the sync psycopg connection (or cursor)."""
-        return (
-            self._in_sync(tx, lambda now: ops.reschedule(timer_id, due_ms, now, self.settings))
-            is not None
-        )
+        check_due(due_ms, self._clock(), self.settings)
+        return self._in_sync(tx, lambda now: ops.reschedule(timer_id, due_ms, now)) is not None
 
-    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+    async def _reschedule(self, timer_id: str, due_ms: int) -> bool:
+        return self._woke(await self._run(lambda now: ops.reschedule(timer_id, due_ms, now)))
+
+    async def _claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         """Lease due timers of `queue`: one round trip (a pipeline) of one transaction that
         returns expired leases, claims, sets the queue's head and purges finished timers."""
         self._check_open()
-        check_claim(limit, lease_ms, self.settings)
         self._wakeups.mark(queue)
         names = self.names
         async with self._connection() as conn:
@@ -223,8 +222,7 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
         timers = [self._rows.timer(row[1:]) for row in rows]
         return [new_lease(timer, timer.attempt, deadline) for timer in timers]
 
-    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
-        check_lease(lease_ms)
+    async def _extend(self, lease: Lease, lease_ms: int) -> Lease:
 
         def work(now: int) -> Op[Lease]:
             yield from self._settle(lease, sql.EXTEND, None, now, deadline=now + lease_ms)
@@ -241,8 +239,7 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
 
         return await self._run(work)
 
-    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
-        check_due_queues(horizon_ms, limit)
+    async def _due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
         self._wakeups.mark(ANY_QUEUE)
 
         def work(now: int) -> Op[DueQueues]:
@@ -262,10 +259,9 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
 
         return await self._run(work)
 
-    async def wait(self, queue: str, timeout_s: float) -> bool:
+    async def _wait(self, queue: str, timeout_s: float) -> bool:
         """Wait for a change to `queue` by this store, or a NOTIFY of it by any other."""
         self._check_open()
-        check_timeout(timeout_s)
         self._listener.start()
         return await self._wakeups.wait(queue, timeout_s)
 
@@ -315,20 +311,18 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
             held.discard(key)
         return acked
 
-    async def retry(
-        self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None = None
-    ) -> None:
+    async def _retry(self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None) -> None:
         await self._hand_back(lease, due_ms, sql.RETRY, error, attempt)
 
-    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+    async def _defer(self, lease: Lease, due_ms: int, reason: str) -> None:
         await self._hand_back(lease, due_ms, sql.DEFER, reason)
 
-    async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
+    async def _defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
         """Defer many leases, up to 1,000 per statement."""
         deferred: list[bool] = []
         for start in range(0, len(deferrals), ops.BATCH):
             chunk = deferrals[start : start + ops.BATCH]
-            deferred += await self._run(functools.partial(_defer_many, self.settings, chunk))
+            deferred += await self._run(functools.partial(_defer_rows, chunk))
         for queue in {lease.timer.queue for lease, _, _ in deferrals}:
             self._wakeups.notify(queue)
         return deferred
@@ -337,7 +331,6 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
         self, lease: Lease, due_ms: int, update: str, error: str, attempt: Attempt | None = None
     ) -> None:
         def work(now: int) -> Op[None]:
-            check_due(due_ms, now, self.settings)
             yield from self._settle(
                 lease, update, attempt, now, due=due_ms, now=now, error=truncate_error(error)
             )
@@ -371,10 +364,8 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
             raise LeaseLost(lease.timer.id, lease.token)
 
 
-def _defer_many(settings: StoreSettings, deferrals: Sequence[Deferral], now: int) -> Op[list[bool]]:
+def _defer_rows(deferrals: Sequence[Deferral], now: int) -> Op[list[bool]]:
     """Defer each (lease, due, reason) whose lease holds; the same lease twice defers once."""
-    for _, due_ms, _ in deferrals:
-        check_due(due_ms, now, settings)
     first: dict[tuple[str, int], int] = {}
     for index, (lease, _, _) in enumerate(deferrals):
         first.setdefault((lease.timer.id, lease.token), index)

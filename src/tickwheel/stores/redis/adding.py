@@ -15,7 +15,6 @@ from typing import TypeAlias, cast
 
 from tickwheel.errors import NotReplicated, TimerExists
 from tickwheel.model import Timer
-from tickwheel.stores.checks import check_due
 from tickwheel.stores.coalesce import Coalescer
 from tickwheel.stores.codec import encode_spec
 from tickwheel.stores.rebuild import as_scheduled
@@ -140,16 +139,15 @@ class RedisAdding(RedisStoreBase):
     _adding: Coalescer[Timer, Timer]
     _replacing: Coalescer[Timer, Timer]
 
-    async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
+    async def _add_one(self, timer: Timer, replace: bool) -> Timer:
         """Add one timer; concurrent adds share a round trip (group commit)."""
         self._open()
-        check_due(timer.due_ms, self._clock(), self.settings)
         try:
             return await (self._replacing if replace else self._adding).submit(timer)
         except NotReplicated as error:  # its own id: others' timers may share the round trip
             raise error.of((timer.id,)) from None
 
-    async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
+    async def _add_many(self, timers: Sequence[Timer], replace: bool) -> list[Timer]:
         """Add many timers in few round trips; return them as stored, in order.
 
         Each timer is added atomically, as by `add`, the batch as a whole is not: after a
@@ -167,14 +165,11 @@ class RedisAdding(RedisStoreBase):
             stored.append(result)
         return stored
 
-    async def _add(self, timers: Sequence[Timer], replace: bool, *, checked: bool = False) -> Added:
-        """Add `timers`, each due time checked against the horizon unless `checked` (by
-        `add`, before it queued: a batch of others' timers must not fail for one of them)."""
+    async def _add(self, timers: Sequence[Timer], replace: bool) -> Added:
+        """Add `timers`, their due times checked already (by `add` before it queued: a batch
+        of others' timers must not fail for one of them)."""
         self._open()
         now = await self._now()
-        if not checked:
-            for timer in timers:
-                check_due(timer.due_ms, now, self.settings)
         first_seq = self._seq.take(len(timers))
         if len(timers) == 1:
             one = await add_one(
@@ -185,8 +180,8 @@ class RedisAdding(RedisStoreBase):
             self._shards, self._records, timers, replace=replace, now_ms=now, first_seq=first_seq
         )
 
-    async def _add_checked(self, timers: Sequence[Timer]) -> Added:
-        return await self._add(timers, False, checked=True)
+    async def _add_new(self, timers: Sequence[Timer]) -> Added:
+        return await self._add(timers, False)
 
-    async def _replace_checked(self, timers: Sequence[Timer]) -> Added:
-        return await self._add(timers, True, checked=True)
+    async def _add_replacing(self, timers: Sequence[Timer]) -> Added:
+        return await self._add(timers, True)

@@ -4,7 +4,6 @@ resume and replay, each one script on the timer's shard."""
 from __future__ import annotations
 
 from tickwheel.model import Timer, occurrence_of
-from tickwheel.stores.checks import check_due
 from tickwheel.stores.redis.record import base36
 from tickwheel.stores.redis.store_base import RedisStoreBase
 
@@ -22,10 +21,9 @@ class RedisChanging(RedisStoreBase):
         self._open()
         return await self._shards.step("cancel", timer_id)
 
-    async def reschedule(self, timer_id: str, due_ms: int) -> bool:
+    async def _reschedule(self, timer_id: str, due_ms: int) -> bool:
         self._open()
         now = await self._now()
-        check_due(due_ms, now, self.settings)
         return await self._shards.step(
             "reschedule", timer_id, base36(due_ms), now, self._next_seq()
         )

@@ -20,7 +20,6 @@ from typing import Any
 
 from tickwheel.errors import CapReached
 from tickwheel.stores.base import Limit, LimitPage
-from tickwheel.stores.checks import check_host, check_list
 from tickwheel.stores.codec import decode_limit, encode_limit
 from tickwheel.stores.redis.keys import limits_key
 from tickwheel.stores.redis.queue_settings import REFUSED, version_key
@@ -79,18 +78,16 @@ class RedisHostLimits(RedisStoreBase):
         self._open()
         return await self._host_limits.read()
 
-    async def list_limits(self, limit: int = 100, cursor: str | None = None) -> LimitPage:
+    async def _list_limits(self, limit: int, cursor: str | None) -> LimitPage:
         """One page read through the index of hosts (`host_limits.py`), not the whole hash."""
         self._open()
-        check_list(limit)
         found = await self._host_limits.page(limit + 1, cursor)
         if len(found) > limit:
             return LimitPage(found[:limit], found[limit - 1][0])
         return LimitPage(found, None)
 
-    async def set_limit(self, host: str, limit: Limit) -> None:
+    async def _set_limit(self, host: str, limit: Limit) -> None:
         self._open()
-        check_host(host)
         await self._host_limits.put(host, limit, self.settings.max_limits)
 
     async def delete_limit(self, host: str) -> bool:

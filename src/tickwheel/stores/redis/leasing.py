@@ -9,7 +9,6 @@ from tickwheel.errors import LeaseLost, NotReplicated, StoreUnavailable
 from tickwheel.model import truncate_error
 from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import ANY_QUEUE, Deferral, DueQueues, Lease
-from tickwheel.stores.checks import check_claim, check_due, check_due_queues, check_lease
 from tickwheel.stores.redis.record import base36
 from tickwheel.stores.redis.scripts import Arg
 from tickwheel.stores.redis.store_base import RedisStoreBase
@@ -22,16 +21,14 @@ NEXT_DUE_BATCH = 256  # queues one next_due.lua call looks at most
 class RedisLeasing(RedisStoreBase):
     """The claim and settle calls of `RedisStore`."""
 
-    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+    async def _claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         self._open()
-        check_claim(limit, lease_ms, self.settings)
         self._listener.wakeups.mark(queue)
         now = await self._now()
         return await self._claimer.claim(queue, min(horizon_ms, MAX_MS), limit, lease_ms, now)
 
-    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
+    async def _extend(self, lease: Lease, lease_ms: int) -> Lease:
         self._open()
-        check_lease(lease_ms)
         now = await self._now()
         await self._settle("extend", lease, now + lease_ms, self._next_seq())
         return Lease(lease.timer, lease.token, now + lease_ms)
@@ -54,10 +51,9 @@ class RedisLeasing(RedisStoreBase):
                     earliest[queue] = int(due)
         return [earliest.get(queue) for queue in queues]
 
-    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+    async def _due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
         """The earliest heads of every shard (heads.lua, one pipeline), merged by time."""
         self._open()
-        check_due_queues(horizon_ms, limit)
         self._listener.wakeups.mark(ANY_QUEUE)
         args = (horizon_ms, limit)
         calls = [self._shards.call("heads", s, args) for s in range(self.shards)]
@@ -127,12 +123,9 @@ class RedisLeasing(RedisStoreBase):
             raise
         return _per_lease(batches, answers, len(leases))
 
-    async def retry(
-        self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None = None
-    ) -> None:
+    async def _retry(self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None) -> None:
         self._open()
         now = await self._now()
-        check_due(due_ms, now, self.settings)
         await self._settle(
             "retry",
             lease,
@@ -143,17 +136,15 @@ class RedisLeasing(RedisStoreBase):
             recording=self._history_args(attempt),
         )
 
-    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
-        (deferred,) = await self.defer_many([(lease, due_ms, reason)])
+    async def _defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+        (deferred,) = await self._defer_many([(lease, due_ms, reason)])
         if not deferred:
             raise LeaseLost(lease.timer.id, lease.token)
 
-    async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
+    async def _defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
         """Defer many leases: one defer.lua call per shard (per 500), all in one pipeline."""
         self._open()
         now = await self._now()
-        for _, due_ms, _ in deferrals:
-            check_due(due_ms, now, self.settings)
         leases = [lease for lease, _, _ in deferrals]
         batches = self._batches(leases)
         doubts = self._in_doubt

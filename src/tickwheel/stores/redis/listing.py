@@ -19,7 +19,6 @@ from typing import Any
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer
 from tickwheel.stores.base import Page, Stats
-from tickwheel.stores.checks import check_list, check_list_filters
 from tickwheel.stores.codec import state_code, state_of
 from tickwheel.stores.redis.record import RecordCodec
 from tickwheel.stores.redis.shards import Shards
@@ -166,21 +165,18 @@ async def count(shards: Shards, now_ms: int) -> Counts:
 class RedisListing(RedisStoreBase):
     """The list and count calls of `RedisStore`."""
 
-    async def list(
+    async def _list(
         self,
-        state: State | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        *,
-        queue: str | None = None,
-        due_from_ms: int | None = None,
-        due_to_ms: int | None = None,
+        state: State | None,
+        limit: int,
+        cursor: str | None,
+        queue: str | None,
+        due_from_ms: int | None,
+        due_to_ms: int | None,
     ) -> Page:
         """Page through the timers shard by shard (`py` says in which order): a timer
         present for the whole walk is listed; one added or deleted meanwhile may or may not be."""
         self._open()
-        check_list(limit)
-        check_list_filters(queue, due_from_ms, due_to_ms)
         now = await self._now()
         filters = (
             queue or "",

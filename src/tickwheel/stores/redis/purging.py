@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from tickwheel.model import State
-from tickwheel.stores.checks import check_purge, check_queue_defaults
 from tickwheel.stores.codec import state_code
 from tickwheel.stores.operations import PURGE_BATCH
 from tickwheel.stores.queue_defaults import QueueDefaults
@@ -22,9 +21,8 @@ from tickwheel.stores.redis.queue_settings import RedisQueueSettings
 class RedisPurging(RedisQueueSettings):
     """The bulk calls of `RedisStore` on one queue."""
 
-    async def purge(self, queue: str, state: State) -> int:
+    async def _purge(self, queue: str, state: State) -> int:
         self._open()
-        check_purge(queue, state)
         code = str(state_code(State(state)))
         total = 0
         for shard in range(self._shards.count):
@@ -45,11 +43,10 @@ class RedisPurging(RedisQueueSettings):
                 return total
             cursor = after.decode()
 
-    async def set_queue_defaults(self, queue: str, defaults: QueueDefaults | None) -> bool:
+    async def _set_queue_defaults(self, queue: str, defaults: QueueDefaults | None) -> bool:
         """Set or delete the queue's defaults field alone (settings_field.lua), then wake its
         waiters."""
         self._open()
-        kept = check_queue_defaults(queue, defaults)
-        had = await self._queue_settings.set_defaults(queue, kept)
+        had = await self._queue_settings.set_defaults(queue, defaults)
         await self._wake_queue(queue)
         return had

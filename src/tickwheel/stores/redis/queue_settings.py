@@ -30,7 +30,6 @@ from importlib import resources
 from typing import Any
 
 from tickwheel.stores.base import Limit, QueueSettings
-from tickwheel.stores.checks import check_queue_limit, check_queue_pause, check_queue_settings
 from tickwheel.stores.codec import decode_limit, encode_limit
 from tickwheel.stores.queue_defaults import (
     QueueDefaults,
@@ -186,28 +185,25 @@ class RedisQueueSettings(RedisStoreBase):
         self._open()
         return await self._queue_settings.settings()
 
-    async def set_queue(self, queue: str, settings: QueueSettings) -> None:
+    async def _set_queue(self, queue: str, settings: QueueSettings) -> None:
         """Write (or with the defaults delete) the queue's settings fields in one script, then
         wake the queue's waiters in every process through the wake channel."""
         self._open()
-        check_queue_settings(queue, settings)
         await self._queue_settings.replace(queue, settings)
         await self._wake_queue(queue)
 
-    async def pause_queue(self, queue: str, paused: bool) -> bool:
+    async def _pause_queue(self, queue: str, paused: bool) -> bool:
         """Set or clear the queue's pause field alone (settings_field.lua), then wake its
         waiters."""
         self._open()
-        check_queue_pause(queue, paused)
         changed = await self._queue_settings.pause(queue, paused)
         await self._wake_queue(queue)
         return changed
 
-    async def set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
+    async def _set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
         """Set or delete the queue's limit field alone (settings_field.lua), then wake its
         waiters."""
         self._open()
-        check_queue_limit(queue, limit)
         had = await self._queue_settings.set_limit(queue, limit)
         await self._wake_queue(queue)
         return had

@@ -21,7 +21,6 @@ from typing import Any
 
 from tickwheel.model import State
 from tickwheel.stores.base import QueueInfo, QueueSettings
-from tickwheel.stores.checks import check_list, check_queue
 from tickwheel.stores.codec import state_of
 from tickwheel.stores.queue_pages import QueuePage, page_of
 from tickwheel.stores.redis import listing
@@ -38,9 +37,8 @@ class RedisQueueTable(RedisStoreBase):
 
     _queue_settings: QueueSettingsHash
 
-    async def list_queues(self, limit: int = 100, cursor: str | None = None) -> QueuePage:
+    async def _list_queues(self, limit: int, cursor: str | None) -> QueuePage:
         self._open()
-        check_list(limit)
         now = await self._now()
         await self._claimer.purge_all(now)
         # one more than the page says whether another follows
@@ -68,9 +66,8 @@ class RedisQueueTable(RedisStoreBase):
         ]
         return page_of(found, limit)
 
-    async def queue_info(self, queue: str) -> QueueInfo:
+    async def _queue_info(self, queue: str) -> QueueInfo:
         self._open()
-        check_queue(queue)
         now = await self._now()
         await self._claimer.purge_all(now)
         asks: dict[int, Sequence[Arg]] = dict.fromkeys(

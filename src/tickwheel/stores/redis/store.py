@@ -112,8 +112,8 @@ class RedisStore(
         self._listener = Listener(client, f"{prefix}:wake")
         self._queue_settings = QueueSettingsHash(client, prefix)
         self._host_limits = HostLimits(client, prefix)
-        self._adding = Coalescer(self._add_checked, adding.ADD_CHUNK)
-        self._replacing = Coalescer(self._replace_checked, adding.ADD_CHUNK)
+        self._adding = Coalescer(self._add_new, adding.ADD_CHUNK)
+        self._replacing = Coalescer(self._add_replacing, adding.ADD_CHUNK)
         self._next_dues = Coalescer(self._next_due_batch, NEXT_DUE_BATCH)
         self._closed = False
 

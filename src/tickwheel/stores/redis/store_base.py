@@ -12,8 +12,8 @@ from typing import Any
 
 from tickwheel.errors import Closed
 from tickwheel.stores.base import StoreSettings
-from tickwheel.stores.checks import check_timeout
 from tickwheel.stores.coalesce import Coalescer
+from tickwheel.stores.contract import StoreContract
 from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
 from tickwheel.stores.redis.durability import Replicated, count_replicas
@@ -26,7 +26,7 @@ from tickwheel.stores.redis.shards import Shards
 from tickwheel.stores.wake import until
 
 
-class RedisStoreBase:
+class RedisStoreBase(StoreContract):
     """What every part of `RedisStore` shares: the client, the shards, the clock and the wake
     channel; the base of each part of the store."""
 
@@ -65,7 +65,7 @@ class RedisStoreBase:
         with unavailable("INFO"):
             return await count_replicas(self._client)
 
-    async def wait(self, queue: str, timeout_s: float) -> bool:
+    async def _wait(self, queue: str, timeout_s: float) -> bool:
         """Wait for a wake message naming `queue`, or `timeout_s`.
 
         Scripts publish one when a change makes a timer the earliest of its queue in its shard,
@@ -73,7 +73,6 @@ class RedisStoreBase:
         (as after a reconnect): a change made before the subscription was not heard.
         """
         self._open()
-        check_timeout(timeout_s)
         with self._listener.wakeups.waiting(queue) as event:
             self._listener.start()
             return await until(event, timeout_s)

@@ -24,9 +24,9 @@ from tickwheel.errors import (
     StoreUnavailable,
 )
 from tickwheel.model import Timer, occurrence_id, occurrence_of
-from tickwheel.schedule import Schedule, ScheduleState, plan_advance, plan_create, plan_update
+from tickwheel.schedule import Schedule, ScheduleState, plan_advance
 from tickwheel.stores.base import Lease, SchedulePage, StoreSettings
-from tickwheel.stores.checks import check_due, check_list
+from tickwheel.stores.contract import create_step, update_step
 from tickwheel.stores.redis.record import RecordCodec, SeqSource
 from tickwheel.stores.redis.shards import Shards
 from tickwheel.stores.redis.store_base import RedisStoreBase
@@ -123,9 +123,7 @@ class Schedules:
             cap = self._settings.max_schedules
             if await self.count() >= cap:
                 raise CapReached("schedules", cap, "id")
-            step = plan_create(schedule, now)
-            if step.add is not None:
-                check_due(step.add.due_ms, now, self._settings)
+            step = create_step(schedule, now, self._settings)
             state = step.state
             assert state is not None  # a creation always writes the schedule
             args = step_args(
@@ -161,9 +159,7 @@ class Schedules:
                 pending_id = pending_now
                 continue
             pending = None if record is None else self._records.unpack(pending_id, record)
-            step = plan_update(state, schedule, now, pending)
-            if step.add is not None:
-                check_due(step.add.due_ms, now, self._settings)
+            step = update_step(state, schedule, now, pending, self._settings)
             changed = step.state
             assert changed is not None  # an update always writes the schedule
             args = step_args(
@@ -364,10 +360,9 @@ class RedisSchedules(RedisStoreBase):
         self._open()
         return await self._schedules.get(schedule_id)
 
-    async def list_schedules(self, limit: int = 100, cursor: str | None = None) -> SchedulePage:
+    async def _list_schedules(self, limit: int, cursor: str | None) -> SchedulePage:
         """Page through the schedules shard by shard, by id within a shard: each once."""
         self._open()
-        check_list(limit)
         return await self._schedules.page(limit, cursor)
 
     async def update_schedule(self, schedule: Schedule) -> ScheduleState | None:

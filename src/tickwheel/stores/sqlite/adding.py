@@ -7,9 +7,8 @@ import sqlite3
 from collections.abc import Sequence
 from functools import partial
 
-from tickwheel.errors import InvalidArgument, TimerExists
+from tickwheel.errors import TimerExists
 from tickwheel.model import Timer
-from tickwheel.stores.checks import check_due
 from tickwheel.stores.codec import SpecCache
 from tickwheel.stores.rebuild import as_scheduled
 from tickwheel.stores.sqlite import queries as sql
@@ -45,7 +44,7 @@ class SqliteAdding(SqliteThread):
     _adding: GroupCommit[Timer, Timer]
     _replacing: GroupCommit[Timer, Timer]
 
-    async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
+    async def _add_one(self, timer: Timer, replace: bool) -> Timer:
         """Add one timer; adds made while one is being written, from any task or thread, share
         the next transaction (group commit), each answered with its own result or error once
         that transaction has committed."""
@@ -62,14 +61,13 @@ class SqliteAdding(SqliteThread):
 
     def _write_each(self, timers: list[Timer], *, replace: bool) -> list[Timer | Exception]:
         """On the store's thread: add `timers` in one transaction (a lone one in one statement
-        when its id is new); a timer's own refusal (a taken id, a due time past the horizon)
-        is its result."""
+        when its id is new); a timer's own refusal (a taken id) is its result."""
         self._check_open()
         if len(timers) == 1:
             (timer,) = timers
             try:
                 return [self._on_thread(None, lambda c, now: self._add(c, now, timer, replace))]
-            except (TimerExists, InvalidArgument) as refused:
+            except TimerExists as refused:
                 return [refused]
 
         def work(conn: sqlite3.Connection, now: int) -> list[Timer | Exception]:
@@ -77,13 +75,13 @@ class SqliteAdding(SqliteThread):
             for timer in timers:
                 try:
                     results.append(self._add(conn, now, timer, replace, in_transaction=True))
-                except (TimerExists, InvalidArgument) as refused:
+                except TimerExists as refused:
                     results.append(refused)
             return results
 
         return self._on_thread("BEGIN IMMEDIATE", work)
 
-    async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
+    async def _add_many(self, timers: Sequence[Timer], replace: bool) -> list[Timer]:
         """Add many timers, up to 1,000 per transaction; return them as stored, in order.
 
         Each transaction is atomic; an id held by a timer with another spec raises
@@ -94,8 +92,6 @@ class SqliteAdding(SqliteThread):
         specs = SpecCache()
 
         def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Timer]) -> list[Timer]:
-            for timer in chunk:
-                check_due(timer.due_ms, now, self.settings)
             added = []
             for timer in chunk:
                 if not replace:
@@ -134,7 +130,6 @@ class SqliteAdding(SqliteThread):
     ) -> Timer:
         """Add `timer`; where its id may be taken, in a transaction of its own unless the
         caller holds one."""
-        check_due(timer.due_ms, now, self.settings)
         if not replace:
             # the common case, a new id, is one statement and needs no transaction
             added, written = insert_timer(conn, now, timer, sql.INSERT_NEW)

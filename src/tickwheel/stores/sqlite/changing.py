@@ -6,7 +6,6 @@ from __future__ import annotations
 import sqlite3
 
 from tickwheel.model import Timer, occurrence_of
-from tickwheel.stores.checks import check_due
 from tickwheel.stores.sqlite import queries as sql
 from tickwheel.stores.sqlite.queries import Row
 from tickwheel.stores.sqlite.thread import SqliteThread
@@ -27,9 +26,8 @@ class SqliteChanging(SqliteThread):
             None, lambda conn, now: conn.execute(sql.CANCEL, (timer_id,)).rowcount > 0
         )
 
-    async def reschedule(self, timer_id: str, due_ms: int) -> bool:
+    async def _reschedule(self, timer_id: str, due_ms: int) -> bool:
         def work(conn: sqlite3.Connection, now: int) -> Row | None:
-            check_due(due_ms, now, self.settings)
             params = {"due": due_ms, "now": now, "id": timer_id}
             row: Row | None = conn.execute(sql.RESCHEDULE, params).fetchone()
             return row

@@ -6,7 +6,6 @@ import sqlite3
 
 from tickwheel.errors import CapReached
 from tickwheel.stores.base import Limit, LimitPage
-from tickwheel.stores.checks import check_host, check_list
 from tickwheel.stores.codec import decode_limit, encode_limit
 from tickwheel.stores.sqlite import queries as sql
 from tickwheel.stores.sqlite.thread import SqliteThread
@@ -21,9 +20,8 @@ class SqliteHostLimits(SqliteThread):
 
         return await self._run(None, work)
 
-    async def list_limits(self, limit: int = 100, cursor: str | None = None) -> LimitPage:
+    async def _list_limits(self, limit: int, cursor: str | None) -> LimitPage:
         self._check_open()
-        check_list(limit)
         params = {"cursor": "" if cursor is None else cursor, "limit": limit + 1}
 
         def work(conn: sqlite3.Connection, now: int) -> list[tuple[str, Limit]]:
@@ -35,8 +33,7 @@ class SqliteHostLimits(SqliteThread):
             return LimitPage(found[:limit], found[limit - 1][0])
         return LimitPage(found, None)
 
-    async def set_limit(self, host: str, limit: Limit) -> None:
-        check_host(host)
+    async def _set_limit(self, host: str, limit: Limit) -> None:
         record = encode_limit(limit)
         cap = self.settings.max_limits
 

@@ -11,7 +11,6 @@ from tickwheel.errors import LeaseLost
 from tickwheel.model import truncate_error
 from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import ANY_QUEUE, Deferral, DueQueues, Lease, new_lease
-from tickwheel.stores.checks import check_claim, check_due, check_due_queues, check_lease
 from tickwheel.stores.sqlite import queries as sql
 from tickwheel.stores.sqlite.attempt_history import SqliteAttemptHistory
 from tickwheel.stores.sqlite.thread import BATCH
@@ -31,9 +30,8 @@ def _settle(conn: sqlite3.Connection, lease: Lease, update: str, **values: objec
 class SqliteLeasing(SqliteAttemptHistory):
     """The claim and settle calls of `SqliteStore`."""
 
-    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+    async def _claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         self._check_open()
-        check_claim(limit, lease_ms, self.settings)
         self._wakeups.mark(queue)
 
         def work(conn: sqlite3.Connection, now: int) -> list[Lease]:
@@ -56,8 +54,7 @@ class SqliteLeasing(SqliteAttemptHistory):
 
         return await self._run("BEGIN IMMEDIATE", work)
 
-    async def extend(self, lease: Lease, lease_ms: int) -> Lease:
-        check_lease(lease_ms)
+    async def _extend(self, lease: Lease, lease_ms: int) -> Lease:
 
         def work(conn: sqlite3.Connection, now: int) -> Lease:
             _settle(conn, lease, sql.EXTEND, deadline=now + lease_ms)
@@ -74,8 +71,7 @@ class SqliteLeasing(SqliteAttemptHistory):
 
         return await self._run(None, work)
 
-    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
-        check_due_queues(horizon_ms, limit)
+    async def _due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
         self._wakeups.mark(ANY_QUEUE)
 
         def work(conn: sqlite3.Connection, now: int) -> DueQueues:
@@ -145,23 +141,18 @@ class SqliteLeasing(SqliteAttemptHistory):
         if attempt is not None:
             self._record(conn, now, [(lease.timer.id, attempt)])
 
-    async def retry(
-        self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None = None
-    ) -> None:
+    async def _retry(self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None) -> None:
         def work(conn: sqlite3.Connection, now: int) -> None:
-            check_due(due_ms, now, self.settings)
             _settle(conn, lease, sql.RETRY, due=due_ms, now=now, error=truncate_error(error))
             self._record_one(conn, now, lease, attempt)
 
         await self._run(None if attempt is None else "BEGIN IMMEDIATE", work)
         self._wakeups.notify(lease.timer.queue)
 
-    async def defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
+    async def _defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
         """Defer many leases, up to 1,000 per transaction."""
 
         def work(conn: sqlite3.Connection, now: int, *, chunk: Sequence[Deferral]) -> list[bool]:
-            for _, due_ms, _ in chunk:
-                check_due(due_ms, now, self.settings)
             return [
                 conn.execute(
                     sql.DEFER,
@@ -179,9 +170,8 @@ class SqliteLeasing(SqliteAttemptHistory):
             self._wakeups.notify(queue)
         return deferred
 
-    async def defer(self, lease: Lease, due_ms: int, reason: str) -> None:
+    async def _defer(self, lease: Lease, due_ms: int, reason: str) -> None:
         def work(conn: sqlite3.Connection, now: int) -> None:
-            check_due(due_ms, now, self.settings)
             _settle(conn, lease, sql.DEFER, due=due_ms, now=now, error=truncate_error(reason))
 
         await self._run(None, work)

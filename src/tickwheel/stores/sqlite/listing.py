@@ -6,7 +6,6 @@ import sqlite3
 
 from tickwheel.model import State, Timer
 from tickwheel.stores.base import Page, QueueInfo, QueueSettings, Stats
-from tickwheel.stores.checks import check_list, check_list_filters
 from tickwheel.stores.codec import decode_queue_settings
 from tickwheel.stores.sqlite import queries as sql
 from tickwheel.stores.sqlite.thread import SqliteThread
@@ -46,19 +45,16 @@ class SqliteListing(SqliteThread):
         # one read transaction: every count comes from one snapshot
         return await self._run("BEGIN DEFERRED", work)
 
-    async def list(
+    async def _list(
         self,
-        state: State | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        *,
-        queue: str | None = None,
-        due_from_ms: int | None = None,
-        due_to_ms: int | None = None,
+        state: State | None,
+        limit: int,
+        cursor: str | None,
+        queue: str | None,
+        due_from_ms: int | None,
+        due_to_ms: int | None,
     ) -> Page:
         self._check_open()
-        check_list(limit)
-        check_list_filters(queue, due_from_ms, due_to_ms)
         page = sql.list_page(
             state,
             after_cursor=cursor is not None,

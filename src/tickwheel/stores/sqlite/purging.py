@@ -7,7 +7,6 @@ import dataclasses
 import sqlite3
 
 from tickwheel.model import State
-from tickwheel.stores.checks import check_purge, check_queue_defaults
 from tickwheel.stores.codec import state_code
 from tickwheel.stores.operations import PURGE_BATCH, PURGEABLE
 from tickwheel.stores.queue_defaults import QueueDefaults
@@ -40,10 +39,9 @@ def _fix_head(conn: sqlite3.Connection, queue: str) -> None:
 class SqlitePurging(SqliteQueueSettings):
     """The bulk calls of `SqliteStore` on one queue."""
 
-    async def purge(self, queue: str, state: State) -> int:
+    async def _purge(self, queue: str, state: State) -> int:
         """Delete `PURGE_BATCH` rows a statement, each its own write: other writers (a claim,
         an add) get the file's lock between batches."""
-        check_purge(queue, state)
         statement = _PURGE[State(state)]
         params = {"queue": queue, "batch": PURGE_BATCH}
         total = 0
@@ -58,9 +56,8 @@ class SqlitePurging(SqliteQueueSettings):
             await self._run("BEGIN IMMEDIATE", lambda conn, now: _fix_head(conn, queue))
         return total
 
-    async def set_queue_defaults(self, queue: str, defaults: QueueDefaults | None) -> bool:
-        kept = check_queue_defaults(queue, defaults)
+    async def _set_queue_defaults(self, queue: str, defaults: QueueDefaults | None) -> bool:
         before = await self._change_queue(
-            queue, lambda settings: dataclasses.replace(settings, defaults=kept)
+            queue, lambda settings: dataclasses.replace(settings, defaults=defaults)
         )
         return before.defaults is not None

@@ -7,7 +7,6 @@ import sqlite3
 from collections.abc import Callable
 
 from tickwheel.stores.base import Limit, QueueSettings
-from tickwheel.stores.checks import check_queue_limit, check_queue_pause, check_queue_settings
 from tickwheel.stores.codec import decode_queue_settings, encode_queue_settings
 from tickwheel.stores.sqlite import queries as sql
 from tickwheel.stores.sqlite.thread import SqliteThread
@@ -31,20 +30,17 @@ class SqliteQueueSettings(SqliteThread):
 
         return await self._run(None, work)
 
-    async def set_queue(self, queue: str, settings: QueueSettings) -> None:
-        check_queue_settings(queue, settings)
+    async def _set_queue(self, queue: str, settings: QueueSettings) -> None:
         await self._run(None, lambda conn, now: _write_queue(conn, queue, settings))
         self._wakeups.notify(queue)
 
-    async def pause_queue(self, queue: str, paused: bool) -> bool:
-        check_queue_pause(queue, paused)
+    async def _pause_queue(self, queue: str, paused: bool) -> bool:
         before = await self._change_queue(
             queue, lambda settings: dataclasses.replace(settings, paused=paused)
         )
         return before.paused != paused
 
-    async def set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
-        check_queue_limit(queue, limit)
+    async def _set_queue_limit(self, queue: str, limit: Limit | None) -> bool:
         before = await self._change_queue(
             queue, lambda settings: dataclasses.replace(settings, limit=limit)
         )

@@ -14,7 +14,6 @@ import sqlite3
 
 from tickwheel.model import State
 from tickwheel.stores.base import QueueInfo, QueueSettings
-from tickwheel.stores.checks import check_list, check_queue
 from tickwheel.stores.codec import decode_queue_settings
 from tickwheel.stores.queue_pages import QueuePage, page_of
 from tickwheel.stores.sqlite.schema import DEAD, DONE, LEASED, PAUSED, SCHEDULED
@@ -81,9 +80,8 @@ def infos_of(conn: sqlite3.Connection, now: int, names: list[str]) -> list[Queue
 class SqliteQueueTable(SqliteThread):
     """The paged queue-table calls of `SqliteStore`."""
 
-    async def list_queues(self, limit: int = 100, cursor: str | None = None) -> QueuePage:
+    async def _list_queues(self, limit: int, cursor: str | None) -> QueuePage:
         self._check_open()
-        check_list(limit)
         # one more than the page says whether another follows; "" sorts before every name
         params = {"after": "" if cursor is None else cursor, "limit": limit + 1}
 
@@ -96,9 +94,8 @@ class SqliteQueueTable(SqliteThread):
 
         return page_of(await self._run("BEGIN DEFERRED", work), limit)
 
-    async def queue_info(self, queue: str) -> QueueInfo:
+    async def _queue_info(self, queue: str) -> QueueInfo:
         self._check_open()
-        check_queue(queue)
 
         def work(conn: sqlite3.Connection, now: int) -> QueueInfo:
             return infos_of(conn, now, [queue])[0]

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from tickwheel.errors import CapReached, ScheduleExists
 from tickwheel.model import State, Timer, occurrence_id, occurrence_of
-from tickwheel.schedule import Schedule, ScheduleState, Step, plan_advance, plan_create, plan_update
+from tickwheel.schedule import Schedule, ScheduleState, Step, plan_advance
 from tickwheel.stores.base import Lease, SchedulePage
-from tickwheel.stores.checks import check_due, check_list
+from tickwheel.stores.contract import create_step, update_step
 from tickwheel.stores.schedule_codec import encode_schedule
 from tickwheel.stores.sqlite import queries as sql
 from tickwheel.stores.sqlite.adding import insert_timer
@@ -33,10 +33,8 @@ class SqliteSchedules(SqliteThread):
             cap = self.settings.max_schedules
             if conn.execute(sql.COUNT_SCHEDULES).fetchone()[0] >= cap:
                 raise CapReached("schedules", cap, "id")
-            step = plan_create(schedule, now)
+            step = create_step(schedule, now, self.settings)
             assert step.state is not None  # a new schedule always has a state to write
-            if step.add is not None:
-                check_due(step.add.due_ms, now, self.settings)
             return step.state, self._apply(conn, now, step)
 
         state, woken = await self._run("BEGIN IMMEDIATE", work)
@@ -46,9 +44,8 @@ class SqliteSchedules(SqliteThread):
     async def get_schedule(self, schedule_id: str) -> ScheduleState | None:
         return await self._run(None, lambda conn, now: self._read_schedule(conn, schedule_id))
 
-    async def list_schedules(self, limit: int = 100, cursor: str | None = None) -> SchedulePage:
+    async def _list_schedules(self, limit: int, cursor: str | None) -> SchedulePage:
         self._check_open()
-        check_list(limit)
         page = sql.schedule_page(after_cursor=cursor is not None)
 
         def work(conn: sqlite3.Connection, now: int) -> list[ScheduleState]:
@@ -66,9 +63,7 @@ class SqliteSchedules(SqliteThread):
             if state is None:
                 return None, None
             pending = self._pending(conn, state, now)
-            step = plan_update(state, schedule, now, pending)
-            if step.add is not None:
-                check_due(step.add.due_ms, now, self.settings)
+            step = update_step(state, schedule, now, pending, self.settings)
             if pending is not None and pending.state is State.SCHEDULED:
                 # before the step is applied: its new occurrence may take the same id
                 conn.execute(sql.CANCEL, (pending.id,))

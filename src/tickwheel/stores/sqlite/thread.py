@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tickwheel.errors import Closed, StoreUnavailable
 from tickwheel.stores.base import StoreSettings, wall_ms
-from tickwheel.stores.checks import check_timeout
+from tickwheel.stores.contract import StoreContract
 from tickwheel.stores.schedule_codec import ScheduleCodec
 from tickwheel.stores.sqlite.queries import Row, RowCodec
 from tickwheel.stores.sqlite.schema import R, Work, connect, transaction
@@ -29,7 +29,7 @@ def _data_version(conn: sqlite3.Connection, now: int) -> int:
     return version
 
 
-class SqliteThread:
+class SqliteThread(StoreContract):
     """The file's connection on one thread, and the wakeups; the base of each part of the store.
 
     Every call runs on one thread per store, which owns the connection and opens it on first
@@ -58,7 +58,7 @@ class SqliteThread:
     def now_ms(self) -> int:
         return self._clock()
 
-    async def wait(self, queue: str, timeout_s: float) -> bool:
+    async def _wait(self, queue: str, timeout_s: float) -> bool:
         """Wait for a change to `queue` by this store, or a commit by any other connection.
 
         Other connections (processes) are seen by polling ``PRAGMA data_version`` every
@@ -66,7 +66,6 @@ class SqliteThread:
         commit wakes every waiter of this store, whatever its queue.
         """
         self._check_open()
-        check_timeout(timeout_s)
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.create_task(self._watch(), name=f"tickwheel-watch {self.path}")
         return await self._wakeups.wait(queue, timeout_s)
