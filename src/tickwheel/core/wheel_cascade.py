@@ -68,13 +68,18 @@ class WheelCascade(WheelTombstones[K, T]):
 
     def _file(self, key: K, value: T, now: int) -> None:
         """Put a pending entry (due after `now`) into its own bucket; reclaim a tombstone."""
-        due_ms = self._due.get(key)
-        if due_ms is None or due_ms < 0:
-            if self._is_dead(key):
-                self._reclaim(key)
-                return
+        # _is_dead and _reclaim, inlined: every tombstone a cascade meets passes here
+        due = self._due
+        due_ms = due.get(key)
+        if due_ms is None:  # a filed entry
             entry: Any = key
             due_ms = entry._due
+            if due_ms < 0:
+                self._filed_dead -= 1
+                return
+        elif due_ms < 0:
+            del due[key]
+            return
         tick = self._tick_ms
         t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
         level = self._level(t, now)
@@ -92,12 +97,15 @@ class WheelCascade(WheelTombstones[K, T]):
         for bucket in refile:
             for key, value in bucket.items():
                 due_ms = due.get(key)
-                if due_ms is None or due_ms < 0:
-                    if self._is_dead(key):
-                        self._reclaim(key)
-                        continue
+                if due_ms is None:  # a filed entry
                     entry: Any = key
                     due_ms = entry._due
+                    if due_ms < 0:
+                        self._filed_dead -= 1
+                        continue
+                elif due_ms < 0:
+                    del due[key]
+                    continue
                 if (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin <= now:
                     now_due[key] = value
                 else:

@@ -146,12 +146,13 @@ class WheelTimers(ABC):
         # a plain call, the common case: its handle is the wheel's entry, filed under the lock
         now_ns = monotonic_ns() + self._offset_ns if self._system else self._clock.now_ns()
         if (type(delay) is float or type(delay) is int) and 0 < delay <= YEAR_S:
-            due_ms = -(-(now_ns + round(delay * 1e9)) // NS_PER_MS)  # due_after's common case
+            due_ms = (now_ns + round(delay * 1e9) + 999_999) // NS_PER_MS  # as due_after, up
         else:
             due_ms = due_after(delay, now_ns)
-        # slots set here, not by __init__: a class call with a Python __init__ costs twice as much
+        # slots set here, not by __init__: a class call with a Python __init__ costs twice as much;
+        # -1 (not pending) until `file` writes the due time, sparing an int per call
         handle = new_handle(TimerHandle)
-        handle._owner, handle._due, handle._fn, handle._args = self, ~due_ms, fn, args
+        handle._owner, handle._due, handle._fn, handle._args = self, -1, fn, args
         # acquire and release by hand: half the cost of a `with` block on CPython 3.11
         lock = self._lock
         lock.acquire()
