@@ -15,6 +15,8 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator
+from importlib import metadata
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,6 +33,7 @@ from tickwheel.stores.codec import encode_limit, encode_spec
 from tickwheel.stores.redis import RedisStore, listing, resends, shard_of
 from tickwheel.stores.redis import clock as server_clock
 from tickwheel.stores.redis.scripts import with_lib
+from tickwheel.stores.wake import Wakeups
 
 from .conftest import ManualClock
 from .test_model_compare import StoreComparison
@@ -282,6 +285,93 @@ async def test_one_subscription_hears_wakes_from_every_cluster_node(
         tags = {store.shard_keys(shard_of(f"t{n}", store.shards)).tag for n in range(24)}
         assert all(tags & on_node for on_node in nodes_with_records), "adds hit every node"
     finally:
+        await store.close()
+
+
+async def test_a_new_connection_reads_no_package_metadata(
+    redis_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py read its package's metadata for each new connection (0.8 ms): a burst of
+    callers filling the pool held the event loop for tens of ms."""
+    store = open_store(redis_server)
+    reads = 0
+    version = metadata.version
+
+    def counting(name: str) -> str:
+        nonlocal reads
+        reads += 1
+        return version(name)
+
+    monkeypatch.setattr(metadata, "version", counting)
+    try:
+        assert await asyncio.gather(*(store.get(f"x{n}") for n in range(20))) == [None] * 20
+        assert reads == 0
+    finally:
+        await store.close()
+
+
+async def test_an_add_over_many_queues_wakes_them_in_one_message_a_shard(
+    redis_server: Any, clock: ManualClock
+) -> None:
+    """A message a queue made a 1,000-queue add a flood every worker read one by one."""
+    store = open_store(redis_server, clock)
+    client = redis_server.client()
+    pubsub = client.pubsub()
+    try:
+        pubsub.subscribe(f"{store.prefix}:wake")
+        assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+        waiter = asyncio.create_task(store.wait("q7", 2))
+        await asyncio.sleep(0.05)
+        await store.add_many([at(clock, 0, id=f"t{n}", queue=f"q{n % 50}") for n in range(400)])
+        assert await waiter is True
+        messages = []
+        while (message := pubsub.get_message(timeout=0.2)) is not None:
+            messages.append(message["data"])
+        assert len(messages) <= store.shards
+        assert {name for text in messages for name in text.split(" ")} == {
+            f"q{n}" for n in range(50)
+        }
+    finally:
+        pubsub.close()
+        client.close()
+        await store.close()
+
+
+async def test_a_flood_of_wakes_gives_other_tasks_turns_while_it_is_read(
+    redis_server: Any, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Buffered messages are read without suspending: 5,000 held the event loop throughout."""
+    heard = 0
+    notify = Wakeups.notify
+
+    def counting(self: Wakeups, queue: str) -> None:
+        nonlocal heard
+        heard += 1
+        notify(self, queue)
+
+    monkeypatch.setattr(Wakeups, "notify", counting)
+    store = open_store(redis_server, clock)
+    client = redis_server.client()
+    try:
+        while await store.wait("q0", 0.05):
+            pass  # subscribed
+        last = asyncio.create_task(store.wait("last", 5))
+        seen: list[int] = []
+
+        async def ticker() -> None:
+            while not last.done():
+                seen.append(heard)
+                await asyncio.sleep(0)
+
+        ticking = asyncio.create_task(ticker())
+        flood = "for n = 1, 5000 do redis.call('PUBLISH', KEYS[1], 'f' .. n) end"
+        client.eval(flood + " redis.call('PUBLISH', KEYS[1], 'last')", 1, f"{store.prefix}:wake")
+        assert await last is True
+        await ticking
+        assert heard >= 5001
+        assert max(b - a for a, b in pairwise(seen)) <= 100
+    finally:
+        client.close()
         await store.close()
 
 

@@ -56,6 +56,21 @@ async def main():
 asyncio.run(main())
 """
 
+HOLD_THE_LOCK_IN_TURNS = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+end = time.monotonic() + float(sys.argv[2])
+conn.execute("BEGIN IMMEDIATE")
+print("holding", flush=True)
+while time.monotonic() < end:
+    time.sleep(0.04)
+    conn.execute("COMMIT")
+    time.sleep(0.001)  # the gap another connection must find
+    conn.execute("BEGIN IMMEDIATE")
+conn.execute("COMMIT")
+print("done", flush=True)
+"""
+
 
 async def _python(code: str, *args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
@@ -211,6 +226,27 @@ async def test_a_lock_held_too_long_is_store_unavailable(
         holder.execute("ROLLBACK")
         holder.close()
     await store.add(Timer(due_ms=0))
+    await store.close()
+
+
+@pytest.mark.latency
+async def test_a_write_takes_a_short_gap_between_another_process_transactions(
+    tmp_path: Path,
+) -> None:
+    # SQLite's own busy handler sleeps up to 100 ms between tries and missed such gaps
+    path = tmp_path / "timers.db"
+    store = SqliteStore(path)
+    await store.stats()
+    holder = await _python(HOLD_THE_LOCK_IN_TURNS, str(path), "4")
+    assert holder.stdout is not None
+    assert await holder.stdout.readline() == b"holding\n"
+    began = time.monotonic()
+    await store.add(Timer(id="waited", due_ms=0))
+    waited_s = time.monotonic() - began
+    assert await holder.stdout.readline() == b"done\n"  # the holder kept its turns meanwhile
+    await holder.wait()
+    assert waited_s < 0.25  # one turn of the holder is 0.04 s
+    assert (await store.get("waited")) is not None
     await store.close()
 
 

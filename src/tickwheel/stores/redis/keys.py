@@ -60,8 +60,8 @@ one command or script (so on a Cluster each sits in its own slot)::
 
 A paused timer keeps its record (state code 4) and leaves its queue's near set and slots.
 
-Scripts also PUBLISH the queue's name on the channel ``<p>:wake`` when a change may make a
-timer the earliest of its queue in its shard (`RedisStore.wait` listens to it).
+Scripts also PUBLISH on the channel ``<p>:wake`` the names of the queues, separated by spaces,
+in which a change may make a timer the earliest in its shard (`RedisStore.wait` listens to it).
 
 Scripts derive queue, slot and batch keys from data they read atomically (a record's queue
 and due time); they build them from the tag of ``KEYS[1]``, so those keys share the slot too.

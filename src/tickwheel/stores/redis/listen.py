@@ -1,6 +1,7 @@
 """`Listener`: the one pub/sub subscription of a `RedisStore`, waking its `wait` callers.
 
-Scripts PUBLISH a queue's name on ``<prefix>:wake`` (see ``lib.lua``). Classic pub/sub is
+Scripts PUBLISH the names of the queues they woke on ``<prefix>:wake``, separated by spaces
+(see ``lib.lua``). Classic pub/sub is
 broadcast to every node of a Cluster, so one connection to any node hears every shard.
 """
 
@@ -19,6 +20,10 @@ from tickwheel.stores.wake import Wakeups
 
 POLL_S = 1.0  # longest read of the subscription, so a closed store's task ends soon
 RECONNECT_S = 0.5  # pause before subscribing again after a connection error
+YIELD_EVERY = 32
+"""Messages heard between two turns given to the other tasks: reading a message already
+buffered never suspends, so a flood of wakes (one per queue and shard of a large add) would
+otherwise hold the event loop, and the timers due meanwhile, until it is all read."""
 
 
 class Listener:
@@ -65,10 +70,15 @@ class Listener:
                 pass  # the first message is the subscription's confirmation
             # changes made before the subscription took effect were not heard
             self.wakeups.notify_all()
+            heard = 0
             while True:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=POLL_S)
                 if message is not None and message["type"] == "message":
-                    self.wakeups.notify(message["data"].decode())
+                    for queue in message["data"].decode().split(" "):
+                        self.wakeups.notify(queue)
+                    heard += 1
+                    if heard % YIELD_EVERY == 0:
+                        await asyncio.sleep(0)
         finally:
             with contextlib.suppress(RedisError, RedisClusterException, OSError):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.driver_info import DriverInfo
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State
@@ -152,11 +153,15 @@ class RedisStore(
                 "url", f"must start with redis:// or redis+cluster://: {redact(url)!r}"
             )
         client: Client
+        # named once: without it redis-py reads its own package metadata again for every new
+        # connection (0.8 ms each), and a pool filling up in a burst stalls the event loop
+        driver = DriverInfo()
         if scheme in _CLUSTER_SCHEMES:
             client = RedisCluster.from_url(
                 f"{_CLUSTER_SCHEMES[scheme]}://{rest}",
                 socket_timeout=timeout_s,
                 socket_connect_timeout=timeout_s,
+                driver_info=driver,
             )
         else:
             # a blocking pool: a burst of callers waits for a connection (up to timeout_s)
@@ -169,6 +174,7 @@ class RedisStore(
                     socket_timeout=timeout_s,
                     socket_connect_timeout=timeout_s,
                     retry=Retry(NoBackoff(), 0),
+                    driver_info=driver,
                 )
             )
         return cls(

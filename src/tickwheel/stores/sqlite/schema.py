@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -25,6 +26,10 @@ Work = Callable[[sqlite3.Connection, int], R]
 SCHEMA_VERSION = 7
 MIN_SQLITE = (3, 35, 0)  # UPDATE ... FROM (3.33) and RETURNING (3.35)
 BUSY_TIMEOUT_MS = 5000
+"""How long a call waits for another connection's write lock before the store is unavailable."""
+LOCK_POLL_S = 0.0005
+"""How often a call waiting for that lock tries again. SQLite's own busy handler sleeps up to
+100 ms between tries, and so misses the short gaps between another process's transactions."""
 FILE_MODE = 0o600
 """The mode of a database file this store creates: its callbacks may hold credentials."""
 
@@ -156,6 +161,8 @@ def connect(path: Path, clock: Callable[[], int]) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
             transaction(conn, "BEGIN IMMEDIATE", clock, lambda c, now: _migrate(c, path))
+        # from here on `transaction` waits for the write lock itself, trying often
+        conn.execute("PRAGMA busy_timeout = 0")
     except BaseException:
         conn.close()
         raise
@@ -165,7 +172,30 @@ def connect(path: Path, clock: Callable[[], int]) -> sqlite3.Connection:
 def transaction(
     conn: sqlite3.Connection, begin: str | None, clock: Callable[[], int], work: Work[R]
 ) -> R:
-    """Run `work(conn, now)` after `begin` (None: one statement, atomic alone), then commit."""
+    """Run `work(conn, now)` after `begin` (None: one statement, atomic alone), then commit.
+
+    While another connection holds the write lock, the whole call is tried again every
+    `LOCK_POLL_S`, for up to `BUSY_TIMEOUT_MS`: a busy error comes before anything is written
+    (at ``BEGIN IMMEDIATE``, or from the one statement), so trying again is safe.
+    """
+    deadline: float | None = None
+    while True:
+        try:
+            return _once(conn, begin, clock, work)
+        except sqlite3.OperationalError as error:
+            # an error SQLite raised carries its code; one raised by Python code does not
+            if getattr(error, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+            now = time.monotonic()
+            deadline = deadline or now + BUSY_TIMEOUT_MS / 1000
+            if now >= deadline:
+                raise
+        time.sleep(LOCK_POLL_S)
+
+
+def _once(
+    conn: sqlite3.Connection, begin: str | None, clock: Callable[[], int], work: Work[R]
+) -> R:
     if begin is None:
         return work(conn, clock())
     conn.execute(begin)

@@ -8,8 +8,8 @@
 --          deferrals} when the replaced timer had deferrals; else the live record under that
 --          id (unchanged)
 -- bounded by the number of timers, which the store caps per call; one HMGET, one HSET and one
--- variadic write per slot; publishes a wake (lib.lua) per queue whose earliest due time here
--- the batch may bring forward
+-- variadic write per slot; one PUBLISH (lib.lua) names the queues whose earliest due time
+-- here the batch may bring forward
 local now, replace = ARGV[1], ARGV[2] == '1'
 local ids, records = {}, {}
 local text, at = ARGV[3], 1

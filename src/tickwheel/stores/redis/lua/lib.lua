@@ -244,16 +244,14 @@ local function first_near(queue)
   return tonumber(redis.call('ZRANGE', near_key(queue), 0, 0, 'WITHSCORES')[2])
 end
 
--- before timers due at `due` join a queue: tell its waiters (Store.wait) when they may become
--- its earliest here. A slot's timers are unordered, so a due time inside the first minute
--- slot's range counts as earlier, and day slots (which may hold only stale entries) are not
--- looked at: a spurious wake costs a waiter one look; a missed one, lateness.
-local function wake(queue, d)
+-- before timers due at `due` join a queue: whether to tell its waiters (Store.wait), because
+-- they may become its earliest here. A slot's timers are unordered, so a due time inside the
+-- first minute slot's range counts as earlier, and day slots (which may hold only stale
+-- entries) are not looked at: a spurious wake costs a waiter one look; a missed one, lateness.
+local function wakes(queue, d)
   local near = first_near(queue)
   local start = tonumber(redis.call('ZRANGE', index_key(queue, 1), 0, 0, 'WITHSCORES')[2])
-  if (near == nil or d < near) and (start == nil or d < start + MINUTE_SLOT) then
-    redis.call('PUBLISH', WAKE, queue)
-  end
+  return (near == nil or d < near) and (start == nil or d < start + MINUTE_SLOT)
 end
 
 -- A placer gathers scheduled timers and writes them with one variadic command per key: into
@@ -296,11 +294,19 @@ local function put(p, queue, id, due, seq)
   ids[#ids + 1] = id
 end
 
+-- the queues to wake go out as one message, their names separated by spaces (a queue name
+-- has none): a large add wakes a thousand queues with one PUBLISH, not a thousand
 local function flush(p)
+  local woken = {}
   for queue, d in pairs(p.soonest) do
-    wake(queue, d)
+    if wakes(queue, d) then
+      woken[#woken + 1] = queue
+    end
     lower_head(queue, d)
     redis.call('SADD', QUEUES, queue)
+  end
+  if #woken > 0 then
+    redis.call('PUBLISH', WAKE, table.concat(woken, ' '))
   end
   for queue, entries in pairs(p.near) do
     bulk('ZADD', near_key(queue), entries)

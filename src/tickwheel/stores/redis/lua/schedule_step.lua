@@ -12,7 +12,7 @@
 -- returns: per step 1 when applied, 0 when the lease is no longer held, -1 when the schedule
 --          or its pending occurrence changed since they were read (0 and -1 change nothing)
 -- bounded by the number of steps, which the store caps per call; publishes a wake (lib.lua)
--- per queue whose earliest due time here a new occurrence may bring forward
+-- naming the queues whose earliest due time here a new occurrence may bring forward
 local now = ARGV[1]
 -- one argument for all the steps: the client encodes one string instead of nine per step
 local text, at = ARGV[2], 1
