@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 
 import pytest
 
 from tickwheel.engine.fairness import (
     MIN_DEFER_S,
     PROBE_S,
+    RECOUNT_S,
+    SEND_BACK_PER_TICK,
     STUCK_S,
     SUSPECT_PER_ORIGIN,
     Fairness,
@@ -183,3 +186,27 @@ async def test_a_cancelled_waiter_leaves_nothing_behind() -> None:
     fair.give("a", fair.started(), answered=True)
     assert fair.used == 0
     assert await fair.take("a", 1.0)
+
+
+async def test_waiters_go_back_to_the_store_a_bounded_number_a_look() -> None:
+    """All woken at once, a flood's waiters ran before any timer falling due meanwhile."""
+    clock = Clock()
+    fair = Fairness(64, clock)
+    assert await fair.take("hang.example:1", 1.0)
+    waiters = [asyncio.ensure_future(fair.take("hang.example:1", 0.0)) for _ in range(200)]
+    await asyncio.sleep(0)  # each is waiting
+    clock.now += PROBE_S * 2  # suspect: they go back once they have waited their patience
+
+    def sent_back() -> int:
+        return sum(waiter.done() and not waiter.result() for waiter in waiters)
+
+    seen = [0]
+    while len(seen) < 10 and not all(waiter.done() for waiter in waiters):
+        await asyncio.sleep(RECOUNT_S / 4)
+        if sent_back() != seen[-1]:
+            seen.append(sent_back())
+    assert max(b - a for a, b in pairwise(seen)) == SEND_BACK_PER_TICK
+    assert all(waiter.done() for waiter in waiters)
+    granted = sum(waiter.result() for waiter in waiters)
+    assert granted == SUSPECT_PER_ORIGIN - 1  # a suspect origin's few calls
+    assert sent_back() == 200 - granted

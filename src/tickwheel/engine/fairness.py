@@ -38,6 +38,10 @@ SUSPECT_PER_ORIGIN = 4
 RECOUNT_S = 0.02
 """Classes are counted again at most this often (a scan of the origins with calls in flight),
 and waiters looked at again this often while any wait: classes change with time alone."""
+SEND_BACK_PER_TICK = 64
+"""Waiters sent back to the store at most per look (every `RECOUNT_S`): each wakes a task, and
+thousands woken at once (a flood's targets turning suspect together) would run before any
+timer falling due meanwhile."""
 MIN_DEFER_S = 2.0
 MAX_DEFER_S = 60.0
 
@@ -147,19 +151,24 @@ class Fairness:
             self._ticking = asyncio.get_running_loop().call_later(RECOUNT_S, self._tick)
 
     def _send_to_store(self, now: float) -> None:
-        """Resolve False the waiters of suspect origins that have waited their patience."""
+        """Resolve False the waiters of suspect origins that have waited their patience, up to
+        `SEND_BACK_PER_TICK`; the rest at the next looks."""
         loop_now = asyncio.get_running_loop().time()
+        budget = SEND_BACK_PER_TICK
         for key in list(self._turns):
             origin = self._origins[key]
             if not self._is_suspect(origin, now):
                 continue
             waiting = origin.waiting
-            while waiting and waiting[0][1] <= loop_now:
+            while budget and waiting and waiting[0][1] <= loop_now:
                 waiter, _ = waiting.popleft()
                 if not waiter.done():
                     waiter.set_result(False)
+                    budget -= 1
             if not waiting:
                 self._turns.remove(key)
+            if not budget:
+                return
 
     def _start(self, origin: _Origin, now: float) -> None:
         if self._is_suspect(origin, now):
