@@ -48,6 +48,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=3, help="runs of each code at each rate")
     parser.add_argument("--store", choices=("redis", "sqlite", "postgres"), default="redis")
     parser.add_argument(
+        "--serves", type=int, default=1,
+        help="serve processes on the store at once (creates go through the first's API)",
+    )  # fmt: skip
+    parser.add_argument(
         "--via", choices=("api", "store"), default="api",
         help="create through serve's API, or add_many straight to the store (this checkout's)",
     )  # fmt: skip
@@ -107,6 +111,10 @@ def on_off_note(rate: int, on: list[Result], off: list[Result]) -> str:
     )
 
 
+def serves_text(serves: int) -> str:
+    return "one `tickwheel serve`" if serves == 1 else f"{serves} `tickwheel serve` processes"
+
+
 def store_url(args: argparse.Namespace, server: OwnRedis | None, directory: Path) -> str:
     if args.store == "redis":
         assert server is not None
@@ -126,7 +134,7 @@ async def run(args: argparse.Namespace, server: OwnRedis | None, tables: list[Ta
     if args.vs:
         codes.append(Code(f"earlier ({args.vs})", args.vs.resolve()))
     table = Table(
-        f"HTTP callbacks through one `tickwheel serve` on {args.store}: timers created through "
+        f"HTTP callbacks through {serves_text(args.serves)} on {args.store}: timers created through "
         f"the {'API' if args.via == 'api' else 'store'} {args.lead:g} s ahead, due evenly over {args.span:g} s; median (range) of "
         f"{args.runs} runs, the codes alternating",
         ["code", "offered /s", "runs", "achieved /s", "p50 ms", "p99 ms", "max ms", "lost",
@@ -146,7 +154,7 @@ async def run(args: argparse.Namespace, server: OwnRedis | None, tables: list[Ta
                         result = await run_once(
                             code, store_url(args, server, Path(tmp)), receiver, rate=rate,
                             span_s=args.span, lead_s=args.lead, settle_s=args.settle, meter=meter,
-                            via_api=args.via == "api",
+                            via_api=args.via == "api", serves=args.serves,
                             log=logs / f"serve-{rate}-{n}-{len(results[code.label])}-"
                             f"{codes.index(code)}.log",
                         )  # fmt: skip

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from scenarios.engine.timing import wall_ms
 from tickwheel.stores import Lease
+from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.redis import RedisStore
 
 
@@ -44,9 +45,11 @@ def instrument(store: RedisStore, expect: int) -> Calls:
         calls.claims.append((t0, wall_ms(), len(leases)))
         return leases
 
-    async def timed_ack_many(leases: Sequence[Lease]) -> list[bool]:
+    async def timed_ack_many(
+        leases: Sequence[Lease], attempts: Sequence[Attempt | None] = ()
+    ) -> list[bool]:
         t0 = wall_ms()
-        acked = await ack_many(leases)
+        acked = await ack_many(leases, attempts)
         calls.acks.append((t0, wall_ms(), len(leases)))
         calls.acked += sum(acked)
         if calls.acked >= calls.expect:

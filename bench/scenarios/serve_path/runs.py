@@ -157,13 +157,18 @@ async def run_once(
     meter: OtherLoad,
     log: Path,
     via_api: bool,
+    serves: int = 1,
 ) -> Result:
-    """Start serve, create `rate * span_s` timers due evenly over `span_s` from `lead_s` after
-    the creates began, wait until `settle_s` after the last due time; return what arrived."""
+    """Start `serves` serve processes on the store, create `rate * span_s` timers due evenly
+    over `span_s` from `lead_s` after the creates began, wait until `settle_s` after the last
+    due time; return what arrived, and the CPU of all the serve processes."""
     await receiver.report()  # forget what an earlier run left
-    serve = Serve(code, store_url, log)
-    meter.track(serve.process.pid)
+    running: list[Serve] = []
     try:
+        for n in range(serves):
+            running.append(Serve(code, store_url, log.with_suffix(f".{n}.log")))
+            meter.track(running[-1].process.pid)
+        serve = running[0]
         count = int(rate * span_s)
         began = time.time()
         first_due_ms = int((began + lead_s) * 1000)
@@ -180,14 +185,15 @@ async def run_once(
         create_s = time.time() - began
         if create_s > lead_s:
             raise RuntimeError(f"creating took {create_s:.1f} s, more than the {lead_s:g} s lead")
-        cpu_before = serve.cpu_s()
+        cpu_before = sum(one.cpu_s() for one in running)
         last_due_s = (first_due_ms + span_s * 1000) / 1000
         await asyncio.sleep(max(0.0, last_due_s + settle_s - time.time()))
         report = await receiver.report()
-        cpu_s = serve.cpu_s() - cpu_before
+        cpu_s = sum(one.cpu_s() for one in running) - cpu_before
     finally:
-        meter.untrack(serve.process.pid)
-        serve.stop()
+        for one in running:
+            meter.untrack(one.process.pid)
+            one.stop()
     late = report["late"]
     last = report["last"] or first_due_ms
     achieved = report["unique"] / max((last - first_due_ms) / 1000, span_s)
