@@ -29,6 +29,7 @@ from tickwheel.stores.base import (
     SchedulePage,
     StoreSettings,
 )
+from tickwheel.stores.limit import Grants
 from tickwheel.stores.queue_defaults import QueueDefaults
 from tickwheel.stores.queue_pages import QueuePage
 
@@ -75,6 +76,11 @@ class StoreContract(ABC):
     @abstractmethod
     def now_ms(self) -> int:
         """Return the store's clock in epoch ms."""
+
+    def limit_grants(self) -> Grants | None:
+        """No grants kept in the store: each worker keeps its own (a store sharing them says
+        so by overriding this)."""
+        return None
 
     async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
         check_timers((timer,), self.now_ms(), self.settings)
