@@ -54,7 +54,7 @@ def check_timers(timers: Sequence[Timer], now_ms: int, settings: StoreSettings) 
 
 def create_step(schedule: Schedule, now_ms: int, settings: StoreSettings) -> Step:
     """`plan_create`, refused when its first occurrence falls past the store's horizon."""
-    return _within_horizon(plan_create(schedule, now_ms), now_ms, settings)
+    return _within_horizon(plan_create(schedule, now_ms), now_ms, settings, "the first occurrence")
 
 
 def update_step(
@@ -68,9 +68,13 @@ def update_step(
     return _within_horizon(plan_update(state, schedule, now_ms, pending), now_ms, settings)
 
 
-def _within_horizon(step: Step, now_ms: int, settings: StoreSettings) -> Step:
-    if step.add is not None:
-        check_timers((step.add,), now_ms, settings)
+def _within_horizon(
+    step: Step, now_ms: int, settings: StoreSettings, subject: str | None = None
+) -> Step:
+    """Refuse `step` if the occurrence it creates is past the horizon, naming ``start`` as a
+    schedule's own checks name its fields (the API's names): its series is placed by it."""
+    if step.add is not None and step.add.due_ms > now_ms + settings.max_horizon_ms:
+        raise checks.beyond_horizon(settings, "start", subject)
     return step
 
 
