@@ -201,10 +201,10 @@ class When(_Input):
     due: DueMs | None = None
     delay: DelayMs | None = None
 
-    def due_ms_at(self, now_ms: int, store: StoreSettings) -> int:
+    def due_ms_at(self, now_ms: int, store_settings: StoreSettings) -> int:
         """Return the due time in epoch ms, `delay` counting from `now_ms`, checked whole: within
-        the `store`'s horizon from `now_ms` (its clock) and the model's range. Nothing below
-        refuses it then, so each error names the request's field as it is raised.
+        the store's horizon from `now_ms` (the store's clock) and the model's range. Nothing
+        below refuses it then, so each error names the request's field as it is raised.
 
         Raises:
             InvalidTimer: both or neither were given, or the time is past the store's horizon
@@ -216,8 +216,8 @@ class When(_Input):
             field, due_ms = "delay", now_ms + self.delay
         else:
             raise InvalidTimer("due", "give exactly one of due (a time) and delay (seconds)")
-        if due_ms > now_ms + store.max_horizon_ms:
-            raise beyond_horizon(store, field)
+        if due_ms > now_ms + store_settings.max_horizon_ms:
+            raise beyond_horizon(store_settings, field)
         if due_ms > MAX_DUE_MS:  # only a horizon of millennia lets one by; none is below 0
             raise due_out_of_range(field, due_ms)
         return due_ms
@@ -232,7 +232,9 @@ class TimerIn(When):
     payload: Json = None
     retry: RetryIn | None = None
 
-    def to_timer(self, now_ms: int, store: StoreSettings, timer_id: str | None = None) -> Timer:
+    def to_timer(
+        self, now_ms: int, store_settings: StoreSettings, timer_id: str | None = None
+    ) -> Timer:
         """Build the model's timer, due as `due_ms_at` says; `timer_id` fills a missing id.
 
         Raises:
@@ -244,7 +246,7 @@ class TimerIn(When):
             )
         return Timer(
             id=self.id or timer_id or "",
-            due_ms=self.due_ms_at(now_ms, store),
+            due_ms=self.due_ms_at(now_ms, store_settings),
             queue=self.queue,
             callback=None if self.callback is None else self.callback.to_callback(),
             payload=self.payload,
