@@ -333,9 +333,7 @@ class Timer:
                 "due_ms", f"must be integer epoch milliseconds, got {_shown(due_ms)}"
             )
         if not 0 <= due_ms <= MAX_DUE_MS:
-            raise InvalidTimer(
-                "due_ms", f"must be from 1970 to 9999 (0 to {MAX_DUE_MS}), got {_shown(due_ms)}"
-            )
+            raise due_out_of_range("due_ms", due_ms)
         if self.payload is not None:
             if json_depth(self.payload) > MAX_JSON_DEPTH:
                 raise InvalidTimer(
@@ -372,6 +370,13 @@ class Timer:
     def evolve(self, **changes: Any) -> Timer:
         """Return a copy with `changes` applied (and validated)."""
         return replace(self, **changes)
+
+
+def due_out_of_range(argument: str, due_ms: int) -> InvalidTimer:
+    """The error of a due time outside 1970-9999, naming it `argument`."""
+    return InvalidTimer(
+        argument, f"must be from 1970 to 9999 (0 to {MAX_DUE_MS}), got {_shown(due_ms)}"
+    )
 
 
 def occurrence_id(schedule_id: str, nominal_ms: int) -> str:

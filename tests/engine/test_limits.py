@@ -136,11 +136,9 @@ def limiter(
     controls = Settings(hosts or {}, queues or {})
     return Limiter(
         controls,  # type: ignore[arg-type]
-        LocalGrants(),
         metrics or Metrics(),
         now_ms=lambda: time.time_ns() // 1_000_000,
         hold_s=hold_s,
-        shared=False,
     )
 
 
@@ -198,11 +196,9 @@ async def test_a_changed_limit_binds_the_next_callback() -> None:
     controls = Settings({"api.example.com": Limit(concurrency=2)}, {})
     gate = Limiter(
         controls,  # type: ignore[arg-type]
-        LocalGrants(),
         Metrics(),
         now_ms=lambda: time.time_ns() // 1_000_000,
         hold_s=30.0,
-        shared=False,
     )
     keys = (HOST + "api.example.com",)
     first = await gate.admit(timer(), keys)

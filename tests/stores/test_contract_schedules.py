@@ -6,6 +6,8 @@ moves the series on while the claimer holds the occurrence's lease.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tickwheel.errors import InvalidTimer, ScheduleExists
@@ -353,8 +355,10 @@ async def test_a_change_past_the_horizon_is_refused_and_changes_nothing(
     far = Schedule(
         id="s1", cron="0 0 1 1 *", start_ms=clock.now_ms + 20 * 365 * 86_400_000, callback=HOOK
     )
-    with pytest.raises(InvalidTimer, match="horizon"):
+    with pytest.raises(InvalidTimer, match=r"^start: .*horizon"):  # the field placing it
         await store.update_schedule(far)
+    with pytest.raises(InvalidTimer, match=r"^start: the first occurrence .*horizon"):
+        await store.add_schedule(dataclasses.replace(far, id="s2"))
     assert await store.get_schedule("s1") == before
     assert (await store.update_schedule(rare)) is not None  # within the horizon: fine
 

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from tickwheel.cli import app
-from tickwheel.errors import StoreUnavailable, TimerExists
+from tickwheel.errors import InvalidTimer, StoreUnavailable, TimerExists
 from tickwheel.model import State, Timer
 from tickwheel.stores import Store, StoreSettings
 from tickwheel.stores.postgres import PostgresStore, ops
@@ -184,6 +184,29 @@ def test_sync_psycopg_and_sqlalchemy_sessions_schedule_in_their_transaction(
         assert found == ["c1", "c2", "remind-o1"]
     finally:
         engine.dispose()
+
+
+async def test_the_transaction_forms_refuse_what_the_pool_forms_refuse(
+    pg: PostgresStore, postgres_server: PostgresServer
+) -> None:
+    far = pg.now_ms() + pg.settings.max_horizon_ms + 60_000
+    timer = Timer(id="far", due_ms=far)
+    conn = await psycopg.AsyncConnection.connect(postgres_server.url)
+    async with conn, conn.transaction():
+        with pytest.raises(InvalidTimer, match="horizon"):
+            await pg.add(timer, tx=conn)
+        with pytest.raises(InvalidTimer, match="horizon"):
+            await pg.add_many([timer], tx=conn)
+        with pytest.raises(InvalidTimer, match="due_ms"):
+            await pg.reschedule("far", -1, tx=conn)
+    with psycopg.connect(postgres_server.url) as sync, sync.transaction():
+        with pytest.raises(InvalidTimer, match="horizon"):
+            pg.add_sync(timer, tx=sync)
+        with pytest.raises(InvalidTimer, match="horizon"):
+            pg.add_many_sync([timer], tx=sync)
+        with pytest.raises(InvalidTimer, match="horizon"):
+            pg.reschedule_sync("far", far, tx=sync)
+    assert (await pg.list()).timers == []
 
 
 async def _ids_and_close(store: PostgresStore) -> list[str]:

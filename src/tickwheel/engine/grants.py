@@ -1,8 +1,10 @@
-"""Grants for limited callbacks: token buckets and concurrency counts per target key.
+"""Grants for limited callbacks kept in this process: token buckets and concurrency counts per
+target key.
 
-A `Limiter` (`limiter.py`) asks a `Grants` for every waiting group in one call. On one store all
-workers share the grants when the store offers them (`SharesGrants`: Redis, one script call per
-batch); else each process keeps its own (`LocalGrants`).
+A `Limiter` (`limiter.py`) asks a `Grants` (`stores/limit.py`) for every waiting group in one
+call. On one store all workers share the grants when the store keeps them
+(`Store.limit_grants`: Redis, one script call per batch); else each process keeps its own
+(`LocalGrants`), which also grant one callback at once without a call (`take_one`).
 """
 
 from __future__ import annotations
@@ -10,44 +12,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
 
-from tickwheel.stores.base import Limit
-
-# (want, hold_ms, target keys, members, spare): one group of callbacks asking for `want`
-# grants; the members name each one's concurrency grant, and are needed only when a target
-# counts them; `spare` grants more are welcome while the targets' buckets are over half full
-Ask = tuple[int, int, tuple[str, ...], Sequence[str], int]
-# (granted, wait_ms, spare granted)
-Answer = tuple[int, int, int]
-
-
-class Grants(Protocol):
-    """Token buckets and concurrency counts, per target key, that hand out grants."""
-
-    async def take(
-        self, limits: Mapping[str, Limit], releases: Sequence[tuple[str, str]], asks: Sequence[Ask]
-    ) -> list[Answer]:
-        """Give back `releases` (target key, member), then grant what each ask can have now.
-
-        Each ask gets (granted, wait_ms, spare): how many of its first callbacks may go
-        (taking a token and a concurrency unit, named by its member, of each of its targets;
-        never more than it named when a target counts concurrency); when it is worth asking
-        again: 0 when all were granted, the ms until the next token, or -1 while a concurrency
-        count is full (ask again after a release); and how many spare grants it got besides,
-        for callbacks arriving soon (never with a concurrency bound, nor from a bucket that
-        would be left under half full).
-        """
-        ...
-
-
-@runtime_checkable
-class SharesGrants(Protocol):
-    """A store whose workers share limit grants (one bucket per target for all of them)."""
-
-    def limit_grants(self) -> Grants:
-        """Return grants kept in the store, shared by every worker on it."""
-        ...
+from tickwheel.stores.limit import Answer, Ask, Limit
 
 
 class _Bucket:
@@ -60,7 +26,8 @@ class _Bucket:
 
 
 class LocalGrants:
-    """Grants kept in this process: for stores that one process fires (memory, SQLite)."""
+    """Grants kept in this process: for stores that keep none to share (memory, SQLite,
+    PostgreSQL)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock

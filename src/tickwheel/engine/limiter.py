@@ -1,11 +1,11 @@
 """Flow control in the worker: grants for limited callbacks.
 
 `Controls` (`controls.py`) keeps the store's queue settings and host limits as they change.
-`Limiter` makes a callback to a limited host
-or queue wait for a grant from a token bucket and a concurrency count (`Limit`), kept by a
-`Grants` (`grants.py`): shared by every worker on a store that offers them, else in this
-process. A `Retry-After` on a 429 or 503 holds
-the whole host in this worker until it has passed.
+`Limiter` makes a callback to a limited host or queue wait for a grant from a token bucket
+and a concurrency count (`Limit`), kept by a `Grants`: the store's, shared by every worker on
+it, when it keeps them (`Store.limit_grants`), else this process's (`LocalGrants`,
+`grants.py`). A `Retry-After` on a 429 or 503 holds the whole host in this worker until it has
+passed.
 
 A waiting timer keeps its lease (the dispatcher renews it) while its grant is expected within
 `hold_s`; one expected later goes back to the store, due when its turn is expected, so a
@@ -22,12 +22,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tickwheel.engine.controls import REFRESH_S, Controls
-from tickwheel.engine.grants import Ask, Grants, LocalGrants, SharesGrants
+from tickwheel.engine.grants import LocalGrants
 from tickwheel.engine.metrics import Metrics
 from tickwheel.errors import StoreUnavailable
 from tickwheel.model import Callback, Timer
 from tickwheel.stores import Store
 from tickwheel.stores.base import Limit, QueueSettings
+from tickwheel.stores.limit import Ask, Grants
 from tickwheel.urls import InvalidUrl, parse_url
 
 logger = logging.getLogger("tickwheel.engine")
@@ -115,35 +116,40 @@ class Limiter:
     """Makes callbacks to limited hosts and queues wait for their grants, in due order.
 
     `targets` is the cheap first step (no limit and no hold: an empty tuple, and the callback
-    goes at once); `admit` waits. One pump task asks `grants` for every waiting group in one
+    goes at once); `admit` waits. One pump task asks the grants for every waiting group in one
     call, hands out what it got, and sleeps until a token is due, a callback arrives or one
     finishes (`release`). A group's waiters whose turn is expected more than `hold_s` away go
-    back to the store instead (`Admission.defer_ms`).
+    back to the store instead (`Admission.defer_ms`). The grants are `shared` ones, kept in
+    the store for every worker on it, or without them this process's own (`LocalGrants`),
+    taken at once when no one waits.
     """
 
     def __init__(
         self,
         controls: Controls,
-        grants: Grants,
         metrics: Metrics,
         *,
         now_ms: Callable[[], int],
         hold_s: float,
-        shared: bool,
+        shared: Grants | None = None,
     ) -> None:
         self._controls = controls
-        self._grants = grants
         self._metrics = metrics
         self._now_ms = now_ms
         self._hold_s = hold_s
-        self._shared = shared
+        self._grants: Grants
+        self._local: LocalGrants | None
+        if shared is None:
+            self._grants = self._local = LocalGrants()
+        else:
+            self._grants, self._local = shared, None
+        self._shared = shared is not None
         self._held_until: dict[str, float] = {}  # host -> loop time (Retry-After)
         self._groups: dict[tuple[str, ...], _Group] = {}
         self._releases: list[tuple[str, str]] = []
         self._wake = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
         self._last_call = -CALL_EVERY_S
-        self._local = grants if isinstance(grants, LocalGrants) else None
         self._found: dict[tuple[str, ...], Mapping[str, Limit]] = {}
         self._read_hosts: Mapping[str, Limit] = {}
         self._read_queues: Mapping[str, QueueSettings] = {}
@@ -444,13 +450,8 @@ class Limiter:
 
 
 def store_limiter(store: Store, controls: Controls, metrics: Metrics) -> Limiter:
-    """A `Limiter` whose grants are shared by every worker on `store` when it can share them,
-    else kept in this process."""
-    grants: Grants
-    if isinstance(store, SharesGrants):
-        grants, shared = store.limit_grants(), True
-    else:
-        grants, shared = LocalGrants(), False
+    """A `Limiter` whose grants are the ones `store` keeps for every worker on it, if it keeps
+    any (`Store.limit_grants`), else this process's."""
     return Limiter(
-        controls, grants, metrics, now_ms=store.now_ms, hold_s=HOLD_WAIT_S, shared=shared
+        controls, metrics, now_ms=store.now_ms, hold_s=HOLD_WAIT_S, shared=store.limit_grants()
     )

@@ -52,7 +52,8 @@ class Worker:
     elsewhere once the leases lapse. `run` returns after `stop`, having handed back what it held.
 
     A callback to a host or a queue with a `Limit` first waits for its grant (`Limiter`), shared
-    by every worker of the store when the store offers it (`SharesGrants`), else this worker's.
+    by every worker of the store when the store keeps them (`Store.limit_grants`), else this
+    worker's.
     A 429 or 503 with ``Retry-After`` holds every callback of this worker to that host. A
     callback handed back unsent (a far turn under a limit, a hold, no free connection) goes
     back to the store with `Settler.defer`, spending no attempt.

@@ -7,7 +7,6 @@ seconds, the same `callback`, `payload` and `retry`. Each error names the reques
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -46,8 +45,6 @@ MIN_EVERY_S = MIN_EVERY_MS / 1000
 MAX_EVERY_S = MAX_EVERY_MS / 1000
 MAX_START_AHEAD_MS = StoreSettings().max_horizon_ms
 """How far ahead a schedule may start: a store's horizon, which its first occurrence must meet."""
-# the model's argument names that differ from the request's fields
-_FIELDS = {"due_ms": "start", "start_ms": "start", "end_ms": "end", "every_s": "every"}
 
 
 class _Input(BaseModel):
@@ -113,19 +110,6 @@ MISFIRE_DESCRIPTION = """What becomes of occurrences missed while nothing ran (o
 `skip` drops them, `once` fires one late run for all of them, `all` fires each (at most 100)."""
 
 
-def renamed(error: InvalidArgument) -> InvalidArgument:
-    """Return `error` naming the request's field (``start``, ``retry.timeout``)."""
-    field = _FIELDS.get(error.argument, error.argument).removesuffix("_s")
-    return InvalidArgument(field, str(error).removeprefix(f"{error.argument}: "))
-
-
-def _built(make: Callable[[], Schedule]) -> Schedule:
-    try:
-        return make()
-    except InvalidArgument as error:
-        raise renamed(error) from None
-
-
 class ScheduleIn(_Input):
     """A schedule to create: a rule (`cron` or `every`), and a target as a timer has."""
 
@@ -171,22 +155,20 @@ class ScheduleIn(_Input):
         if start_ms > now_ms + MAX_START_AHEAD_MS:
             raise InvalidArgument("start", "must be at most 10 years ahead")
         zone(self.timezone)
-        return _built(
-            lambda: Schedule(
-                id=self.id or schedule_id,
-                cron=self.cron,
-                every_s=self.every,
-                timezone=self.timezone,
-                start_ms=start_ms,
-                end_ms=self.end,
-                max_runs=self.max_runs,
-                jitter_s=self.jitter,
-                misfire=self.misfire,
-                queue=self.queue,
-                callback=None if self.callback is None else self.callback.to_callback(),
-                payload=self.payload,
-                retry=DEFAULT_RETRY if self.retry is None else self.retry.policy(),
-            )
+        return Schedule(
+            id=self.id or schedule_id,
+            cron=self.cron,
+            every_s=self.every,
+            timezone=self.timezone,
+            start_ms=start_ms,
+            end_ms=self.end,
+            max_runs=self.max_runs,
+            jitter_s=self.jitter,
+            misfire=self.misfire,
+            queue=self.queue,
+            callback=None if self.callback is None else self.callback.to_callback(),
+            payload=self.payload,
+            retry=DEFAULT_RETRY if self.retry is None else self.retry.policy(),
         )
 
 
@@ -241,7 +223,7 @@ class ScheduleChange(_Input):
             changes["payload"] = self.payload
         if "retry" in given:
             changes["retry"] = DEFAULT_RETRY if self.retry is None else self.retry.policy()
-        return _built(lambda: replace(schedule, **changes))
+        return replace(schedule, **changes)
 
 
 class ScheduleOut(BaseModel):

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, WithJsonSchema
 
-from tickwheel.errors import InvalidArgument, InvalidTimer
+from tickwheel.errors import InvalidTimer
 from tickwheel.model import (
     DEFAULT_RETRY,
     MAX_ATTEMPTS,
@@ -29,8 +29,11 @@ from tickwheel.model import (
     RetryPolicy,
     State,
     Timer,
+    due_out_of_range,
     json_depth,
 )
+from tickwheel.stores.base import StoreSettings
+from tickwheel.stores.checks import beyond_horizon
 
 MAX_EPOCH_S = MAX_DUE_MS // 1000
 """9999-12-31T23:59:59Z, the last instant RFC 3339 can write; the store's horizon is nearer."""
@@ -176,6 +179,13 @@ class RetryIn(_Input):
     ] = DEFAULT_RETRY.max_retry_s
 
     def policy(self) -> RetryPolicy:
+        """The model's policy; each field's bounds are checked above, the one across two here.
+
+        Raises:
+            InvalidTimer: `min_backoff` exceeds `max_backoff`.
+        """
+        if self.min_backoff > self.max_backoff:
+            raise InvalidTimer("retry.min_backoff", "must not exceed retry.max_backoff_s")
         return RetryPolicy(
             max_attempts=self.max_attempts,
             min_backoff_s=self.min_backoff,
@@ -191,25 +201,26 @@ class When(_Input):
     due: DueMs | None = None
     delay: DelayMs | None = None
 
-    def due_ms_at(self, now_ms: int) -> int:
-        """Return the due time in epoch ms, `delay` counting from `now_ms`.
+    def due_ms_at(self, now_ms: int, store_settings: StoreSettings) -> int:
+        """Return the due time in epoch ms, `delay` counting from `now_ms`, checked whole: within
+        the store's horizon from `now_ms` (the store's clock) and the model's range. Nothing
+        below refuses it then, so each error names the request's field as it is raised.
 
         Raises:
-            InvalidTimer: both or neither were given.
+            InvalidTimer: both or neither were given, or the time is past the store's horizon
+                or out of range (``due`` or ``delay``).
         """
         if self.due is not None and self.delay is None:
-            return self.due
-        if self.delay is not None and self.due is None:
-            return now_ms + self.delay
-        raise InvalidTimer("due", "give exactly one of due (a time) and delay (seconds)")
-
-    def rename(self, error: InvalidArgument) -> InvalidTimer:
-        """Return `error` naming the request's field (``due``, ``retry.timeout``)."""
-        field = error.argument
-        if field == "due_ms":
-            field = "delay" if self.delay is not None else "due"
-        message = str(error).removeprefix(f"{error.argument}: ")
-        return InvalidTimer(field.removesuffix("_s"), message)
+            field, due_ms = "due", self.due
+        elif self.delay is not None and self.due is None:
+            field, due_ms = "delay", now_ms + self.delay
+        else:
+            raise InvalidTimer("due", "give exactly one of due (a time) and delay (seconds)")
+        if due_ms > now_ms + store_settings.max_horizon_ms:
+            raise beyond_horizon(store_settings, field)
+        if due_ms > MAX_DUE_MS:  # only a horizon of millennia lets one by; none is below 0
+            raise due_out_of_range(field, due_ms)
+        return due_ms
 
 
 class TimerIn(When):
@@ -221,8 +232,10 @@ class TimerIn(When):
     payload: Json = None
     retry: RetryIn | None = None
 
-    def to_timer(self, now_ms: int, timer_id: str | None = None) -> Timer:
-        """Build the model's timer, `delay` counting from `now_ms`; `timer_id` fills a missing id.
+    def to_timer(
+        self, now_ms: int, store_settings: StoreSettings, timer_id: str | None = None
+    ) -> Timer:
+        """Build the model's timer, due as `due_ms_at` says; `timer_id` fills a missing id.
 
         Raises:
             InvalidTimer: a field is invalid, named as in the request.
@@ -231,17 +244,14 @@ class TimerIn(When):
             raise InvalidTimer(
                 "callback", "an HTTP timer needs a callback; a queue consumer's timer a payload"
             )
-        try:
-            return Timer(
-                id=self.id or timer_id or "",
-                due_ms=self.due_ms_at(now_ms),
-                queue=self.queue,
-                callback=None if self.callback is None else self.callback.to_callback(),
-                payload=self.payload,
-                retry=DEFAULT_RETRY if self.retry is None else self.retry.policy(),
-            )
-        except InvalidTimer as error:
-            raise self.rename(error) from None
+        return Timer(
+            id=self.id or timer_id or "",
+            due_ms=self.due_ms_at(now_ms, store_settings),
+            queue=self.queue,
+            callback=None if self.callback is None else self.callback.to_callback(),
+            payload=self.payload,
+            retry=DEFAULT_RETRY if self.retry is None else self.retry.policy(),
+        )
 
 
 class RescheduleIn(When):

@@ -1,4 +1,5 @@
-"""Durable homes for timers behind one `Store` protocol: memory, SQLite, Redis (Cluster)."""
+"""Durable homes for timers behind one `Store` protocol: memory, SQLite, Redis (Cluster),
+PostgreSQL."""
 
 from tickwheel.stores.base import Lease, Page, Stats, Store, StoreSettings
 from tickwheel.stores.memory import MemoryStore

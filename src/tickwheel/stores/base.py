@@ -12,7 +12,7 @@ from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule, ScheduleState
 from tickwheel.stores import attempt_record as history
 from tickwheel.stores.attempt_record import Attempt
-from tickwheel.stores.limit import MAX_LIMITS
+from tickwheel.stores.limit import MAX_LIMITS, Grants
 from tickwheel.stores.limit import Limit as Limit  # re-exported: the protocol speaks of it
 from tickwheel.stores.operations import QueueOperations
 from tickwheel.stores.queue_defaults import QueueDefaults
@@ -418,6 +418,11 @@ class Store(QueueOperations, QueuePages, history.AttemptHistory, Protocol):
 
     async def delete_limit(self, host: str) -> bool:
         """Remove `host`'s limit; return whether it had one."""
+        ...
+
+    def limit_grants(self) -> Grants | None:
+        """Return the grants of limited callbacks kept in the store, shared by every worker on
+        it (Redis), or None: then each worker keeps its own."""
         ...
 
     async def settings_versions(self) -> tuple[int, int]:

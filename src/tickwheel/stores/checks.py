@@ -32,11 +32,13 @@ def check_due(due_ms: int, now_ms: int, settings: StoreSettings) -> None:
         raise beyond_horizon(settings)
 
 
-def beyond_horizon(settings: StoreSettings) -> InvalidTimer:
-    """The error of a due time past the store's horizon."""
-    return InvalidTimer(
-        "due_ms", f"is more than {settings.max_horizon_ms} ms ahead (the store's horizon)"
-    )
+def beyond_horizon(
+    settings: StoreSettings, argument: str = "due_ms", subject: str | None = None
+) -> InvalidTimer:
+    """The error of a due time past the store's horizon, naming it `argument` (and, when the
+    time is not the argument's own, `subject`, what it places)."""
+    message = f"is more than {settings.max_horizon_ms} ms ahead (the store's horizon)"
+    return InvalidTimer(argument, message if subject is None else f"{subject} {message}")
 
 
 def check_claim(limit: int, lease_ms: int, settings: StoreSettings) -> None:

@@ -6,12 +6,15 @@ way, then calls the backend's own step, a protected method of the same name (`cl
 (`MemoryHeaps`, `SqliteThread`, `RedisStoreBase`, PostgreSQL's `Runner`) derives from it, so a
 backend writes its steps and never an argument check. Calls with nothing to check (`get`,
 `ack`, `ack_many`, ...) are the backend's own: a wrapper would cost a call and check nothing.
+`TransactionContract` adds the forms of a store that also writes in its caller's transaction
+(PostgreSQL's ``tx=`` and ``*_sync`` forms), checked the same way.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule, ScheduleState, Step, plan_create, plan_update
@@ -29,8 +32,12 @@ from tickwheel.stores.base import (
     SchedulePage,
     StoreSettings,
 )
+from tickwheel.stores.limit import Grants
 from tickwheel.stores.queue_defaults import QueueDefaults
 from tickwheel.stores.queue_pages import QueuePage
+
+Tx = TypeVar("Tx")
+SyncTx = TypeVar("SyncTx")
 
 
 def check_timers(timers: Sequence[Timer], now_ms: int, settings: StoreSettings) -> None:
@@ -47,7 +54,7 @@ def check_timers(timers: Sequence[Timer], now_ms: int, settings: StoreSettings) 
 
 def create_step(schedule: Schedule, now_ms: int, settings: StoreSettings) -> Step:
     """`plan_create`, refused when its first occurrence falls past the store's horizon."""
-    return _within_horizon(plan_create(schedule, now_ms), now_ms, settings)
+    return _within_horizon(plan_create(schedule, now_ms), now_ms, settings, "the first occurrence")
 
 
 def update_step(
@@ -61,9 +68,13 @@ def update_step(
     return _within_horizon(plan_update(state, schedule, now_ms, pending), now_ms, settings)
 
 
-def _within_horizon(step: Step, now_ms: int, settings: StoreSettings) -> Step:
-    if step.add is not None:
-        check_timers((step.add,), now_ms, settings)
+def _within_horizon(
+    step: Step, now_ms: int, settings: StoreSettings, subject: str | None = None
+) -> Step:
+    """Refuse `step` if the occurrence it creates is past the horizon, naming ``start`` as a
+    schedule's own checks name its fields (the API's names): its series is placed by it."""
+    if step.add is not None and step.add.due_ms > now_ms + settings.max_horizon_ms:
+        raise checks.beyond_horizon(settings, "start", subject)
     return step
 
 
@@ -75,6 +86,11 @@ class StoreContract(ABC):
     @abstractmethod
     def now_ms(self) -> int:
         """Return the store's clock in epoch ms."""
+
+    def limit_grants(self) -> Grants | None:
+        """No grants kept in the store: each worker keeps its own (a store sharing them says
+        so by overriding this)."""
+        return None
 
     async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
         check_timers((timer,), self.now_ms(), self.settings)
@@ -252,3 +268,75 @@ class StoreContract(ABC):
         checks.check_list(limit)
         checks.check_list_filters(queue, due_from_ms, due_to_ms)
         return await self._list(state, limit, cursor, queue, due_from_ms, due_to_ms)
+
+
+class TransactionContract(StoreContract, Generic[Tx, SyncTx]):
+    """`StoreContract` for a store that also writes in a transaction its caller holds open.
+
+    `add`, `add_many` and `reschedule` take ``tx=``, the caller's open connection: the change
+    commits or rolls back with the caller's own writes. Their ``*_sync`` forms do the same on
+    a sync connection. Each form checks as the call without ``tx`` does, then calls the
+    backend's step for it (`_add_in`, `_add_sync`, ...).
+    """
+
+    async def add(self, timer: Timer, *, replace: bool = False, tx: Tx | None = None) -> Timer:
+        """Add one timer; with `tx`, inside the caller's transaction on that connection."""
+        if tx is None:
+            return await super().add(timer, replace=replace)
+        check_timers((timer,), self.now_ms(), self.settings)
+        return await self._add_in(tx, timer, replace)
+
+    def add_sync(self, timer: Timer, *, tx: SyncTx, replace: bool = False) -> Timer:
+        """`add` inside the transaction of the sync connection `tx`."""
+        check_timers((timer,), self.now_ms(), self.settings)
+        return self._add_sync(tx, timer, replace)
+
+    async def add_many(
+        self, timers: Sequence[Timer], *, replace: bool = False, tx: Tx | None = None
+    ) -> list[Timer]:
+        """Add many timers (all in `tx`'s transaction when given); return them as stored, in
+        order. An id held by a timer with another spec raises `TimerExists` once the rest are
+        stored."""
+        if tx is None:
+            return await super().add_many(timers, replace=replace)
+        check_timers(timers, self.now_ms(), self.settings)
+        return await self._add_many_in(tx, timers, replace)
+
+    def add_many_sync(
+        self, timers: Sequence[Timer], *, tx: SyncTx, replace: bool = False
+    ) -> list[Timer]:
+        """`add_many` inside the transaction of the sync connection `tx`."""
+        check_timers(timers, self.now_ms(), self.settings)
+        return self._add_many_sync(tx, timers, replace)
+
+    async def reschedule(self, timer_id: str, due_ms: int, *, tx: Tx | None = None) -> bool:
+        """Move a scheduled or paused timer (in `tx`'s transaction when given)."""
+        if tx is None:
+            return await super().reschedule(timer_id, due_ms)
+        checks.check_due(due_ms, self.now_ms(), self.settings)
+        return await self._reschedule_in(tx, timer_id, due_ms)
+
+    def reschedule_sync(self, timer_id: str, due_ms: int, *, tx: SyncTx) -> bool:
+        """`reschedule` inside the transaction of the sync connection `tx`."""
+        checks.check_due(due_ms, self.now_ms(), self.settings)
+        return self._reschedule_sync(tx, timer_id, due_ms)
+
+    # the backend's steps in the caller's transaction: called with arguments already checked
+
+    @abstractmethod
+    async def _add_in(self, tx: Tx, timer: Timer, replace: bool) -> Timer: ...
+
+    @abstractmethod
+    def _add_sync(self, tx: SyncTx, timer: Timer, replace: bool) -> Timer: ...
+
+    @abstractmethod
+    async def _add_many_in(self, tx: Tx, timers: Sequence[Timer], replace: bool) -> list[Timer]: ...
+
+    @abstractmethod
+    def _add_many_sync(self, tx: SyncTx, timers: Sequence[Timer], replace: bool) -> list[Timer]: ...
+
+    @abstractmethod
+    async def _reschedule_in(self, tx: Tx, timer_id: str, due_ms: int) -> bool: ...
+
+    @abstractmethod
+    def _reschedule_sync(self, tx: SyncTx, timer_id: str, due_ms: int) -> bool: ...

@@ -31,16 +31,18 @@ LOOKUPS_AT_ONCE = 32
 
 def build(
     context: Context,
+    store: Store,
     item: TimerIn,
     now_ms: int,
     timer_id: str | None = None,
     tenant: Tenant | None = None,
     trace: Trace = NO_TRACE,
 ) -> Timer:
-    """Make the timer `item` describes, with the request's `trace` context, refusing a
-    callback URL the service may not call and a queue the tenant may not use (403)."""
+    """Make the timer `item` describes, due as `store` takes it from `now_ms` (its clock), with
+    the request's `trace` context, refusing a callback URL the service may not call and a queue
+    the tenant may not use (403)."""
     access.check_queue(tenant, item.queue)
-    timer = item.to_timer(now_ms, timer_id)
+    timer = item.to_timer(now_ms, store.settings, timer_id)
     if timer.callback is not None:
         check_target_url(
             timer.callback.parsed_url, allow_private=context.settings.allow_private_targets
@@ -78,10 +80,7 @@ async def put(
         raise TimerExists(timer.id)
     if existing is None and admit is not None:
         await admit(timer)
-    try:
-        stored = await store.add(timer, replace=replace)
-    except InvalidArgument as error:  # beyond the store's horizon
-        raise item.rename(error) from None
+    stored = await store.add(timer, replace=replace)
     return (201 if existing is None else 200), stored
 
 
@@ -107,7 +106,7 @@ async def batch(
     for index, fields in enumerate(raw):
         try:
             item = TimerIn.model_validate(fields)
-            timer = build(context, item, now_ms, tenant=tenant, trace=trace)
+            timer = build(context, store, item, now_ms, tenant=tenant, trace=trace)
         except (ValidationError, InvalidArgument, ApiError) as error:
             results[index] = _item_error(error)
         else:
@@ -160,10 +159,10 @@ async def _add_new(store: Store, new: list[tuple[int, Timer, TimerIn]]) -> dict[
     except NotReplicated as error:
         # each was stored: its item carries the timer beside the error, so the client knows
         return {index: _not_replicated(timer, error) for index, timer, _ in new}
-    except (TimerExists, InvalidArgument):
-        # an id taken meanwhile, or a due time past the store's horizon: one by one, each
-        # item gets its own answer (those add_many stored already are repeats of themselves)
-        return {index: await _add_one(store, timer, item) for index, timer, item in new}
+    except TimerExists:
+        # an id taken meanwhile: one by one, each item gets its own answer (those add_many
+        # stored already are repeats of themselves)
+        return {index: await _add_one(store, timer) for index, timer, _ in new}
     return {
         index: BatchItemOut(status=201, timer=TimerOut.of(timer))
         for (index, _, _), timer in zip(new, stored, strict=True)
@@ -175,12 +174,10 @@ def _not_replicated(timer: Timer, error: NotReplicated) -> BatchItemOut:
     return BatchItemOut(status=status, timer=TimerOut.of(timer), error=detail)
 
 
-async def _add_one(store: Store, timer: Timer, item: TimerIn) -> BatchItemOut:
+async def _add_one(store: Store, timer: Timer) -> BatchItemOut:
     try:
         return BatchItemOut(status=201, timer=TimerOut.of(await store.add(timer)))
     except NotReplicated as error:
         return _not_replicated(timer, error)
     except TimerExists as error:
         return _item_error(error)
-    except InvalidArgument as error:
-        return _item_error(item.rename(error))

@@ -41,7 +41,6 @@ from tickwheel.service.schedule_schemas import (
     ScheduleIn,
     ScheduleOut,
     SchedulePageOut,
-    renamed,
 )
 from tickwheel.service.tenants import Tenant
 from tickwheel.stores.base import Store
@@ -106,10 +105,7 @@ async def _found(store: Store, schedule_id: str, tenant: Tenant | None) -> Sched
 
 async def _updated(store: Store, schedule: Schedule) -> ScheduleState:
     """Store the changed `schedule`; a 404 when it was deleted meanwhile."""
-    try:
-        state = await store.update_schedule(schedule)
-    except InvalidArgument as error:  # the new pending occurrence beyond the store's horizon
-        raise renamed(error) from None
+    state = await store.update_schedule(schedule)
     if state is None:
         raise ApiError(404, f"no schedule {schedule.id!r}", field="id")
     return state
@@ -173,12 +169,7 @@ def router() -> APIRouter:
             response.status_code = 200
             return ScheduleDetailOut.of(existing)
         await context.admit_queue(store, schedule.queue)
-        try:
-            state = await store.add_schedule(schedule)
-        except InvalidArgument as error:  # the first occurrence beyond the store's horizon
-            message = str(error).removeprefix(f"{error.argument}: ")
-            raise InvalidArgument("start", f"the first occurrence {message}") from None
-        return ScheduleDetailOut.of(state)
+        return ScheduleDetailOut.of(await store.add_schedule(schedule))
 
     @routes.get("/v1/schedules", responses=errors())
     async def list_schedules(

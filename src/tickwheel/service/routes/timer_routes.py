@@ -12,7 +12,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from tickwheel.errors import InvalidArgument
 from tickwheel.model import State, Timer, occurrence_of
 from tickwheel.service.api_errors import ApiError
 from tickwheel.service.routes import access, create
@@ -119,7 +118,7 @@ def router() -> APIRouter:
         context, store = served(request)
         tenant = tenant_of(request)
         with creating(request.scope["headers"], **{"tickwheel.queue": item.queue}) as trace:
-            timer = create.build(context, item, store.now_ms(), tenant=tenant, trace=trace)
+            timer = create.build(context, store, item, store.now_ms(), tenant=tenant, trace=trace)
             await context.admit_queue(store, timer.queue)
             admit = None
             if tenant is not None and context.quotas is not None:
@@ -215,7 +214,7 @@ def router() -> APIRouter:
         if refusal is not None:
             raise refusal
         with creating(request.scope["headers"], **{"tickwheel.queue": item.queue}) as trace:
-            timer = create.build(context, item, store.now_ms(), timer_id, tenant, trace)
+            timer = create.build(context, store, item, store.now_ms(), timer_id, tenant, trace)
             await access.guard_timer(store, tenant, timer_id)
             await context.admit_queue(store, timer.queue)
 
@@ -240,15 +239,12 @@ def router() -> APIRouter:
     ) -> TimerOut:
         """Move a scheduled or paused timer to a new due time (a paused one stays paused, to
         fire then once resumed); a schedule's occurrence is refused (409)."""
-        due_ms = when.due_ms_at(store.now_ms())
+        due_ms = when.due_ms_at(store.now_ms(), store.settings)
         await access.guard_timer(store, tenant, timer_id)
         await _refuse_occurrence(store, timer_id)
-        try:
-            moved = VALID_ID.fullmatch(timer_id) is not None and await store.reschedule(
-                timer_id, due_ms
-            )
-        except InvalidArgument as error:  # beyond the store's horizon
-            raise when.rename(error) from None
+        moved = VALID_ID.fullmatch(timer_id) is not None and await store.reschedule(
+            timer_id, due_ms
+        )
         if not moved:
             raise await _not_scheduled(store, timer_id)
         return TimerOut.of(await found(store, timer_id))

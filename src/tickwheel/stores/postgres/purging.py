@@ -44,7 +44,6 @@ class PostgresPurging(PostgresQueueTable):
     async def _purge(self, queue: str, state: State) -> int:
         """Delete `PURGE_BATCH` rows a statement, each in its own transaction (autocommit), so
         no purge holds locks on a million rows or keeps a snapshot open for long."""
-        self._check_open()
         statement = _PURGE[State(state)]
         total = 0
         while True:

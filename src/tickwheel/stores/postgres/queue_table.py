@@ -90,13 +90,11 @@ class PostgresQueueTable(BesideTimers):
     """The paged queue-table calls of `PostgresStore`."""
 
     async def _list_queues(self, limit: int, cursor: str | None) -> QueuePage:
-        self._check_open()
         # one more than the page says whether another follows; "" sorts before every name
         after = "" if cursor is None else cursor
         found = await self._run(lambda now: page(now, after, limit + 1), transaction=True)
         return page_of(found, limit)
 
     async def _queue_info(self, queue: str) -> QueueInfo:
-        self._check_open()
         (info,) = await self._run(lambda now: one(now, queue), transaction=True)
         return info

@@ -11,7 +11,7 @@ import psycopg
 
 from tickwheel.errors import Closed, StoreUnavailable
 from tickwheel.stores.base import StoreSettings, wall_ms
-from tickwheel.stores.contract import StoreContract
+from tickwheel.stores.contract import TransactionContract
 from tickwheel.stores.postgres import ops
 from tickwheel.stores.postgres.connect import Connector
 from tickwheel.stores.postgres.listen import Listener
@@ -23,8 +23,9 @@ AsyncTx = psycopg.AsyncConnection[Any]
 SyncTx = psycopg.Connection[Any] | psycopg.Cursor[Any]
 
 
-class Runner(StoreContract):
-    """Connections and the running of operations; construction does no I/O."""
+class Runner(TransactionContract[AsyncTx, SyncTx]):
+    """Connections and the running of operations; construction does no I/O. Every operation
+    runs through `_connection`, `_in` or `_in_sync`, which refuse once the store is closed."""
 
     def __init__(
         self,

@@ -4,7 +4,9 @@ Every call takes a connection from the store's pool (`connect`) and is one
 statement in autocommit or one transaction. `add`, `add_many`, `cancel` and `reschedule` also
 take ``tx=``, the caller's open psycopg `AsyncConnection`: the change commits or rolls back with
 the caller's own writes. Their ``*_sync`` forms do the same on a sync psycopg connection (the
-one under a Django ``transaction.atomic()`` or a SQLAlchemy ``session.begin()``).
+one under a Django ``transaction.atomic()`` or a SQLAlchemy ``session.begin()``). Those of
+`add`, `add_many` and `reschedule` are `TransactionContract`'s, which checks their arguments
+and calls this class's steps (`_add_in`, `_add_sync`, ...).
 
 Claims lease rows with ``FOR UPDATE SKIP LOCKED`` over the partial index of scheduled timers by
 (queue, due time); a claim also returns expired leases and deletes up to `PURGE_BATCH` finished
@@ -35,9 +37,7 @@ from tickwheel.stores.base import (
     new_lease,
     wall_ms,
 )
-from tickwheel.stores.checks import check_due
 from tickwheel.stores.coalesce import Coalescer
-from tickwheel.stores.contract import check_timers
 from tickwheel.stores.postgres import attempt_history as history
 from tickwheel.stores.postgres import ops
 from tickwheel.stores.postgres import queries as sql
@@ -68,25 +68,16 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
         self._adding = Coalescer(self._add_new, ops.BATCH)
         self._replacing = Coalescer(self._add_replacing, ops.BATCH)
 
-    async def add(self, timer: Timer, *, replace: bool = False, tx: AsyncTx | None = None) -> Timer:
-        """Add one timer; with `tx`, inside the caller's transaction on that connection.
-
-        Without `tx`, adds made while one is being written share the next transaction (group
-        commit), each with its own result or error.
-        """
-        if tx is None:
-            return await super().add(timer, replace=replace)
-        self._check_open()
-        check_timers((timer,), self._clock(), self.settings)
+    async def _add_in(self, tx: AsyncTx, timer: Timer, replace: bool) -> Timer:
         return await self._in(tx, lambda now: ops.add(self._rows, timer, now, replace))
 
-    def add_sync(self, timer: Timer, *, tx: SyncTx, replace: bool = False) -> Timer:
-        """`add` inside the transaction of the sync psycopg connection (or cursor) `tx`."""
-        check_timers((timer,), self._clock(), self.settings)
+    def _add_sync(self, tx: SyncTx, timer: Timer, replace: bool) -> Timer:
         return self._in_sync(tx, lambda now: ops.add(self._rows, timer, now, replace))
 
     async def _add_one(self, timer: Timer, replace: bool) -> Timer:
-        self._check_open()
+        """Add one timer; adds made while one is being written share the next transaction
+        (group commit), each with its own result or error."""
+        self._check_open()  # before it waits in the group: no connection is taken yet
         return await (self._replacing if replace else self._adding).submit(timer)
 
     async def _add_new(self, timers: list[Timer]) -> list[Timer | Exception]:
@@ -123,23 +114,17 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
                     conn, self.names, ops.add_over(self._rows, timer, now, replace=False)
                 )
 
-    async def add_many(
-        self, timers: Sequence[Timer], *, replace: bool = False, tx: AsyncTx | None = None
+    async def _add_many_in(
+        self, tx: AsyncTx, timers: Sequence[Timer], replace: bool
     ) -> list[Timer]:
-        """Add many timers, up to 1,000 per transaction (all in `tx`'s when given); return them
-        as stored, in order. An id held by a timer with another spec raises `TimerExists` once
-        the rest are stored."""
-        if tx is None:
-            return await super().add_many(timers, replace=replace)
-        self._check_open()
-        check_timers(timers, self._clock(), self.settings)
         results: list[Timer | Exception] = []
         for batch in self._batches(timers, replace):
             results += await self._in(tx, batch)
         return _stored(results)
 
     async def _add_many(self, timers: Sequence[Timer], replace: bool) -> list[Timer]:
-        self._check_open()
+        """Add `timers`, up to 1,000 per transaction."""
+        self._check_open()  # an empty batch takes no connection
         results: list[Timer | Exception] = []
         for batch in self._batches(timers, replace):
             results += await self._run(batch, transaction=True)
@@ -147,11 +132,7 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
             self._wakeups.notify(queue)
         return _stored(results)
 
-    def add_many_sync(
-        self, timers: Sequence[Timer], *, tx: SyncTx, replace: bool = False
-    ) -> list[Timer]:
-        """`add_many` inside the transaction of the sync psycopg connection (or cursor) `tx`."""
-        check_timers(timers, self._clock(), self.settings)
+    def _add_many_sync(self, tx: SyncTx, timers: Sequence[Timer], replace: bool) -> list[Timer]:
         results: list[Timer | Exception] = []
         for batch in self._batches(timers, replace):
             results += self._in_sync(tx, batch)
@@ -183,16 +164,10 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
         """`cancel` inside the transaction of the sync psycopg connection (or cursor) `tx`."""
         return self._in_sync(tx, lambda now: ops.cancel(timer_id))
 
-    async def reschedule(self, timer_id: str, due_ms: int, *, tx: AsyncTx | None = None) -> bool:
-        """Move a scheduled or paused timer (in `tx`'s transaction when given)."""
-        if tx is None:
-            return await super().reschedule(timer_id, due_ms)
-        check_due(due_ms, self._clock(), self.settings)
+    async def _reschedule_in(self, tx: AsyncTx, timer_id: str, due_ms: int) -> bool:
         return await self._in(tx, lambda now: ops.reschedule(timer_id, due_ms, now)) is not None
 
-    def reschedule_sync(self, timer_id: str, due_ms: int, *, tx: SyncTx) -> bool:
-        """`reschedule` inside the transaction of the sync psycopg connection (or cursor)."""
-        check_due(due_ms, self._clock(), self.settings)
+    def _reschedule_sync(self, tx: SyncTx, timer_id: str, due_ms: int) -> bool:
         return self._in_sync(tx, lambda now: ops.reschedule(timer_id, due_ms, now)) is not None
 
     async def _reschedule(self, timer_id: str, due_ms: int) -> bool:
@@ -201,7 +176,6 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
     async def _claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         """Lease due timers of `queue`: one round trip (a pipeline) of one transaction that
         returns expired leases, claims, sets the queue's head and purges finished timers."""
-        self._check_open()
         self._wakeups.mark(queue)
         names = self.names
         async with self._connection() as conn:
@@ -261,7 +235,7 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
 
     async def _wait(self, queue: str, timeout_s: float) -> bool:
         """Wait for a change to `queue` by this store, or a NOTIFY of it by any other."""
-        self._check_open()
+        self._check_open()  # waits on no connection
         self._listener.start()
         return await self._wakeups.wait(queue, timeout_s)
 

@@ -19,11 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from importlib import resources
 
-from tickwheel.stores.base import Limit
+from tickwheel.stores.limit import Answer, Ask, Limit
 from tickwheel.stores.redis.scripts import Arg, Client, unavailable
-
-# (want, hold_ms, target keys, members, spare), as `tickwheel.engine.grants.Ask`
-Ask = tuple[int, int, tuple[str, ...], Sequence[str], int]
 
 
 def _source() -> str:
@@ -31,8 +28,7 @@ def _source() -> str:
 
 
 class RedisGrants:
-    """Grants for limited callbacks kept in Redis under `prefix` (implements the engine's
-    `Grants`)."""
+    """Grants for limited callbacks kept in Redis under `prefix` (a `Grants`)."""
 
     def __init__(self, client: Client, prefix: str) -> None:
         self._script = client.register_script(_source())
@@ -40,7 +36,7 @@ class RedisGrants:
 
     async def take(
         self, limits: Mapping[str, Limit], releases: Sequence[tuple[str, str]], asks: Sequence[Ask]
-    ) -> list[tuple[int, int, int]]:
+    ) -> list[Answer]:
         """Give back `releases`, then grant each ask what its targets allow (see limit.lua)."""
         index: dict[str, int] = {}
         keys: list[str] = []
