@@ -97,6 +97,13 @@ class Fairness:
         if origin.waiting:
             return False
         now = self._clock()
+        prompt = origin.last_answer >= 0 and not self._is_suspect(origin, now)
+        if prompt and self.used < self.total:  # any free slot is its
+            if origin.in_flight == 0:
+                origin.busy_since = now
+            origin.in_flight += 1
+            self.used += 1
+            return True
         if self._admits(origin, now):
             self._start(origin, now)
             return True
