@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tickwheel.model import Callback, RetryPolicy, State, Timer
+from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.codec import SpecCache, SpecCodec, encode_spec, state_code, state_of
 from tickwheel.stores.rebuild import as_scheduled, stored_timer
 
@@ -114,3 +118,29 @@ def test_state_codes_are_fixed() -> None:
         State.PAUSED: 4,
     }
     assert all(state_of(code) is state for state, code in codes.items())
+
+
+_maybe_text = st.none() | st.text()
+_maybe_int = st.none() | st.integers(min_value=-(2**63), max_value=2**63)
+
+
+@given(
+    st.builds(
+        Attempt,
+        attempt=st.integers(min_value=0, max_value=2**31),
+        at_ms=st.integers(min_value=0, max_value=2**53),
+        worker=st.text(),
+        outcome=st.sampled_from(["ack", "retry", "dead"]),
+        status=_maybe_int,
+        error=_maybe_text,
+        latency_ms=st.floats(allow_nan=False, allow_infinity=False),
+        body=_maybe_text,
+        next_due_ms=_maybe_int,
+    )
+)
+def test_an_attempt_s_json_is_what_json_dumps_writes(attempt: Attempt) -> None:
+    """`Attempt.to_json` writes its fields itself: the same text as `json.dumps`, read back
+    as the same attempt."""
+    text = attempt.to_json()
+    assert text == json.dumps(list(attempt), separators=(",", ":"), ensure_ascii=False)
+    assert Attempt.from_json(text) == attempt

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import cast
+from typing import NamedTuple, cast
 
 import httptools
 
@@ -33,9 +32,9 @@ class BadResponse(Exception):
     """The server's bytes are not an HTTP/1.x response tickwheel accepts; str says why if known."""
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
-    """What a callback's outcome needs of a response: status, two headers, a bounded body."""
+class Response(NamedTuple):
+    """What a callback's outcome needs of a response: status, two headers, a bounded body (a
+    named tuple: one is made per callback, at a fraction of a frozen dataclass's cost)."""
 
     status: int
     retry_after: str | None
@@ -50,6 +49,9 @@ class Connection(asyncio.Protocol):
     """
 
     def __init__(self, on_lost: Callable[[Connection], None]) -> None:
+        # made by its loop's protocol factory: asking for the running loop per request is a
+        # system call (CPython compares the loop's process id with getpid())
+        self.loop = asyncio.get_running_loop()
         self.idle_since = 0.0
         self.reusable = False
         self.lost = False
@@ -80,7 +82,7 @@ class Connection(asyncio.Protocol):
         A call_at per request costs a fraction of `asyncio.timeout`'s bookkeeping.
         """
         assert self._transport is not None
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         self._waiter = waiter = loop.create_future()
         self._timer = loop.call_at(deadline, self._time_out)
         self.reusable = self._framed = self._headers_done = self._started = False

@@ -15,9 +15,10 @@ import errno
 import random
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from email.utils import parsedate_to_datetime
 from importlib import metadata
+from typing import Any
 
 from tickwheel.callbacks.connection import BadResponse, Disconnected, Response
 from tickwheel.callbacks.guard import PrivateAddressRefused, is_public_address
@@ -113,11 +114,30 @@ def _body_head(body: bytes) -> str | None:
     return replace_controls(text, keep_lines=True)
 
 
+def _printable(outcome: Outcome) -> Outcome:
+    """`outcome` with its error fit to store: a receiver chose the body, the reason and the
+    Location, and an operator's terminal shows them through `tickwheel get`, so they are
+    stored without control characters."""
+    error = outcome.error
+    if error is None or error.isprintable():
+        return outcome
+    return dataclasses.replace(outcome, error=replace_controls(error))
+
+
+_ACKED: dict[int, Outcome] = {}
+"""The outcome of each 2xx status answered without a body, made once: outcomes are frozen."""
+
+
 def _judge(response: Response) -> Outcome:
     status = response.status
-    body = _body_head(response.body)
     if 200 <= status < 300:
-        return Outcome(Verdict.ACK, status=status, body=body)
+        if not response.body:
+            acked = _ACKED.get(status)
+            if acked is None:
+                acked = _ACKED[status] = Outcome(Verdict.ACK, status=status)
+            return acked
+        return Outcome(Verdict.ACK, status=status, body=_body_head(response.body))
+    body = _body_head(response.body)
     if status in _RETRY_STATUSES or 500 <= status < 600:
         wait_s = retry_after_s(response.retry_after)
         hold_s = None
@@ -209,7 +229,7 @@ class HttpTarget:
         lines.append("\r\n")
         return "".join(lines).encode() + body
 
-    async def fire(self, timer: Timer, attempt: int) -> Outcome:
+    def fire(self, timer: Timer, attempt: int) -> Coroutine[Any, Any, Outcome]:
         """Make one attempt at `timer`'s callback and say how it went; never raises for it.
 
         Whatever goes wrong in the attempt becomes an outcome, even an error nobody foresaw
@@ -219,26 +239,20 @@ class HttpTarget:
             ValueError: `timer` has no callback (it belongs to a Python consumer's queue).
             Closed: the target was closed.
         """
-        return await self._fire(timer, attempt, None)
+        # the attempt's own coroutine, returned: one coroutine less per callback
+        return self._fire(timer, attempt, None)
 
-    async def fire_guarded(self, timer: Timer, attempt: int, go: Callable[[], bool]) -> Outcome:
+    def fire_guarded(
+        self, timer: Timer, attempt: int, go: Callable[[], bool]
+    ) -> Coroutine[Any, Any, Outcome]:
         """As `fire`, asking `go` on a ready connection right before the request is written.
 
         Raises:
             NotFired: `go` said no; nothing was sent.
         """
-        return await self._fire(timer, attempt, go)
+        return self._fire(timer, attempt, go)
 
     async def _fire(self, timer: Timer, attempt: int, go: Callable[[], bool] | None) -> Outcome:
-        outcome = await self._attempt(timer, attempt, go)
-        error = outcome.error
-        if error is None or error.isprintable():
-            return outcome
-        # a receiver chose the body, the reason and the Location: an operator's terminal shows
-        # them through `tickwheel get`, so they are stored without control characters
-        return dataclasses.replace(outcome, error=replace_controls(error))
-
-    async def _attempt(self, timer: Timer, attempt: int, go: Callable[[], bool] | None) -> Outcome:
         callback = timer.callback
         if callback is None:
             raise ValueError(f"timer {timer.id} has no HTTP callback")
@@ -249,15 +263,17 @@ class HttpTarget:
         except InvalidUrl as error:
             # not the error's text: it may quote the URL, whose query may carry a token
             error_text = f"invalid URL: host {error.host or '?'}"
-            return Outcome(Verdict.KILL, error_text, error_class="invalid_url")
+            return _printable(Outcome(Verdict.KILL, error_text, error_class="invalid_url"))
         host = url.host
         if url.is_ip and not self._allow_private and not is_public_address(host):
             error_text = f"refused: {host} is a private address"
-            return Outcome(Verdict.KILL, error_text, error_class="private_address")
+            return _printable(Outcome(Verdict.KILL, error_text, error_class="private_address"))
         if self._spans is not None and self._spans.configured():
-            return await self._traced(timer, callback, url, attempt, go)
-        request = self._request(timer, callback, url, attempt, self._trace(timer))
-        return await self._send(timer, url, request, go)
+            outcome = await self._traced(timer, callback, url, attempt, go)
+        else:
+            request = self._request(timer, callback, url, attempt, self._trace(timer))
+            outcome = await self._send(timer, url, request, go)
+        return _printable(outcome)
 
     @staticmethod
     def _trace(timer: Timer) -> tuple[str, str | None] | None:

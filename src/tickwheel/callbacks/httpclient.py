@@ -86,6 +86,8 @@ class HttpClient:
         self._tls: ssl.SSLContext | None = None
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
+        # the loop it runs on, once known: asking for the running loop is a system call
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def concurrency(self, origin: Origin) -> int:
         """Return how many requests to `origin` may run at once now."""
@@ -117,7 +119,9 @@ class HttpClient:
             BadResponse: the response could not be parsed, or broke a limit.
             NotSent: `go` said no; nothing was written.
         """
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
         pool = self._pools.get(origin)
         if pool is None:
             pool = self._pools[origin] = Pool(origin, self._max_per_host)
@@ -141,9 +145,24 @@ class HttpClient:
                         raise PoolTimeout(wait_s)
                     held = share
                 slots = await self._shares.take(pool, wait_until, wait_s)
+                # every slot is held: the request's timeout starts now
+                started = loop.time()
+                pool.started.append(started)
                 try:
-                    return await self._timed(pool, request, timeout_s, go)
+                    response = await self._send(pool, request, started + timeout_s, go)
+                    pool.answered(response.status, loop.time() - started)
+                    return response
+                except TimeoutError:
+                    pool.proven = False
+                    pool.shrink()
+                    raise
+                except ConnectFailed as error:
+                    if not error.dns:  # a name server's trouble says nothing of the origin's
+                        pool.proven = False
+                        pool.shrink()
+                    raise
                 finally:
+                    pool.started.remove(started)
                     slots.give()
             finally:
                 if held is not None:
@@ -156,29 +175,6 @@ class HttpClient:
             pool.last_used = loop.time()
             if self._sweep is None and not self._closed:
                 self._sweep = loop.call_later(KEEPALIVE_S, self._expire)
-
-    async def _timed(
-        self, pool: Pool, request: bytes, timeout_s: float, go: Callable[[], bool] | None
-    ) -> Response:
-        """Send with every slot held: the request's timeout starts now."""
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        pool.started.append(started)
-        try:
-            response = await self._send(pool, request, started + timeout_s, go)
-            pool.answered(response.status, loop.time() - started)
-            return response
-        except TimeoutError:
-            pool.proven = False
-            pool.shrink()
-            raise
-        except ConnectFailed as error:
-            if not error.dns:  # a name server's trouble says nothing of the origin's
-                pool.proven = False
-                pool.shrink()
-            raise
-        finally:
-            pool.started.remove(started)
 
     async def _send(
         self, pool: Pool, request: bytes, deadline: float, go: Callable[[], bool] | None
@@ -231,7 +227,7 @@ class HttpClient:
         if not connection.reusable or connection.closed or self._closed:
             self._discard(pool, connection)
             return
-        connection.idle_since = asyncio.get_running_loop().time()
+        connection.idle_since = connection.loop.time()
         pool.idle.append(connection)
 
     def _forget(self, pool: Pool, connection: Connection) -> None:

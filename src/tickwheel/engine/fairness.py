@@ -92,18 +92,36 @@ class Fairness:
         phase_ms = zlib.crc32(queue.encode()) % period_ms
         return earliest_ms + (phase_ms - earliest_ms) % period_ms
 
+    def take_now(self, key: str) -> bool:
+        """Take a slot for a call to origin `key` (``host[:port]``) if one is the caller's
+        without waiting; True if it is (give it back with `give`). Else `take` waits for one."""
+        origin = self._origins.get(key)
+        if origin is None:
+            origin = self._origins[key] = _Origin(_host_of(key))
+        if origin.waiting:
+            return False
+        now = self._clock()
+        prompt = origin.last_answer >= 0 and not self._is_suspect(origin, now)
+        if prompt and self.used < self.total:  # any free slot is its
+            if origin.in_flight == 0:
+                origin.busy_since = now
+            origin.in_flight += 1
+            self.used += 1
+            return True
+        if self._admits(origin, now):
+            self._start(origin, now)
+            return True
+        return False
+
     async def take(self, key: str, patience_s: float) -> bool:
         """Wait for a slot for a call to origin `key` (``host[:port]``); True once the slot is
         the caller's (give it back with `give`), False when the origin is suspect and has no
         slot for it now, or turns suspect and has waited `patience_s`: the call should rather
         wait in the store (`defer_s`)."""
-        origin = self._origins.get(key)
-        if origin is None:
-            origin = self._origins[key] = _Origin(_host_of(key))
-        now = self._clock()
-        if not origin.waiting and self._admits(origin, now):
-            self._start(origin, now)
+        if self.take_now(key):
             return True
+        origin = self._origins[key]
+        now = self._clock()
         if self._is_suspect(origin, now):
             return False  # its calls hang: waiting here would only hold the timer and its lease
         loop = asyncio.get_running_loop()

@@ -92,6 +92,8 @@ class Settler:
         self._deferred: list[asyncio.Future[bool]] = []
         self._defer_flusher: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
+        # the loop it settles on, once known: asking for the running loop is a system call
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def ack(self, lease: Lease, attempt: Attempt | None = None) -> asyncio.Future[bool]:
         """Queue an ack (recording `attempt` with it); acks queued while one batch is in
@@ -100,7 +102,10 @@ class Settler:
         The future says whether the ack landed (False: the lease had passed on, or the store
         failed; either way the timer comes back once the lease lapses).
         """
-        done = asyncio.get_running_loop().create_future()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        done = loop.create_future()
         self._queue_ack(lease, done, attempt)
         return done
 

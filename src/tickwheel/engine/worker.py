@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 from tickwheel.engine.assembly import Assembly
 from tickwheel.engine.attempt_log import attempt_of, records_attempts, worker_name
@@ -17,7 +19,7 @@ from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.tracing import spans
 from tickwheel.errors import LeaseLost, StoreUnavailable
 from tickwheel.model import Timer
-from tickwheel.stores import Store
+from tickwheel.stores import Lease, Store
 from tickwheel.stores.attempt_record import Attempt
 
 logger = logging.getLogger("tickwheel.engine")
@@ -90,6 +92,8 @@ class Worker:
         # each callback's attempt goes to its timer's history, if the store keeps one
         self._worker_name = worker_name() if records_attempts(store) else None
         self._spans = spans()
+        self._half_lease_ms = self.settings.lease_ms // 2
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def stop(self) -> None:
         """Stop claiming; `run` returns once held timers are fired or handed back."""
@@ -102,10 +106,15 @@ class Worker:
     def _deliver(self, ready: list[Held]) -> None:
         if self._spans is not None:
             self._spans.claimed([held.lease for held in ready])
+        # the loop's own create_task: asyncio.create_task looks the running loop up per call
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        firing, forget = self._firing, self._firing.discard
         for held in ready:
-            task = asyncio.create_task(self._fire(held))
-            self._firing.add(task)
-            task.add_done_callback(self._firing.discard)
+            task = loop.create_task(self._fire(held))
+            firing.add(task)
+            task.add_done_callback(forget)
 
     def _abandon(self) -> None:
         for task in self._firing:
@@ -114,37 +123,54 @@ class Worker:
     async def _fire(self, held: Held) -> None:
         settled = True
         admission = GO
+        limiter = self._limiter
         try:
             if not held.active:
                 return  # lost while it waited for its task
             timer = held.timer
-            keys = self._limiter.targets(timer)
+            keys = limiter.targets(timer)
             if keys:
-                admission = await self._limiter.admit(timer, keys)
+                admission = await limiter.admit(timer, keys)
                 if admission.defer_ms is not None:
                     await held.defer(admission.defer_ms, "waiting for its turn under a limit")
                     return
             origin = _origin(timer)
-            if not await self._slots.take(origin, SUSPECT_PATIENCE_S):
+            slots = self._slots
+            # a slot free now is taken without a coroutine; only a wait needs one
+            if not slots.take_now(origin) and not await slots.take(origin, SUSPECT_PATIENCE_S):
                 # its target has hung lately: wait in the store, not in a slot or in memory
                 self._dispatcher.hung(timer.queue, True)
-                back_ms = self._slots.come_back_ms(origin, timer.queue, self._store.now_ms())
+                back_ms = slots.come_back_ms(origin, timer.queue, self._store.now_ms())
                 await held.defer(back_ms, "waiting: its target has not answered")
                 return
-            started, answered = self._slots.started(), False
+            started, answered = slots.started(), False
             try:
-                if not await self._lasts(held):
-                    return
-                lease = held.lease
                 sent_ms = self._store.now_ms()
-                self.metrics.observe_fired(timer.queue, (sent_ms - timer.due_ms) / 1000)
-                self.metrics.change("fired", lease)
+                if held.lapsed():  # lost while it waited for a grant or a slot
+                    return
+                if held.lease.deadline_ms - sent_ms < self._half_lease_ms:
+                    if not await self._renewed(held):
+                        return
+                    sent_ms = self._store.now_ms()
+                lease = held.lease
+                metrics = self.metrics
+                metrics.observe_fired(timer.queue, (sent_ms - timer.due_ms) / 1000)
+                metrics.change("fired", lease)
                 try:
                     sent_s = time.perf_counter()
-                    outcome = NO_CALLBACK if timer.callback is None else await self._attempt(held)
+                    if timer.callback is None:
+                        outcome = NO_CALLBACK
+                    else:
+                        # the target's coroutine awaited here, not in one more of our own
+                        try:
+                            outcome = await self._attempt(held)
+                        except NotFired:
+                            raise
+                        except Exception as error:
+                            outcome = self._raised(lease, error)
                     latency_s = time.perf_counter() - sent_s
                     # a call that ran out its timeout got no answer: its target may hang
-                    took_s = self._slots.started() - started
+                    took_s = slots.started() - started
                     answered = (
                         outcome.verdict is not Verdict.DEFER
                         and took_s < timer.retry.timeout_s * ANSWERED_WITHIN
@@ -158,10 +184,10 @@ class Worker:
                     )
                     return
             finally:
-                self._slots.give(origin, started, answered=answered)
+                slots.give(origin, started, answered=answered)
             if answered:
                 self._dispatcher.hung(timer.queue, False)
-            self._limiter.release(admission)
+            limiter.release(admission)
             admission = GO
             if timer.callback is not None:
                 self._count(timer, origin, outcome)
@@ -169,60 +195,66 @@ class Worker:
             if self._worker_name is not None:
                 attempt = attempt_of(lease, outcome, sent_ms, latency_s, self._worker_name)
             # settles with the newest lease: renewals replace it while the callback runs
-            await self._settle(held, outcome, attempt)
+            if outcome.verdict is Verdict.ACK and not self._traced():
+                await held.ack(attempt)  # the common case, without two more coroutines
+            else:
+                await self._settle(held, outcome, attempt)
         except asyncio.CancelledError:
             settled = (
                 False  # abandoned at the end of the grace period: the dispatcher hands it back
             )
             raise
         finally:
-            self._limiter.release(admission)
+            limiter.release(admission)
             if settled:
                 held.release()
 
+    def _traced(self) -> bool:
+        """Whether settles are recorded as spans (an OpenTelemetry provider is configured)."""
+        return self._spans is not None and self._spans.configured()
+
     def _count(self, timer: Timer, origin: str, outcome: Outcome) -> None:
         """Count the callback by host and outcome; a host's Retry-After holds its callbacks."""
-        self.metrics.callbacks.count(origin or "invalid", outcome.verdict.value)
+        self.metrics.callbacks.count(origin or "invalid", outcome.verdict._value_)
         if outcome.hold_s is not None:
             self._limiter.hold(timer, outcome.hold_s)
 
-    async def _attempt(self, held: Held) -> Outcome:
-        """Fire the timer; whatever the target raises becomes a retry that records it, but
-        `NotFired`: a guarded target sends only while the worker still holds the lease."""
+    def _attempt(self, held: Held) -> Coroutine[Any, Any, Outcome]:
+        """The target's attempt at the timer: a guarded target sends only while the worker
+        still holds the lease (else it raises `NotFired`)."""
         lease = held.lease
         # the attempt the receiver sees: claims handed back unsent were no attempts
         attempt = lease.token - lease.timer.deferrals
-        try:
-            if self._guarded is not None:
-                return await self._guarded.fire_guarded(lease.timer, attempt, held.sendable)
-            return await self._target.fire(lease.timer, attempt)
-        except NotFired:
-            raise
-        except Exception as error:
-            # policy: an escaped exception is a failed attempt like any other, so the timer's
-            # retry policy runs its course (ending in a dead letter) instead of the timer
-            # firing again each time its lease lapses
-            logger.exception(
-                "timer=%s attempt=%d: the target raised",
-                lease.timer.id,
-                lease.token,
-                extra={"timer_id": lease.timer.id},
-            )
-            name = type(error).__name__
-            return Outcome(Verdict.RETRY, f"{name}: {error}", error_class=name)
+        if self._guarded is not None:
+            return self._guarded.fire_guarded(lease.timer, attempt, held.sendable)
+        return self._target.fire(lease.timer, attempt)
 
-    async def _lasts(self, held: Held) -> bool:
-        """Whether the held lease will last until the dispatcher next renews it.
+    @staticmethod
+    def _raised(lease: Lease, error: Exception) -> Outcome:
+        """The outcome of an attempt whose target raised `error`: a retry that records it."""
+        # policy: an escaped exception is a failed attempt like any other, so the timer's
+        # retry policy runs its course (ending in a dead letter) instead of the timer
+        # firing again each time its lease lapses
+        logger.exception(
+            "timer=%s attempt=%d: the target raised",
+            lease.timer.id,
+            lease.token,
+            extra={"timer_id": lease.timer.id},
+            exc_info=error,
+        )
+        name = type(error).__name__
+        return Outcome(Verdict.RETRY, f"{name}: {error}", error_class=name)
+
+    async def _renewed(self, held: Held) -> bool:
+        """Renew a held lease that will not last until the dispatcher next renews it; whether
+        it may be fired.
 
         A lease is never stretched to cover the callback's timeout: the dispatcher renews it
         by `lease_ms` steps for as long as the callback runs, so a worker that dies mid-call
         lets the timer go within one `lease_ms`. A lease that ran short while the timer
-        waited for a slot is renewed here first, and the timer is not fired if that fails.
+        waited for a slot (under half of `lease_ms` left) is renewed here first, and the
+        timer is not fired if that fails.
         """
-        if not held.active:
-            return False
-        if held.lease.deadline_ms - self._store.now_ms() >= self.settings.lease_ms // 2:
-            return True
         timer_id = held.timer.id
         try:
             await held.renew()
@@ -246,7 +278,7 @@ class Worker:
             return
         start_ns = time.time_ns()
         await self._settle_as(held, outcome, attempt)
-        self._spans.settled(held.timer, outcome.verdict.value, start_ns)
+        self._spans.settled(held.timer, outcome.verdict._value_, start_ns)
 
     async def _settle_as(self, held: Held, outcome: Outcome, attempt: Attempt | None) -> None:
         if outcome.verdict is Verdict.ACK:

@@ -20,8 +20,17 @@ MAX_ATTEMPT_RETENTION_S = 3650 * 86_400
 """The longest attempt retention the service takes: ten years, a timer's horizon."""
 
 
-# one encoder, made once: `json.dumps` with options builds a new one per call
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# a string as `json.dumps(..., ensure_ascii=False)` writes it (the C function json uses)
+_STRING = json.encoder.encode_basestring
+
+
+def _text(value: str | None) -> str:
+    return "null" if value is None else _STRING(value)
+
+
+def _number(value: float | None) -> str:
+    # ints and finite floats: json writes their repr, and a latency is never NaN or infinite
+    return "null" if value is None else repr(value)
 
 
 class Attempt(NamedTuple):
@@ -48,8 +57,16 @@ class Attempt(NamedTuple):
 
     def to_json(self) -> str:
         """The compact JSON a store keeps (SQLite, PostgreSQL and Redis alike): an array of the
-        fields in order (no keys to build and write per attempt); fields added later go last."""
-        return _ENCODE(self)
+        fields in order (no keys to build and write per attempt); fields added later go last.
+
+        Written field by field, as `json.dumps` with compact separators and
+        ``ensure_ascii=False`` writes it, at a fraction of its cost (a worker writes one per
+        callback; a test compares the two)."""
+        return (
+            f"[{self.attempt!r},{self.at_ms!r},{_STRING(self.worker)},{_STRING(self.outcome)},"
+            f"{_number(self.status)},{_text(self.error)},{self.latency_ms!r},{_text(self.body)},"
+            f"{_number(self.next_due_ms)}]"
+        )
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Attempt:

@@ -121,7 +121,12 @@ def unavailable(action: str) -> Iterator[None]:
 
 def _packed(arg: Arg | bytes) -> bytes:
     """One argument as a RESP bulk string, encoded as redis-py encodes it."""
-    if isinstance(arg, str):
+    # the exact types first: one comparison for most arguments
+    if type(arg) is str:
+        data = arg.encode()
+    elif type(arg) is int:
+        data = b"%d" % arg
+    elif isinstance(arg, str):
         data = arg.encode()
     elif isinstance(arg, bytes):
         data = arg
