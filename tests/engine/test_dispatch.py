@@ -33,6 +33,9 @@ class ScriptedStore:
     def now_ms(self) -> int:
         return wall_ms()
 
+    async def sync_clock(self) -> None:
+        """This host's clock: nothing to measure."""
+
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         return self.batches.pop(0) if self.batches else []
 

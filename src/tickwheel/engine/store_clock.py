@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Protocol, runtime_checkable
 
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.settle import Throttled, jittered_pause
@@ -27,15 +26,6 @@ class StoreClock:
         return unwatched
 
 
-@runtime_checkable
-class SyncsClock(Protocol):
-    """A store whose clock follows a server's and must be measured before it is trusted."""
-
-    async def sync_clock(self) -> None:
-        """Measure the server clock now; raises `StoreUnavailable` if the server is down."""
-        ...
-
-
 async def sync_first(
     store: Store, stopping: asyncio.Event, metrics: Metrics, throttled: Throttled
 ) -> None:
@@ -45,8 +35,6 @@ async def sync_first(
     Until then such a store can only guess the time from this host's clock, and a host
     running ahead would fire timers early by its lead.
     """
-    if not isinstance(store, SyncsClock):
-        return
     failures = 0
     while not stopping.is_set():
         try:

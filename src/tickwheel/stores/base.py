@@ -425,6 +425,12 @@ class Store(QueueOperations, QueuePages, history.AttemptHistory, Protocol):
         it (Redis), or None: then each worker keeps its own."""
         ...
 
+    async def sync_clock(self) -> None:
+        """Measure the store's clock now, if it follows a server's (Redis), so that a worker
+        trusts it before its first claim; raises `StoreUnavailable` if the server is down.
+        A store on this host's clock has nothing to measure."""
+        ...
+
     async def settings_versions(self) -> tuple[int, int]:
         """Return the versions of the queue settings and of the host limits: each changes with
         every write of its table, atomically with it (and may change with none), so a worker

@@ -92,6 +92,11 @@ class StoreContract(ABC):
         so by overriding this)."""
         return None
 
+    async def sync_clock(self) -> None:
+        """Nothing to measure: the store keeps this host's clock (a store following a server's
+        clock says so by overriding this)."""
+        return None
+
     async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
         check_timers((timer,), self.now_ms(), self.settings)
         return await self._add_one(timer, replace)
