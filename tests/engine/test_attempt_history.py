@@ -10,14 +10,34 @@ import socket
 from engine.support import running, until
 from tickwheel.callbacks import HttpSettings, HttpTarget
 from tickwheel.engine import Worker, WorkerSettings
+from tickwheel.engine.attempt_log import attempt_of
+from tickwheel.engine.outcome import Outcome, Verdict
 from tickwheel.model import Callback, RetryPolicy, State, Timer
-from tickwheel.stores import MemoryStore, Store, StoreSettings
+from tickwheel.stores import Lease, MemoryStore, Store, StoreSettings
+from tickwheel.stores.attempt_record import Attempt
 from tickwheel.testing.receiver import Received, Reply
 
 from .conftest import MakeReceiver
 
 QUICK = WorkerSettings(lookahead_ms=100, lease_ms=10_000, grace_s=1.0)
 RETRY = RetryPolicy(max_attempts=3, min_backoff_s=0.05, max_backoff_s=0.05, timeout_s=2.0)
+
+
+def test_attempt_of_builds_what_the_constructor_builds() -> None:
+    """`attempt_of` builds the named tuple directly, field by field: it must stay the whole
+    record, in order, whatever fields `Attempt` gains."""
+    timer = Timer(id="t", due_ms=1_000, callback=Callback(url="https://example.com/"))
+    lease = Lease(timer, token=3, deadline_ms=9_000)
+    outcome = Outcome(Verdict.RETRY, "HTTP 503", status=503, error_class=None, body="busy")
+    built = attempt_of(lease, outcome, 2_000, 0.0123456, "host:1")
+    expected = Attempt(
+        attempt=3, at_ms=2_000, worker="host:1", outcome="retry", status=503, latency_ms=12.346,
+        body="busy",
+    )  # fmt: skip
+    assert built is not None
+    assert len(built) == len(Attempt._fields)
+    assert built._asdict() == expected._asdict()
+    assert attempt_of(lease, Outcome(Verdict.DEFER), 2_000, 0.0, "host:1") is None
 
 
 async def settled(store: Store, timer_id: str, state: State) -> bool:

@@ -144,7 +144,11 @@ class HttpClient:
                     elif not await share.slots.take(wait_until):
                         raise PoolTimeout(wait_s)
                     held = share
-                slots = await self._shares.take(pool, wait_until, wait_s)
+                slots = self._shares.slots
+                if slots.free > 0:  # a free global slot is taken here too
+                    slots.free -= 1
+                else:
+                    slots = await self._shares.take(pool, wait_until, wait_s)
                 # every slot is held: the request's timeout starts now
                 started = loop.time()
                 pool.started.append(started)
@@ -181,8 +185,17 @@ class HttpClient:
     ) -> Response:
         connection = pool.take_idle()
         if connection is not None:
+            # `_exchange` inline: a request on an idle connection, the common case, is one
+            # coroutine less
+            if go is not None and not go():
+                self._release(pool, connection)
+                raise NotSent
             try:
-                return await self._exchange(pool, connection, request, deadline, go)
+                try:
+                    return await connection.send(request, deadline)
+                finally:
+                    connection.settle()
+                    self._release(pool, connection)
             except Disconnected as error:
                 if error.started:
                     raise
