@@ -103,10 +103,7 @@ class Fairness:
         now = self._clock()
         prompt = origin.last_answer >= 0 and not self._is_suspect(origin, now)
         if prompt and self.used < self.total:  # any free slot is its
-            if origin.in_flight == 0:
-                origin.busy_since = now
-            origin.in_flight += 1
-            self.used += 1
+            self._occupy(origin, now)
             return True
         if self._admits(origin, now):
             self._start(origin, now)
@@ -196,6 +193,10 @@ class Fairness:
         elif origin.last_answer < 0:
             self._host(origin.host).risky_origins += 1
             self._risky_calls += 1
+        self._occupy(origin, now)
+
+    def _occupy(self, origin: _Origin, now: float) -> None:
+        """Count a call to `origin` started at `now` in its slots and the worker's."""
         if origin.in_flight == 0:
             origin.busy_since = now
         origin.in_flight += 1
