@@ -52,10 +52,12 @@ class HttpClient:
     `max_connections`), so endpoints that never answer cannot hold every connection; it starts
     with a few of them and earns the rest (`Pool`). The origins of one address (an IPv4
     address, an IPv6 /64) not proven prompt share twice that, so many ports or names of one
-    host hold no more; a quarter of the global slots is kept for origins proven prompt
-    (`Shares`), so hanging targets on many addresses leave those to targets that answer. A
-    connect gets `CONNECT_TIMEOUT_S` and, if it times out or is refused or reset, one more try
-    at once on a fresh socket. Names are resolved through a cache (`Resolver`).
+    host hold no more, and the last quarter of that is left to those that do not hang (a
+    request unanswered for a second, or a timeout); a quarter of the global slots is kept for
+    origins proven prompt (`Shares`), so hanging targets on many addresses leave those to
+    targets that answer. A connect gets `CONNECT_TIMEOUT_S` and, if it times out or is refused
+    or reset, one more try at once on a fresh socket. Names are resolved through a cache
+    (`Resolver`).
 
     Unless `allow_private`, a name resolves to its public addresses only and the socket connects
     to one of those, so the address checked is the address connected to: a name that resolved
@@ -136,19 +138,19 @@ class HttpClient:
                 raise PoolTimeout(wait_s)
             share = held = None
             try:
-                if not pool.prompt(loop.time()):
+                now = loop.time()
+                if not pool.prompt(now):
                     # the lookup is the request's own (as in a connect), not the slot wait's
-                    share = await self._shares.address(pool, loop.time() + timeout_s)
-                    if share.slots.free > 0:
-                        share.slots.free -= 1
-                    elif not await share.slots.take(wait_until):
-                        raise PoolTimeout(wait_s)
-                    held = share
-                slots = self._shares.slots
+                    share = await self._shares.address(pool, now + timeout_s)
+                    held = await share.take(not pool.hangs(now), wait_until, wait_s)
+                connections = self._shares.connections
+                slots = connections.slots
                 if slots.free > 0:  # a free global slot is taken here too
                     slots.free -= 1
                 else:
-                    slots = await self._shares.take(pool, wait_until, wait_s)
+                    # a prompt origin's slots come back promptly: it may wait for the reserve
+                    prompt = pool.prompt(loop.time())
+                    slots = await connections.take(prompt, wait_until, wait_s)
                 # every slot is held: the request's timeout starts now
                 started = loop.time()
                 pool.started.append(started)
@@ -158,6 +160,7 @@ class HttpClient:
                     return response
                 except TimeoutError:
                     pool.proven = False
+                    pool.timed_out = True
                     pool.shrink()
                     raise
                 except ConnectFailed as error:
@@ -170,7 +173,7 @@ class HttpClient:
                     slots.give()
             finally:
                 if held is not None:
-                    held.slots.give()
+                    held.give()
                 if share is not None:
                     share.users -= 1
                 pool.slots.give()

@@ -25,6 +25,9 @@ PROMPT_MARGIN_S = 0.25
 PROVEN_WITHIN_S = 2.0
 """An origin is proven prompt while its last answer came within this and none of its requests
 has been running longer: only such origins take the connections kept in reserve."""
+HANGS_AFTER_S = 1.0
+"""An origin not proven prompt hangs once a request of its has run this long unanswered (or
+its last one timed out): such origins leave the last part of their address's share to others."""
 
 Origin = tuple[str, str, int]  # scheme, host (IDNA, IPv6 without brackets), port
 
@@ -107,6 +110,7 @@ class Pool:
         self.slots = Slots(self.limit)
         self.opening = Slots(OPENING_PER_HOST)
         self.proven = False  # its last answer came within PROVEN_WITHIN_S
+        self.timed_out = False  # its last request ended in its timeout, unanswered
         self.started: list[float] = []  # loop times its requests in flight began, oldest first
 
     def prompt(self, now: float) -> bool:
@@ -114,6 +118,14 @@ class Pool:
         `PROVEN_WITHIN_S` and none of its requests has been running longer."""
         started = self.started
         return self.proven and (not started or now - started[0] <= PROVEN_WITHIN_S)
+
+    def hangs(self, now: float) -> bool:
+        """Whether the origin has shown that it hangs: not proven prompt, and its last request
+        timed out or one in flight has run `HANGS_AFTER_S` unanswered."""
+        if self.proven:
+            return False
+        started = self.started
+        return self.timed_out or bool(started and now - started[0] > HANGS_AFTER_S)
 
     def take_idle(self) -> Connection | None:
         idle = self.idle
@@ -126,6 +138,7 @@ class Pool:
     def answered(self, status: int, took_s: float) -> None:
         """Learn from a response that took `took_s`; call while still holding its slot."""
         self.proven = took_s <= PROVEN_WITHIN_S
+        self.timed_out = False
         if status in (429, 503):
             self.shrink()
             return

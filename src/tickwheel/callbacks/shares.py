@@ -1,13 +1,14 @@
 """Who may take the client's connection slots: by address, and a reserve for prompt origins.
 
 Ports and names cost an attacker nothing, addresses do: the origins of one address share a
-cap until they show they answer promptly. A quarter of the slots is kept for origins that do,
+cap until they show they answer promptly, and the last quarter of it is kept for origins that
+have not shown they hang, so a target new to the worker still gets its first call through
+beside ports of its host that hang. A quarter of all slots is kept for origins proven prompt,
 so targets that hang on many addresses still leave room for targets that answer.
 """
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 
 from tickwheel.callbacks.guard import keep_public
@@ -31,6 +32,11 @@ def reserve_of(max_connections: int) -> int:
     return max_connections // 4
 
 
+def kept_of_address(per_address: int) -> int:
+    """Return how many of an address's share only its origins that do not hang may take."""
+    return per_address // 4
+
+
 def address_key(ip: str) -> str:
     """The key of the address an origin connects to: the IPv4 address, or the IPv6 /64."""
     address = ipaddress.ip_address(ip.partition("%")[0])
@@ -39,26 +45,53 @@ def address_key(ip: str) -> str:
     return str(ipaddress.IPv6Network((address, IPV6_PREFIX), strict=False))
 
 
-class AddressShare:
+class Share:
+    """`count` slots of which `kept` are only for callers that qualify: everyone takes the
+    others first, so the kept ones are there for a qualifying caller when those are gone."""
+
+    def __init__(self, count: int, kept: int) -> None:
+        self.slots = Slots(count - kept)  # anyone's
+        self.kept = Slots(kept)
+        self._keeps = kept > 0
+
+    async def take(self, qualifies: bool, wait_until: float, wait_s: float) -> Slots:
+        """Take a slot, a kept one if the others are taken and the caller `qualifies`;
+        return the `Slots` to give it back to.
+
+        Raises:
+            PoolTimeout: none came free by loop time `wait_until`.
+        """
+        shared = self.slots
+        if shared.free > 0:
+            shared.free -= 1
+            return shared
+        kept = self.kept
+        # a qualifying caller waits for a kept slot: its holders are the ones that give back
+        slots = kept if qualifies and self._keeps else shared
+        if slots is kept and kept.free > 0:
+            kept.free -= 1
+        elif not await slots.take(wait_until):
+            raise PoolTimeout(wait_s)
+        return slots
+
+
+class AddressShare(Share):
     """The slots that the origins of one address (every port, every name) take together
-    while none of them is proven prompt."""
+    while none of them is proven prompt; a quarter kept for origins that do not hang."""
 
     def __init__(self, most: int) -> None:
-        self.slots = Slots(most)
+        super().__init__(most, kept_of_address(most))
         self.users = 0
 
 
 class Shares:
-    """The global slots (a reserve among them), the address shares, and the origins proven
-    prompt whose pools were dropped."""
+    """The global slots (a reserve for origins proven prompt among them), the address shares,
+    and the origins proven prompt whose pools were dropped."""
 
     def __init__(
         self, max_connections: int, max_per_host: int, resolver: Resolver, *, allow_private: bool
     ) -> None:
-        reserve = reserve_of(max_connections)
-        self.slots = Slots(max_connections - reserve)  # anyone's
-        self.reserve = Slots(reserve)  # only for origins proven prompt
-        self._reserved = reserve > 0
+        self.connections = Share(max_connections, reserve_of(max_connections))
         self._per_address = per_address(max_connections, max_per_host)
         self._addresses: dict[str, AddressShare] = {}
         self._resolver = resolver
@@ -79,27 +112,6 @@ class Shares:
             share = self._addresses[key] = AddressShare(self._per_address)
         share.users += 1
         return share
-
-    async def take(self, pool: Pool, wait_until: float, wait_s: float) -> Slots:
-        """Take a global slot, from the reserve if the others are taken and the origin is
-        proven prompt; return the `Slots` to give it back to.
-
-        Raises:
-            PoolTimeout: none came free by loop time `wait_until`.
-        """
-        shared = self.slots
-        if shared.free > 0:
-            shared.free -= 1
-            return shared
-        reserve = self.reserve
-        # a prompt origin waits for the reserve: its slots come back promptly
-        prompt = self._reserved and pool.prompt(asyncio.get_running_loop().time())
-        slots = reserve if prompt else shared
-        if slots is reserve and reserve.free > 0:
-            reserve.free -= 1
-        elif not await slots.take(wait_until):
-            raise PoolTimeout(wait_s)
-        return slots
 
     def recall(self, origin: Origin, now: float) -> bool:
         """Whether a new pool of `origin` starts proven prompt (its last one was, lately)."""
