@@ -71,3 +71,45 @@ async def test_queues_whose_targets_hang_are_claimed_in_paced_turns() -> None:
     stored = await store.get(payment.id)
     assert stored is not None
     assert stored.state is State.DONE
+
+
+class Noting(Hanging):
+    """`Hanging`, noting the store time each call to another target is made."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.fired: dict[str, int] = {}
+
+    async def fire(self, timer: Timer, attempt: int) -> Outcome:
+        assert timer.callback is not None
+        if "hang.example" not in timer.callback.url:
+            self.fired[timer.id] = self.store.now_ms()
+        return await super().fire(timer, attempt)
+
+
+async def test_a_new_queue_due_with_a_crowd_of_new_queues_whose_targets_hang_fires_on_time() -> (
+    None
+):
+    """60 queues new to the worker, 20 timers each to a target that never answers, fall due
+    with a new queue whose target answers. Past half the worker's room (96 of 192) each new
+    queue claims one timer until its callbacks tell what its targets do, so the crowd leaves
+    room for the new queue's first claim: it fires on time, not once the crowd's callbacks
+    have gone back to the store (1.5 s later)."""
+    store = MemoryStore()
+    target = Noting(store)
+    hung = Callback(url="https://hang.example/t")
+    due = store.now_ms() + 300
+    await store.add_many(
+        [Timer(due_ms=due, queue=f"h{n:03}", callback=hung) for n in range(60) for _ in range(20)]
+    )
+    payment = await store.add(Timer(due_ms=due, queue="payments", callback=CALLBACK))
+    settings = WorkerSettings(
+        lookahead_ms=100, lease_ms=10_000, grace_s=0.2, concurrency=64, batch=64
+    )
+    worker = Worker(store, target, settings)
+    async with running(worker):
+        await asyncio.sleep(1.0)
+        held = worker.metrics.in_flight
+    assert payment.id in target.fired
+    assert target.fired[payment.id] - due < 200
+    assert held <= 192

@@ -535,7 +535,10 @@ async def test_a_full_worker_still_claims_the_next_timer_of_a_prompt_queue() -> 
         await store.add(Timer(due_ms=store.now_ms(), queue="payments", callback=CALLBACK))
         await recorder.wait_for(1)  # its callbacks are answered
         now = store.now_ms()
-        flood = [Timer(due_ms=now + 2000, queue="flood", callback=CALLBACK) for _ in range(300)]
+        # over 30 queues: past half its room, a queue new to the worker claims one at a time
+        flood = [
+            Timer(due_ms=now + 2000, queue=f"flood-{n % 30}", callback=CALLBACK) for n in range(300)
+        ]
         await store.add_many(flood)
         await until(lambda: worker.metrics.in_flight >= 4 + 2 * 20)  # the worker is full
         payment = await store.add(

@@ -27,8 +27,8 @@ from tickwheel.model import Callback, RetryPolicy, State, Timer
 from tickwheel.stores import MemoryStore
 from tickwheel.testing.receiver import Received, Receiver, Reply
 
-# 16 connections: an origin 4, the ports of one address 8 (2 of them kept for origins that do
-# not hang), a reserve of 4 for prompt origins
+# 16 connections: an origin 4, the ports of one address 8 (2 of them kept for first calls), a
+# reserve of 4 for prompt origins
 SMALL = HttpSettings(allow_private_targets=True, max_connections=16)
 ONCE = RetryPolicy(max_attempts=1, timeout_s=30.0)  # any attempt spent on it would be its last
 
@@ -90,21 +90,20 @@ async def test_many_ports_of_one_host_that_never_answer_take_one_address_share()
 async def test_a_new_port_of_a_host_whose_other_ports_hang_still_gets_its_first_call_through(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Four ports that never answer take their first calls, then, once those hang, ask for
-    more than the rest of the address's 8: they get 6 in all, and a new port of the same host
-    takes one of the 2 kept for origins that do not hang, and answers at once (it was handed
-    back unsent, after a wait, while the hanging ports could fill the whole share)."""
+    """Four ports that never answer hold a call each, and ask for three more each, more than
+    the rest of the address's 8: they get 6 in all, and a new port of the same host takes for
+    its first call one of the 2 kept for first calls, and answers at once (it was handed back
+    unsent, after a wait, while calls of the hanging ports could fill the whole share)."""
     monkeypatch.setattr(httpclient, "SLOT_WAIT_S", 0.5)
     target = HttpTarget(SMALL)
     async with servers(4) as hanging, RawServer(always(ok())) as fresh:
-        probes = await fire_all(target, hanging, 1)
+        first = await fire_all(target, hanging, 1)
         await until(lambda: sum(s.requests for s in hanging) >= 4, timeout_s=5)
-        await asyncio.sleep(1.2)  # the probes have run a second unanswered: their ports hang
         more = await fire_all(target, hanging, 3)
         await asyncio.sleep(0.2)
         held = sum(s.open for s in hanging)
         outcome, took_s = await prompt_fire(target, fresh.url)
-        await stop(target, probes + more, hanging)
+        await stop(target, first + more, hanging)
     assert held == 6  # the address's 8 less the 2 kept
     assert outcome == ACKED
     assert took_s < 0.5

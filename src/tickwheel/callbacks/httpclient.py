@@ -52,8 +52,8 @@ class HttpClient:
     `max_connections`), so endpoints that never answer cannot hold every connection; it starts
     with a few of them and earns the rest (`Pool`). The origins of one address (an IPv4
     address, an IPv6 /64) not proven prompt share twice that, so many ports or names of one
-    host hold no more, and the last quarter of that is left to those that do not hang (a
-    request unanswered for a second, or a timeout); a quarter of the global slots is kept for
+    host hold no more, and the last quarter of that is kept for first calls (an origin's only
+    request in flight, its last not timed out); a quarter of the global slots is kept for
     origins proven prompt (`Shares`), so hanging targets on many addresses leave those to
     targets that answer. A connect gets `CONNECT_TIMEOUT_S` and, if it times out or is refused
     or reset, one more try at once on a fresh socket. Names are resolved through a cache
@@ -142,7 +142,7 @@ class HttpClient:
                 if not pool.prompt(now):
                     # the lookup is the request's own (as in a connect), not the slot wait's
                     share = await self._shares.address(pool, now + timeout_s)
-                    held = await share.take(not pool.hangs(now), wait_until, wait_s)
+                    held = await share.take(pool.probing(), wait_until, wait_s)
                 connections = self._shares.connections
                 slots = connections.slots
                 if slots.free > 0:  # a free global slot is taken here too

@@ -25,9 +25,6 @@ PROMPT_MARGIN_S = 0.25
 PROVEN_WITHIN_S = 2.0
 """An origin is proven prompt while its last answer came within this and none of its requests
 has been running longer: only such origins take the connections kept in reserve."""
-HANGS_AFTER_S = 1.0
-"""An origin not proven prompt hangs once a request of its has run this long unanswered (or
-its last one timed out): such origins leave the last part of their address's share to others."""
 
 Origin = tuple[str, str, int]  # scheme, host (IDNA, IPv6 without brackets), port
 
@@ -119,13 +116,11 @@ class Pool:
         started = self.started
         return self.proven and (not started or now - started[0] <= PROVEN_WITHIN_S)
 
-    def hangs(self, now: float) -> bool:
-        """Whether the origin has shown that it hangs: not proven prompt, and its last request
-        timed out or one in flight has run `HANGS_AFTER_S` unanswered."""
-        if self.proven:
-            return False
-        started = self.started
-        return self.timed_out or bool(started and now - started[0] > HANGS_AFTER_S)
+    def probing(self) -> bool:
+        """Whether a request now would be the origin's only one in flight, its last one not
+        having timed out: a first call, which the last part of an address's share is kept
+        for, so that the calls of origins that hang cannot take it."""
+        return not self.started and not self.timed_out
 
     def take_idle(self) -> Connection | None:
         idle = self.idle

@@ -1,10 +1,10 @@
 """Who may take the client's connection slots: by address, and a reserve for prompt origins.
 
 Ports and names cost an attacker nothing, addresses do: the origins of one address share a
-cap until they show they answer promptly, and the last quarter of it is kept for origins that
-have not shown they hang, so a target new to the worker still gets its first call through
-beside ports of its host that hang. A quarter of all slots is kept for origins proven prompt,
-so targets that hang on many addresses still leave room for targets that answer.
+cap until they show they answer promptly, and the last quarter of it is kept for first calls
+(an origin's only request in flight), so a target new to the worker still gets its first call
+through beside ports of its host whose calls hang. A quarter of all slots is kept for origins
+proven prompt, so targets that hang on many addresses still leave room for targets that answer.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def reserve_of(max_connections: int) -> int:
 
 
 def kept_of_address(per_address: int) -> int:
-    """Return how many of an address's share only its origins that do not hang may take."""
+    """Return how many of an address's share are kept for first calls (`Pool.probing`)."""
     return per_address // 4
 
 
@@ -77,7 +77,7 @@ class Share:
 
 class AddressShare(Share):
     """The slots that the origins of one address (every port, every name) take together
-    while none of them is proven prompt; a quarter kept for origins that do not hang."""
+    while none of them is proven prompt; a quarter kept for first calls."""
 
     def __init__(self, most: int) -> None:
         super().__init__(most, kept_of_address(most))

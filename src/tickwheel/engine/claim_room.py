@@ -8,7 +8,10 @@ queue may claim into a reserve as large again, and each kind waits for its claim
 of its own, so a flood of unknown or hanging queues stands neither in a prompt queue's room
 nor in its line. Hung queues are claimed at `HUNG_CLAIMS_PER_S` at most, each in its turn
 (`hung_turn`), so a flood at targets that never answer costs the store and the worker a
-bounded number of claims a second, however many queues it spans.
+bounded number of claims a second, however many queues it spans. Once half the room is taken,
+an unknown queue claims one timer at a time (`probing`) until its callbacks tell which it is,
+so a flood of queues new to the worker leaves room for the next new queue, whose callbacks
+may be answered.
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ HUNG_CLAIMS_AT_ONCE = 2
 HUNG_CLAIMS_PER_S = 20
 """Claims a second of hung queues at most: a queue alone is claimed when due, a thousand take
 turns, each claimed every 50 s (its timers' targets have not answered for seconds)."""
+PROBE_CLAIM = 1
+"""Timers an unknown queue claims at a time while half the worker's room is taken."""
+PROBE_WAIT_S = 2.0
+"""How long a probing queue's loop waits for its callbacks' verdict before it claims again: as
+long as a worker takes to find a target hung (`Fairness`)."""
 
 
 class ClaimRoom:
@@ -46,6 +54,7 @@ class ClaimRoom:
         self._waiting: dict[str, asyncio.Event] = {}
         self._waiting_prompt: dict[str, asyncio.Event] = {}
         self._next_hung_s = 0.0  # monotonic time of the next hung claim's turn
+        self._verdicts: dict[str, asyncio.Event] = {}  # probing queues' loops waiting
 
     def prompt(self, queue: str) -> bool:
         """Whether `queue`'s last callback was answered."""
@@ -64,6 +73,27 @@ class ClaimRoom:
         else:
             self._prompt.add(queue)
             self._hung.discard(queue)
+        verdict = self._verdicts.pop(queue, None)
+        if verdict is not None:
+            verdict.set()
+
+    def probing(self, queue: str, held: int) -> bool:
+        """Whether a claim of `queue` takes `PROBE_CLAIM` timers: its callbacks have not yet
+        told whether its targets answer, and half the room is taken."""
+        return held >= self._most // 2 and queue not in self._prompt and queue not in self._hung
+
+    async def verdict(self, queue: str) -> None:
+        """Wait until a callback of `queue` is answered or goes back because its target
+        hangs, `PROBE_WAIT_S` at most."""
+        event = self._verdicts.get(queue)
+        if event is None:
+            event = self._verdicts[queue] = asyncio.Event()
+        try:
+            async with asyncio.timeout(PROBE_WAIT_S):
+                await event.wait()
+        except TimeoutError:
+            if self._verdicts.get(queue) is event:
+                del self._verdicts[queue]
 
     def hung_turn(self) -> float:
         """Take the next turn for a claim of a hung queue; return its monotonic time."""

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 
 from tickwheel.engine.claim_lead import ClaimLead
-from tickwheel.engine.claim_room import ClaimRoom
+from tickwheel.engine.claim_room import PROBE_CLAIM, ClaimRoom
 from tickwheel.engine.controls import Controls
 from tickwheel.engine.held import Held, Holding
 from tickwheel.engine.metrics import Metrics
@@ -333,7 +333,10 @@ class Dispatcher:
                 await self._unless_stopping(self._room.wait(queue))
                 continue
             limit = min(settings.batch, room)
-            if not stays and self._room.hung(queue):
+            probing = not stays and self._room.probing(queue, len(self._held))
+            if probing:
+                limit = min(limit, PROBE_CLAIM)  # unknown, in a crowd: a probe of its targets
+            elif not stays and self._room.hung(queue):
                 limit = min(limit, HUNG_CLAIM)  # a probe of its targets: the rest wait stored
             rate = controls.queue_rate(queue)
             if rate is not None:
@@ -362,6 +365,12 @@ class Dispatcher:
                 if not stays and self._hand_on(queue, len(leases) == limit):
                     return
                 if len(leases) == limit:
+                    if probing:
+                        # more may be due: claimed once its callbacks tell what its targets do
+                        await self._unless_stopping(self._room.verdict(queue))
+                        if self._room.hung(queue):
+                            return  # the due-queue index brings it back in its turn
+                        continue
                     if rate is not None:
                         # a rate-limited queue is claimed at twice its rate at most: a backlog
                         # waits in the store, not in this worker's leases
