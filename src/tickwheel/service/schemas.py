@@ -225,7 +225,8 @@ class When(_Input):
     def due_ms_at(self, now_ms: int, store_settings: StoreSettings) -> int:
         """Return the due time in epoch ms, `delay` counting from `now_ms`, checked whole: within
         the store's horizon from `now_ms` (the store's clock) and the model's range. Nothing
-        below refuses it then, so each error names the request's field as it is raised.
+        below refuses it then, so each error names the request's field as it is raised, and
+        the routes hand it to the store as checked (`due_checked`): compared once.
 
         Raises:
             InvalidTimer: both or neither were given, or the time is past the store's horizon
