@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from service.cli_support import Service
+from cli.cli_support import Service
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 EXAMPLES = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from service.cli_support import Run, Service, sqlite_service, wait_until
+
+from .cli_support import Run, Service, sqlite_service, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 

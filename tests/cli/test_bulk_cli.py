@@ -8,10 +8,11 @@ import json
 from typing import Any
 
 import pytest
-from service.cli_support import Run, Service, ok_json, sqlite_service
 
 from tickwheel.client import AsyncClient, Client
 from tickwheel.errors import NotFound, RequestInvalid
+
+from .cli_support import Run, Service, ok_json, sqlite_service
 
 pytestmark = pytest.mark.timeout(120)
 

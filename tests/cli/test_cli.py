@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 import typer
-from service.cli_support import Process, Run, Service, sqlite_service, wait_until
 from typer.testing import CliRunner
 
 from tickwheel.callbacks.signing import sign
 from tickwheel.cli import app, parse_duration, parse_time
 from tickwheel.stores.redaction import redact
+
+from .cli_support import Process, Run, Service, sqlite_service, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from service.cli_support import Service, sqlite_service
 
 from tickwheel.client import AsyncClient, Client
 from tickwheel.errors import (
@@ -23,6 +22,8 @@ from tickwheel.errors import (
     ServiceUnreachable,
     TickwheelError,
 )
+
+from .cli_support import Service, sqlite_service
 
 pytestmark = pytest.mark.timeout(120)
 

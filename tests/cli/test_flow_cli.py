@@ -18,12 +18,12 @@ from typing import Any
 import httpx
 import pytest
 import typer
-from service.cli_support import Run, ok_json, sqlite_service, wait_until
 from typer.testing import CliRunner
 
 from tickwheel.cli import app
 from tickwheel.cli.parse import describe_rate, parse_instant, parse_rate
 
+from .cli_support import Run, ok_json, sqlite_service, wait_until
 from .test_cli import Process, Service
 
 pytestmark = pytest.mark.timeout(120)

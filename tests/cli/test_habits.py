@@ -8,10 +8,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from service.cli_support import Run, Service, ok_json, sqlite_service, wait_until
 from typer.testing import CliRunner
 
 from tickwheel.cli import app
+
+from .cli_support import Run, Service, ok_json, sqlite_service, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 

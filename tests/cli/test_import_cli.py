@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service.cli_support import Run, Service, sqlite_service
 from typer.testing import CliRunner
 
 from tickwheel.cli import app, importer
 from tickwheel.service.schemas import MAX_BATCH
+
+from .cli_support import Run, Service, sqlite_service
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,8 +10,8 @@ import re
 from typing import Any
 
 import pytest
-from service.cli_support import Run, ok_json, sqlite_service, wait_until
 
+from .cli_support import Run, ok_json, sqlite_service, wait_until
 from .test_cli import Service
 
 pytestmark = pytest.mark.timeout(120)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from service.cli_support import Service
+from cli.cli_support import Service
 from service.conftest import ClientFactory
 
 from tickwheel.model import Timer

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service.cli_support import Service
+from cli.cli_support import Service
 
 from tickwheel.service.gate import MAX_REQUEST_HEADER_BYTES
 from tickwheel.service.protocol import MAX_REQUEST_HEADERS, MAX_REQUEST_TARGET_BYTES

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from service.cli_support import Service
+from cli.cli_support import Service
 from service.conftest import serve
 from stores.test_durability import pair, replicated
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service.cli_support import stop_process
+from cli.cli_support import stop_process
 from typer.testing import CliRunner
 
 from tickwheel.cli import app

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service.cli_support import Service
+from cli.cli_support import Service
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from service.cli_support import Service, sqlite_service, wait_until
+from cli.cli_support import Service, sqlite_service, wait_until
 from typer.testing import CliRunner
 
 from tickwheel.callbacks.http import HttpTarget

@@ -16,10 +16,6 @@ from tickwheel.stores.base import Store
 from tickwheel.stores.memory import MemoryStore
 from tickwheel.stores.open import open_store
 
-from .cli_support import tw
-
-__all__ = ["tw"]  # a fixture, for the tests of this directory that run the CLI
-
 ClientFactory = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
 

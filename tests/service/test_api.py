@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from tickwheel.errors import InvalidArgument
-from tickwheel.model import State
+from tickwheel.errors import InvalidArgument, InvalidTimer
+from tickwheel.model import State, Timer
 from tickwheel.service.api import create_app
 from tickwheel.service.settings import DEFAULT_MAX_BODY_BYTES, ServiceSettings
+from tickwheel.stores import checks, contract
 from tickwheel.stores.base import Store
 from tickwheel.stores.memory import MemoryStore
 from tickwheel.stores.redis import RedisStore
@@ -545,6 +546,35 @@ async def test_batch_item_past_the_horizon_fails_alone(client: httpx.AsyncClient
     results = (await client.post("/v1/timers/batch", json={"timers": items})).json()["results"]
     assert [result["status"] for result in results] == [201, 422, 201]
     assert results[1]["error"]["field"] == "due"
+
+
+async def test_a_due_time_is_compared_with_the_horizon_once(
+    client: httpx.AsyncClient, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the API compares it as it reads the request, naming the field; the store, told so, does
+    # not compare it again; a library caller's add is still compared by the store
+    compared: list[int] = []
+
+    def counted(check: Callable[..., None]) -> Callable[..., None]:
+        return lambda *args: compared.append(1) or check(*args)
+
+    monkeypatch.setattr(contract, "check_timers", counted(contract.check_timers))
+    monkeypatch.setattr(checks, "check_due", counted(checks.check_due))
+    assert (await client.post("/v1/timers", json=timer(id="t1"))).status_code == 201
+    assert (await client.put("/v1/timers/t2", json=timer())).status_code == 201
+    batch = {"timers": [timer(id="t3"), timer(id="t4", delay=None, due=2_000_000_000)]}
+    results = (await client.post("/v1/timers/batch", json=batch)).json()["results"]
+    assert [result["status"] for result in results] == [201, 201]
+    assert (await client.patch("/v1/timers/t1", json={"delay": 60})).status_code == 200
+    far = timer(id="far", delay=None, due=4_000_000_000)
+    assert error_of(await client.post("/v1/timers", json=far), 422)["field"] == "due"
+    assert compared == []
+    horizon_ms = store.settings.max_horizon_ms
+    with pytest.raises(InvalidTimer, match="horizon"):
+        await store.add(Timer(id="lib", due_ms=store.now_ms() + horizon_ms + 60_000, payload=1))
+    with pytest.raises(InvalidTimer, match="horizon"):
+        await store.reschedule("t1", store.now_ms() + horizon_ms + 60_000)
+    assert compared == [1, 1]
 
 
 async def test_batch_of_a_thousand_fits_the_body_limit(

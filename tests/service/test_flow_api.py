@@ -414,6 +414,50 @@ async def test_put_queue_refuses_bad_bodies(
     assert await store.queue_settings() == {}
 
 
+REVERSED = {"min_backoff": 10, "max_backoff": 1}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field", "message"),
+    [
+        ("/v1/limits/example.com", {"burst": 3}, "rate", "give a rate, a concurrency or both"),
+        ("/v1/queues/mail/limit", {"concurrency": 1, "burst": 3}, "burst", "needs a rate"),
+        (
+            "/v1/queues/mail",
+            {"limit": {"concurrency": 1, "burst": 3}},
+            "limit.burst",
+            "needs a rate",
+        ),
+        ("/v1/queues/mail", {"limit": {}}, "limit.rate", "give a rate, a concurrency or both"),
+        (
+            "/v1/queues/mail/defaults",
+            {"retry": REVERSED},
+            "retry.min_backoff",
+            "must not exceed max_backoff",
+        ),
+        (
+            "/v1/queues/mail",
+            {"defaults": {"retry": REVERSED}},
+            "defaults.retry.min_backoff",
+            "must not exceed max_backoff",
+        ),
+    ],
+)
+async def test_a_refusal_across_fields_names_its_path_in_the_request(
+    client: httpx.AsyncClient,
+    store: Store,
+    path: str,
+    body: dict[str, Any],
+    field: str,
+    message: str,
+) -> None:
+    response = await client.put(path, json=body)
+    assert response.status_code == 422
+    assert response.json() == {"error": {"code": "invalid", "message": message, "field": field}}
+    assert await store.queue_settings() == {}
+    assert await store.limits() == {}
+
+
 async def test_put_queue_refuses_a_body_that_is_not_json(client: httpx.AsyncClient) -> None:
     response = await client.put(
         "/v1/queues/mail", content=b"{paused", headers={"Content-Type": "application/json"}

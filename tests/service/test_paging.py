@@ -1,5 +1,5 @@
 """Paging of the operator's tables: ``GET /v1/queues`` and ``GET /v1/limits`` a page at a time
-in name order, as ``GET /v1/timers`` is, and the CLI following their cursors to the end."""
+in name order, as ``GET /v1/timers`` is (the CLI following them: tests/cli/test_paging_cli.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,6 @@ import pytest
 
 from tickwheel.model import Timer
 from tickwheel.stores.base import Limit, QueueSettings, Store
-from tickwheel.stores.open import open_store
-
-from .cli_support import Run, Service, ok_json, sqlite_service
-
-service = sqlite_service("paging-cli")
 
 
 async def every_page(client: httpx.AsyncClient, path: str, key: str, limit: int) -> list[Any]:
@@ -82,23 +77,3 @@ async def test_paging_refuses_what_it_cannot_use(
     response = await client.get(f"{path}?{query}")
     assert response.status_code in (400, 422), response.text
     assert "error" in response.json()
-
-
-async def _fill(service: Service, hosts: int, queues: int) -> None:
-    """Write host limits and paused queues straight into the service's SQLite file."""
-    store = open_store(f"sqlite:///{service.log.parent}/t.db")
-    try:
-        for n in range(hosts):
-            await store.set_limit(f"h{n:04}.example.com", Limit(concurrency=1))
-        for n in range(queues):
-            await store.pause_queue(f"q{n:04}", True)
-    finally:
-        await store.close()
-
-
-async def test_the_cli_follows_the_cursors_to_the_end(tw: Run, service: Service) -> None:
-    await _fill(service, 1005, 1003)  # over the CLI's 1,000 a page
-    hosts = ok_json(tw("limit", "ls", "--json"))["limits"]
-    assert [row["host"] for row in hosts] == [f"h{n:04}.example.com" for n in range(1005)]
-    queues = ok_json(tw("queues", "--json"))["queues"]
-    assert [row["name"] for row in queues] == [f"q{n:04}" for n in range(1003)]

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, model_validator
 
 from tickwheel.errors import InvalidArgument
 from tickwheel.model import State
 from tickwheel.service.bulk_schemas import DefaultsIn, DefaultsOut
+from tickwheel.service.schemas import field_error
 from tickwheel.stores.base import QueueInfo, QueueSettings
 from tickwheel.stores.limit import MAX_BURST, MAX_CONCURRENCY, MAX_RATE, MIN_RATE, Limit
 
@@ -31,15 +32,22 @@ class LimitIn(_Input):
     rate: Rate | None = None
     burst: Burst | None = None
     concurrency: Concurrency | None = None
+    _limit: Limit = PrivateAttr()
 
-    def limit(self, field_prefix: str = "") -> Limit:
-        """The store's `Limit`; its refusals (no rate nor concurrency, a burst without a rate)
-        name the field under `field_prefix`."""
+    @model_validator(mode="after")
+    def _whole(self) -> LimitIn:
+        """Build the store's `Limit` once, as the request is read: its refusals across fields
+        (no rate nor concurrency, a burst without a rate) are the request's, at their path."""
         try:
-            return Limit(rate=self.rate, burst=self.burst, concurrency=self.concurrency)
+            self._limit = Limit(rate=self.rate, burst=self.burst, concurrency=self.concurrency)
         except InvalidArgument as error:
             message = str(error).removeprefix(f"{error.argument}: ")
-            raise InvalidArgument(field_prefix + error.argument, message) from None
+            raise field_error(error.argument, message, getattr(self, error.argument)) from None
+        return self
+
+    def limit(self) -> Limit:
+        """The store's `Limit`, built when the request was read."""
+        return self._limit
 
 
 class LimitOut(BaseModel):
@@ -84,7 +92,7 @@ class QueueIn(_Input):
     defaults: DefaultsIn | None = None
 
     def settings(self) -> QueueSettings:
-        limit = None if self.limit is None else self.limit.limit("limit.")
+        limit = None if self.limit is None else self.limit.limit()
         defaults = None if self.defaults is None else self.defaults.defaults()
         if defaults is not None and defaults.empty:
             defaults = None

@@ -10,7 +10,17 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tickwheel.errors import InvalidTimer
 from tickwheel.model import (
@@ -122,6 +132,16 @@ def _second(seconds: int) -> str:
     return (_EPOCH + timedelta(seconds=seconds)).isoformat()[:-6]
 
 
+def field_error(field: str, message: str, value: object) -> ValidationError:
+    """Refuse `field` of the model being validated, from a check across its fields: pydantic
+    puts the model's own path in the request before it (``defaults.retry.min_backoff``), as
+    for a check of one field (pydantic-core takes a `ValidationError` raised in a validator
+    as its own errors)."""
+    error = PydanticCustomError("invalid", "{message}", {"message": message})
+    line = InitErrorDetails(type=error, loc=(field,), input=value)
+    return ValidationError.from_exception_data("request", [line])
+
+
 class _Input(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -178,14 +198,15 @@ class RetryIn(_Input):
         Field(description="stop retrying this long after the first attempt; at most 365 days"),
     ] = DEFAULT_RETRY.max_retry_s
 
-    def policy(self) -> RetryPolicy:
-        """The model's policy; each field's bounds are checked above, the one across two here.
-
-        Raises:
-            InvalidTimer: `min_backoff` exceeds `max_backoff`.
-        """
+    @model_validator(mode="after")
+    def _backoffs_in_order(self) -> RetryIn:
+        """Refuse a `min_backoff` over `max_backoff`, at its path in the request."""
         if self.min_backoff > self.max_backoff:
-            raise InvalidTimer("retry.min_backoff", "must not exceed retry.max_backoff_s")
+            raise field_error("min_backoff", "must not exceed max_backoff", self.min_backoff)
+        return self
+
+    def policy(self) -> RetryPolicy:
+        """The model's policy, from fields checked whole when the request was read."""
         return RetryPolicy(
             max_attempts=self.max_attempts,
             min_backoff_s=self.min_backoff,
@@ -204,7 +225,8 @@ class When(_Input):
     def due_ms_at(self, now_ms: int, store_settings: StoreSettings) -> int:
         """Return the due time in epoch ms, `delay` counting from `now_ms`, checked whole: within
         the store's horizon from `now_ms` (the store's clock) and the model's range. Nothing
-        below refuses it then, so each error names the request's field as it is raised.
+        below refuses it then, so each error names the request's field as it is raised, and
+        the routes hand it to the store as checked (`due_checked`): compared once.
 
         Raises:
             InvalidTimer: both or neither were given, or the time is past the store's horizon

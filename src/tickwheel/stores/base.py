@@ -180,15 +180,19 @@ class Store(QueueOperations, QueuePages, history.AttemptHistory, Protocol):
         """Return the store's clock in epoch ms: the one that decides what is due."""
         ...
 
-    async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
+    async def add(self, timer: Timer, *, replace: bool = False, due_checked: bool = False) -> Timer:
         """Store a scheduled timer and return it as stored.
 
         The same id with the same spec returns the stored timer (idempotent); another spec
-        raises `TimerExists` unless `replace`.
+        raises `TimerExists` unless `replace`. A due time past the store's horizon raises
+        `InvalidTimer`, unless the caller says with `due_checked` that it compared it with the
+        horizon from a `now_ms()` read before the call (as the API does, naming its field).
         """
         ...
 
-    async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
+    async def add_many(
+        self, timers: Sequence[Timer], *, replace: bool = False, due_checked: bool = False
+    ) -> list[Timer]:
         """Add many timers in few round trips or transactions; return them as stored, in order.
 
         Each timer is added as by `add`; the batch as a whole is not atomic. An id held by a
@@ -204,10 +208,12 @@ class Store(QueueOperations, QueuePages, history.AttemptHistory, Protocol):
         """Delete a scheduled or paused timer; return whether one was there to delete."""
         ...
 
-    async def reschedule(self, timer_id: str, due_ms: int) -> bool:
+    async def reschedule(self, timer_id: str, due_ms: int, *, due_checked: bool = False) -> bool:
         """Move a scheduled or paused timer to `due_ms`; return whether it was either.
 
         A paused timer stays paused (no claim takes it) and fires at `due_ms` once resumed.
+        `due_ms` is checked as `add` checks a timer's, and also for being integer epoch ms
+        (`due_checked`: the caller checked it whole).
         """
         ...
 

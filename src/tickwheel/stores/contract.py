@@ -6,6 +6,8 @@ way, then calls the backend's own step, a protected method of the same name (`cl
 (`MemoryHeaps`, `SqliteThread`, `RedisStoreBase`, PostgreSQL's `Runner`) derives from it, so a
 backend writes its steps and never an argument check. Calls with nothing to check (`get`,
 `ack`, `ack_many`, ...) are the backend's own: a wrapper would cost a call and check nothing.
+A due time given with ``due_checked=True`` was compared with the horizon by the caller (the
+API, which names the request's field as it refuses one), so it is not compared again.
 `TransactionContract` adds the forms of a store that also writes in its caller's transaction
 (PostgreSQL's ``tx=`` and ``*_sync`` forms), checked the same way.
 """
@@ -97,16 +99,21 @@ class StoreContract(ABC):
         clock says so by overriding this)."""
         return None
 
-    async def add(self, timer: Timer, *, replace: bool = False) -> Timer:
-        check_timers((timer,), self.now_ms(), self.settings)
+    async def add(self, timer: Timer, *, replace: bool = False, due_checked: bool = False) -> Timer:
+        if not due_checked:
+            check_timers((timer,), self.now_ms(), self.settings)
         return await self._add_one(timer, replace)
 
-    async def add_many(self, timers: Sequence[Timer], *, replace: bool = False) -> list[Timer]:
-        check_timers(timers, self.now_ms(), self.settings)
+    async def add_many(
+        self, timers: Sequence[Timer], *, replace: bool = False, due_checked: bool = False
+    ) -> list[Timer]:
+        if not due_checked:
+            check_timers(timers, self.now_ms(), self.settings)
         return await self._add_many(timers, replace)
 
-    async def reschedule(self, timer_id: str, due_ms: int) -> bool:
-        checks.check_due(due_ms, self.now_ms(), self.settings)
+    async def reschedule(self, timer_id: str, due_ms: int, *, due_checked: bool = False) -> bool:
+        if not due_checked:
+            checks.check_due(due_ms, self.now_ms(), self.settings)
         return await self._reschedule(timer_id, due_ms)
 
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
@@ -284,11 +291,19 @@ class TransactionContract(StoreContract, Generic[Tx, SyncTx]):
     backend's step for it (`_add_in`, `_add_sync`, ...).
     """
 
-    async def add(self, timer: Timer, *, replace: bool = False, tx: Tx | None = None) -> Timer:
+    async def add(
+        self,
+        timer: Timer,
+        *,
+        replace: bool = False,
+        due_checked: bool = False,
+        tx: Tx | None = None,
+    ) -> Timer:
         """Add one timer; with `tx`, inside the caller's transaction on that connection."""
         if tx is None:
-            return await super().add(timer, replace=replace)
-        check_timers((timer,), self.now_ms(), self.settings)
+            return await super().add(timer, replace=replace, due_checked=due_checked)
+        if not due_checked:
+            check_timers((timer,), self.now_ms(), self.settings)
         return await self._add_in(tx, timer, replace)
 
     def add_sync(self, timer: Timer, *, tx: SyncTx, replace: bool = False) -> Timer:
@@ -297,14 +312,20 @@ class TransactionContract(StoreContract, Generic[Tx, SyncTx]):
         return self._add_sync(tx, timer, replace)
 
     async def add_many(
-        self, timers: Sequence[Timer], *, replace: bool = False, tx: Tx | None = None
+        self,
+        timers: Sequence[Timer],
+        *,
+        replace: bool = False,
+        due_checked: bool = False,
+        tx: Tx | None = None,
     ) -> list[Timer]:
         """Add many timers (all in `tx`'s transaction when given); return them as stored, in
         order. An id held by a timer with another spec raises `TimerExists` once the rest are
         stored."""
         if tx is None:
-            return await super().add_many(timers, replace=replace)
-        check_timers(timers, self.now_ms(), self.settings)
+            return await super().add_many(timers, replace=replace, due_checked=due_checked)
+        if not due_checked:
+            check_timers(timers, self.now_ms(), self.settings)
         return await self._add_many_in(tx, timers, replace)
 
     def add_many_sync(
@@ -314,11 +335,14 @@ class TransactionContract(StoreContract, Generic[Tx, SyncTx]):
         check_timers(timers, self.now_ms(), self.settings)
         return self._add_many_sync(tx, timers, replace)
 
-    async def reschedule(self, timer_id: str, due_ms: int, *, tx: Tx | None = None) -> bool:
+    async def reschedule(
+        self, timer_id: str, due_ms: int, *, due_checked: bool = False, tx: Tx | None = None
+    ) -> bool:
         """Move a scheduled or paused timer (in `tx`'s transaction when given)."""
         if tx is None:
-            return await super().reschedule(timer_id, due_ms)
-        checks.check_due(due_ms, self.now_ms(), self.settings)
+            return await super().reschedule(timer_id, due_ms, due_checked=due_checked)
+        if not due_checked:
+            checks.check_due(due_ms, self.now_ms(), self.settings)
         return await self._reschedule_in(tx, timer_id, due_ms)
 
     def reschedule_sync(self, timer_id: str, due_ms: int, *, tx: SyncTx) -> bool:

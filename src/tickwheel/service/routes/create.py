@@ -80,7 +80,7 @@ async def put(
         raise TimerExists(timer.id)
     if existing is None and admit is not None:
         await admit(timer)
-    stored = await store.add(timer, replace=replace)
+    stored = await store.add(timer, replace=replace, due_checked=True)
     return (201 if existing is None else 200), stored
 
 
@@ -155,7 +155,7 @@ async def _add_new(store: Store, new: list[tuple[int, Timer, TimerIn]]) -> dict[
     if not new:
         return {}
     try:
-        stored = await store.add_many([timer for _, timer, _ in new])
+        stored = await store.add_many([timer for _, timer, _ in new], due_checked=True)
     except NotReplicated as error:
         # each was stored: its item carries the timer beside the error, so the client knows
         return {index: _not_replicated(timer, error) for index, timer, _ in new}
@@ -176,7 +176,8 @@ def _not_replicated(timer: Timer, error: NotReplicated) -> BatchItemOut:
 
 async def _add_one(store: Store, timer: Timer) -> BatchItemOut:
     try:
-        return BatchItemOut(status=201, timer=TimerOut.of(await store.add(timer)))
+        stored = await store.add(timer, due_checked=True)
+        return BatchItemOut(status=201, timer=TimerOut.of(stored))
     except NotReplicated as error:
         return _not_replicated(timer, error)
     except TimerExists as error:

@@ -243,7 +243,7 @@ def router() -> APIRouter:
         await access.guard_timer(store, tenant, timer_id)
         await _refuse_occurrence(store, timer_id)
         moved = VALID_ID.fullmatch(timer_id) is not None and await store.reschedule(
-            timer_id, due_ms
+            timer_id, due_ms, due_checked=True
         )
         if not moved:
             raise await _not_scheduled(store, timer_id)
