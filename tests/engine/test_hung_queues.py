@@ -8,8 +8,10 @@ import asyncio
 from engine.support import running
 from tickwheel.engine import ACKED, Outcome, Worker, WorkerSettings
 from tickwheel.engine.claim_room import HUNG_CLAIMS_PER_S
+from tickwheel.engine.dispatch import REST_LOOK_S
 from tickwheel.model import Callback, State, Timer
 from tickwheel.stores import Lease, MemoryStore
+from tickwheel.stores.base import DueQueues
 
 CALLBACK = Callback(url="https://hooks.example.com/t")
 
@@ -28,15 +30,21 @@ class Hanging:
 
 
 class CountingClaims(MemoryStore):
-    """A memory store that notes the store time of each claim, by queue."""
+    """A memory store that notes the store time of each claim, by queue, and of each look at
+    its due-queue index."""
 
     def __init__(self) -> None:
         super().__init__()
         self.claims: list[tuple[int, str]] = []
+        self.looks: list[int] = []
 
     async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         self.claims.append((self.now_ms(), queue))
         return await super().claim(queue, horizon_ms, limit, lease_ms)
+
+    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+        self.looks.append(self.now_ms())
+        return await super().due_queues(horizon_ms, limit)
 
 
 async def test_queues_whose_targets_hang_are_claimed_in_paced_turns() -> None:
@@ -67,6 +75,9 @@ async def test_queues_whose_targets_hang_are_claimed_in_paced_turns() -> None:
         if window_start <= at < window_end and queue.startswith("h")
     ]
     assert len(in_window) <= HUNG_CLAIMS_PER_S * 3 + 5
+    # their deferrals wake the due-queue look in vain: it looks at its pace for their turns
+    looks = [at for at in store.looks if window_start <= at < window_end]
+    assert len(looks) <= 3 / REST_LOOK_S + 4
     assert resting > 0  # the gauge shows the hung queues that wait for their turn
     stored = await store.get(payment.id)
     assert stored is not None

@@ -210,12 +210,13 @@ class Dispatcher:
         `MAX_CLAIM_LOOPS` due queues take turns: a loop that claimed while others wait hands
         its turn on after one claim, and its queue joins the back of the line. A change to a
         queue no loop waits on (a new queue, from this process or another) wakes the look, so
-        a new queue's first timer is claimed within tens of ms; else it looks by the index's
-        next head, at least every
-        `DISCOVER_EVERY_S`.
+        a new queue's first timer is claimed within tens of ms (while hung queues rest and
+        looks find nothing new, within `REST_LOOK_S`); else it looks by the index's next
+        head, at least every `DISCOVER_EVERY_S`.
         """
         self._serve(DEFAULT_QUEUE, loops)
         failures = 0
+        spacing_s = DISCOVER_SPACING_S
         while not self._stopping.is_set():
             paused = self._paused_queues()
             resting = self._resting
@@ -243,6 +244,7 @@ class Dispatcher:
             if self._stopping.is_set():
                 return  # `run` is gathering the loops: start none it would not wait for
             now_s = time.monotonic()
+            found_new = False  # a due queue to serve that is not hung
             for queue in found.queues:
                 if queue in self._serving or queue in paused or queue in self._line:
                     continue
@@ -253,6 +255,13 @@ class Dispatcher:
                     resting[queue] = turn_s  # its targets hang: claimed in its turn
                     continue
                 self._line[queue] = None
+                found_new = found_new or turn_s is None
+            if resting and not found_new:
+                # nothing new, hung queues resting: their deferrals wake the look in vain,
+                # so it looks ever less often, down to its pace for their turns
+                spacing_s = min(2 * spacing_s, REST_LOOK_S)
+            else:
+                spacing_s = DISCOVER_SPACING_S
             for queue in [queue for queue, turn_s in resting.items() if turn_s <= now_s]:
                 del resting[queue]  # emptied meanwhile
             self._metrics.queues_resting = len(resting)
@@ -264,7 +273,7 @@ class Dispatcher:
             if resting:
                 sleep_s = min(sleep_s, max(REST_LOOK_S, min(resting.values()) - now_s))
             await self._unless_stopping(self._store.wait(ANY_QUEUE, sleep_s))
-            await self._unless_stopping(asyncio.sleep(DISCOVER_SPACING_S))
+            await self._unless_stopping(asyncio.sleep(spacing_s))
 
     def _paused_queues(self) -> set[str]:
         """The queues paused in the settings last read (worked out once per read)."""
