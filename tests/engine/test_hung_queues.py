@@ -9,6 +9,7 @@ from engine.support import running
 from tickwheel.engine import ACKED, Outcome, Worker, WorkerSettings
 from tickwheel.engine.claim_room import HUNG_CLAIMS_PER_S
 from tickwheel.engine.dispatch import REST_LOOK_S
+from tickwheel.engine.outcome import Verdict
 from tickwheel.model import Callback, State, Timer
 from tickwheel.stores import Lease, MemoryStore
 from tickwheel.stores.base import DueQueues
@@ -124,3 +125,31 @@ async def test_a_new_queue_due_with_a_crowd_of_new_queues_whose_targets_hang_fir
     assert payment.id in target.fired
     assert target.fired[payment.id] - due < 200
     assert held <= 192
+
+
+class NoConnection:
+    """A target that finds no free connection for any call (as beside calls that hang)."""
+
+    async def fire(self, timer: Timer, attempt: int) -> Outcome:
+        return Outcome(Verdict.DEFER, "no free connection to hang.example:443 within 5 s", 0.2)
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_queue_whose_callbacks_find_no_connection_is_claimed_in_paced_turns() -> None:
+    """A callback handed back because no connection came free in time says the same of its
+    queue as one handed back because its target hangs: the queue rests between paced turns
+    instead of being claimed whole each time its timers come back."""
+    store = MemoryStore()
+    now = store.now_ms()
+    await store.add_many(
+        [Timer(due_ms=now + 100, queue=f"n{n:02}", callback=CALLBACK) for n in range(40)]
+    )
+    worker = Worker(
+        store, NoConnection(), WorkerSettings(lookahead_ms=100, lease_ms=10_000, grace_s=0.2)
+    )
+    async with running(worker):
+        await asyncio.sleep(1.5)  # deferred once, back after 0.2 s: due again
+        resting = worker.metrics.queues_resting
+    assert resting > 0

@@ -187,6 +187,9 @@ class Worker:
                 slots.give(origin, started, answered=answered)
             if answered:
                 self._dispatcher.hung(timer.queue, False)
+            elif outcome.verdict is Verdict.DEFER:
+                # no connection came free for it: its address is full of calls that hang
+                self._dispatcher.hung(timer.queue, True)
             limiter.release(admission)
             admission = GO
             if timer.callback is not None:
