@@ -15,6 +15,7 @@ from tickwheel.stores import Lease, MemoryStore
 from tickwheel.stores.base import DueQueues
 
 CALLBACK = Callback(url="https://hooks.example.com/t")
+QUICK = WorkerSettings(lookahead_ms=100, lease_ms=10_000, grace_s=0.2)
 
 
 class Hanging:
@@ -58,9 +59,7 @@ async def test_queues_whose_targets_hang_are_claimed_in_paced_turns() -> None:
     await store.add_many(
         [Timer(due_ms=now + 100, queue=f"h{n:03}", callback=hung) for n in range(600)]
     )
-    worker = Worker(
-        store, Hanging(), WorkerSettings(lookahead_ms=100, lease_ms=10_000, grace_s=0.2)
-    )
+    worker = Worker(store, Hanging(), QUICK)
     async with running(worker):
         await asyncio.sleep(4.0)  # the first pass, then the first come-backs from deferral
         window_start = store.now_ms()
@@ -146,9 +145,7 @@ async def test_a_queue_whose_callbacks_find_no_connection_is_claimed_in_paced_tu
     await store.add_many(
         [Timer(due_ms=now + 100, queue=f"n{n:02}", callback=CALLBACK) for n in range(40)]
     )
-    worker = Worker(
-        store, NoConnection(), WorkerSettings(lookahead_ms=100, lease_ms=10_000, grace_s=0.2)
-    )
+    worker = Worker(store, NoConnection(), QUICK)
     async with running(worker):
         await asyncio.sleep(1.5)  # deferred once, back after 0.2 s: due again
         resting = worker.metrics.queues_resting
