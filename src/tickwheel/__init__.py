@@ -1,7 +1,8 @@
 """tickwheel: run work at a chosen future time, from a timing wheel in one process upwards.
 
 Importing tickwheel imports nothing outside the standard library: the in-process timers, the
-model and the stores come with it; the engine's names load on first use, and one that needs an
+model and the store protocol come with it; the stores and the engine's names load on first
+use, and one that needs an
 extra (`HttpTarget`: ``pip install 'tickwheel[service]'``, `RedisStore`: ``tickwheel[redis]``)
 names it when it is missing.
 """
@@ -34,7 +35,7 @@ from tickwheel.runtime import (
     TimerHandle,
 )
 from tickwheel.schedule import Misfire, Schedule, ScheduleState
-from tickwheel.stores import Lease, MemoryStore, SqliteStore, Store, StoreSettings, open_store
+from tickwheel.stores import Lease, Store, StoreSettings, open_store
 
 if _typing.TYPE_CHECKING:
     from tickwheel.callbacks.http import HttpTarget
@@ -42,14 +43,18 @@ if _typing.TYPE_CHECKING:
     from tickwheel.engine.consume import Delivery, consume
     from tickwheel.engine.settings import WorkerSettings
     from tickwheel.engine.worker import Worker
+    from tickwheel.stores.memory import MemoryStore
     from tickwheel.stores.redis import RedisStore
+    from tickwheel.stores.sqlite import SqliteStore
 
 # names loaded on first use: their module, and the extra it needs (None: the base install)
 _LAZY = {
     "Delivery": ("tickwheel.engine.consume", None),
     "HttpSettings": ("tickwheel.callbacks.settings", None),
     "HttpTarget": ("tickwheel.callbacks.http", "service"),
+    "MemoryStore": ("tickwheel.stores.memory", None),
     "RedisStore": ("tickwheel.stores.redis", "redis"),
+    "SqliteStore": ("tickwheel.stores.sqlite", None),
     "Worker": ("tickwheel.engine.worker", None),
     "WorkerSettings": ("tickwheel.engine.settings", None),
     "consume": ("tickwheel.engine.consume", None),

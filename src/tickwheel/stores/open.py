@@ -28,9 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tickwheel.errors import InvalidArgument, StoreUnavailable
 from tickwheel.stores.base import Store, StoreSettings
-from tickwheel.stores.memory import MemoryStore
 from tickwheel.stores.redaction import redact
-from tickwheel.stores.sqlite import SqliteStore
 
 Opener = Callable[[str, StoreSettings | None], Store]
 
@@ -54,6 +52,8 @@ def _memory(url: str, settings: StoreSettings | None) -> Store:
     _refuse_durability(url, "memory://")
     if url.partition("://")[2] not in {"", "/"}:
         raise InvalidArgument("url", f"memory:// takes no host or path, got {redact(url)!r}")
+    from tickwheel.stores.memory import MemoryStore  # each backend loads when it is opened
+
     return MemoryStore(settings)
 
 
@@ -71,6 +71,8 @@ def _sqlite(url: str, settings: StoreSettings | None) -> Store:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise StoreUnavailable(f"cannot create the directory of {path}: {error}") from error
+    from tickwheel.stores.sqlite import SqliteStore
+
     return SqliteStore(path, settings)
 
 
