@@ -92,6 +92,8 @@ class ClaimRoom:
             async with asyncio.timeout(PROBE_WAIT_S):
                 await event.wait()
         except TimeoutError:
+            pass
+        finally:  # out of time, or the loop stopped: no verdict waits for it
             if self._verdicts.get(queue) is event:
                 del self._verdicts[queue]
 
