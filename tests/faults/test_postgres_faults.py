@@ -107,10 +107,7 @@ async def test_postgres_killed_and_restarted(
     await asyncio.sleep(AFTER_S)
     await stream.stop()
     await settle(stream, receiver, timeout_s=LEASE_S + 15)
-    # its restart replays the WAL with fsync on: on a loaded machine that takes seconds
-    result = report(
-        "postgres SIGKILL + restart", stream, receiver, start_ms, end_ms, planned_s=DOWN_S
-    )
+    result = report("postgres SIGKILL + restart", stream, receiver, start_ms, end_ms)
     await _finish(stream, receiver, processes, result, record_fault)
 
 
