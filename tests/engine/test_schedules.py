@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from engine.support import running, until
 from engine.test_worker import QUICK, Recorder
 from tickwheel.callbacks import HttpSettings
@@ -42,6 +44,7 @@ async def test_every_occurrence_fires_once_on_time_while_a_worker_runs(store: St
     assert state.recent[0] == max(ms for _, ms in nominal if ms)
 
 
+@pytest.mark.latency  # its on-time bound: the parallel part's load made it 981 ms late once
 async def test_occurrences_missed_while_no_worker_ran_follow_misfire(store: Store) -> None:
     schedules = {m: every_second(store, m.value, misfire=m) for m in Misfire}
     for schedule in schedules.values():

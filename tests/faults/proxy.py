@@ -1,10 +1,11 @@
-"""A loopback TCP proxy to Redis that can lose one reply after Redis has acted on its request.
+"""A loopback TCP proxy to a store's server (Redis, PostgreSQL) that can lose one reply after the
+server has acted on its request.
 
-That is the ambiguous outcome a crash or a dropped connection leaves a client with: the command
-ran, the client never heard. Armed with a marker, the proxy cuts the first connection whose
-reply carries it (`arm_reply`: a timer's callback URL, which among a worker's commands only a
-claim's reply holds) or whose request carries it (`arm_request`: a timer's id, which an ack
-names), passing on none of that reply.
+That is the ambiguous outcome a crash or a dropped connection leaves a client with: the command ran
+(a PostgreSQL transaction committed), the client never heard. Armed with a marker, the proxy cuts
+the first connection whose reply carries it (`arm_reply`: a timer's callback URL, which among a
+worker's commands only a claim's reply holds) or whose request carries it (`arm_request`: a timer's
+id, which an ack names), passing on none of that reply.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class _Link:
 
 
 class ReplyDropper:
-    """Forwards 127.0.0.1:`port` to Redis on `upstream_port`; armed, it loses one reply."""
+    """Forwards 127.0.0.1:`port` to a server on `upstream_port`; armed, it loses one reply."""
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
@@ -36,13 +37,10 @@ class ReplyDropper:
         self.dropped = asyncio.Event()
         self.dropped_at_ms = 0.0
         self._in_reply: bytes | None = None
+        self._cut_at: bytes | None = None
         self._in_request: bytes | None = None
         self._server: asyncio.Server | None = None
         self._pumps: set[asyncio.Task[None]] = set()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
 
     async def __aenter__(self) -> ReplyDropper:
         self._server = await asyncio.start_server(self._connected, "127.0.0.1", 0)
@@ -58,9 +56,12 @@ class ReplyDropper:
         if self._server is not None:
             await self._server.wait_closed()
 
-    def arm_reply(self, marker: bytes) -> None:
-        """Lose the next reply that holds `marker`, and its connection."""
+    def arm_reply(self, marker: bytes, *, cut_at: bytes | None = None) -> None:
+        """Lose the next reply that holds `marker`, and its connection; with `cut_at`, pass
+        that reply on and lose the next one on its connection that holds `cut_at` (a
+        PostgreSQL claim's rows come back before its client sends ``COMMIT``)."""
         self._in_reply = marker
+        self._cut_at = cut_at
 
     def arm_request(self, marker: bytes) -> None:
         """Pass on the next request that holds `marker`, then lose its reply and connection."""
@@ -95,12 +96,17 @@ class ReplyDropper:
 
     async def _replies(self, up_reader: asyncio.StreamReader, link: _Link) -> None:
         tail = b""
+        cut_at: bytes | None = None
         try:
             while chunk := await up_reader.read(65536):
                 marker = self._in_reply
-                if link.cut_next_reply or (marker is not None and marker in tail + chunk):
-                    if not link.cut_next_reply:
-                        self._in_reply = None
+                if cut_at is not None and cut_at in chunk:
+                    link.cut_next_reply = True
+                elif marker is not None and marker in tail + chunk:
+                    self._in_reply = None
+                    cut_at = self._cut_at
+                    link.cut_next_reply = cut_at is None
+                if link.cut_next_reply:
                     self.dropped_at_ms = time.time_ns() / 1e6
                     self.dropped.set()
                     return  # the finally cuts both sides: this reply never arrives

@@ -1,11 +1,13 @@
-"""A worker's command runs in Redis but its reply never reaches the worker (the connection
-drops), as a crash or a network cut can leave it.
+"""A worker's command runs in its store (Redis, or a committed PostgreSQL transaction) but its
+reply never reaches the worker (the connection drops), as a crash or a network cut can leave it.
 
-A lost claim reply would leave the claimed timers leased to nobody the worker knows of until
-the lease lapsed; the worker sends the claim again (same request id) and gets those leases
-back, so the timers due then are on time, well before the 10 s lease would lapse.
-A lost ack reply makes the worker ack again: the timers were done, none may fire twice, the
-ack sent again counts as landed (no lease reported lost), and the timers due then are on time.
+A lost claim reply would leave the claimed timers leased to nobody the worker knows of until the
+lease lapsed; the worker sends the claim again (same request id) and gets those leases back
+(PostgreSQL: it reads back the rows its claim id leased), so the timers due then are on time, well
+before the 10 s lease would lapse.
+A lost ack reply makes the worker ack again: the timers were done, none may fire twice, and the
+timers due then are on time. On Redis the ack sent again counts as landed; on PostgreSQL it
+finds the timer done and the worker counts one lease lost (no timer is affected).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .proxy import ReplyDropper
 
 if TYPE_CHECKING:
     from conftest import RedisServer
+    from pg_server import PostgresServer
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -35,25 +38,40 @@ AFTER_S = 2.0
 WINDOW_MS = 1000  # timers due within this of the lost reply count as due during the fault
 
 
+@pytest.fixture(params=["redis", "postgres"])
+def store_server(
+    request: pytest.FixtureRequest, start_redis: Callable[..., RedisServer]
+) -> tuple[str, int]:
+    """A store's URL and port, for a test of its own: a private Redis, or a schema of its own
+    on the session's PostgreSQL."""
+    if request.param == "redis":
+        server = start_redis()
+        return server.url, server.port
+    pg: PostgresServer = request.getfixturevalue("postgres_server")
+    schema = f"lost_{request.node.name.split('[')[0][-12:]}_{pg.port}"
+    return f"{pg.url}?schema={schema}", pg.port
+
+
 async def _through_lost_reply(
     what: str,
-    start_redis: Callable[..., RedisServer],
+    store_server: tuple[str, int],
     receiver: Receiver,
     procs: Processes,
 ) -> tuple[FaultReport, float, float]:
     """Run a stream through a worker behind a `ReplyDropper` that loses the reply `what`
     names ("claim" or "ack") once, mid-run; return the report, the worker's failed store
     calls of that kind and the leases it reported lost."""
-    server = start_redis()
+    url, port = store_server
+    pg = url.startswith("postgresql")
     prefix = f"lost-{what}"
-    async with ReplyDropper(server.port) as proxy:
+    async with ReplyDropper(port) as proxy:
         api = await procs.start(
-            "serve", "--port", "0", "--store", server.url, "--no-worker", "--allow-private-targets"
+            "serve", "--port", "0", "--store", url, "--no-worker", "--allow-private-targets"
         )
         worker = await procs.start(
             "worker",
             "--store",
-            proxy.url,
+            url.replace(f"127.0.0.1:{port}", f"127.0.0.1:{proxy.port}", 1),
             "--allow-private-targets",
             "--lease",
             str(LEASE_S),
@@ -64,8 +82,9 @@ async def _through_lost_reply(
         stream.start()
         await asyncio.sleep(BEFORE_S)
         if what == "claim":
-            # only a claim's reply carries timer records, hence their callback URL
-            proxy.arm_reply(f"{receiver.url}/t".encode())
+            # only a claim's reply carries timers, hence their callback URL
+            # (PostgreSQL: cut once the transaction committed, as `COMMIT`'s completion says)
+            proxy.arm_reply(f"{receiver.url}/t".encode(), cut_at=b"COMMIT\x00" if pg else None)
         else:
             # only an ack's request names timers (claims name a queue)
             proxy.arm_request(f"{prefix}-".encode())
@@ -85,12 +104,12 @@ async def _through_lost_reply(
 
 
 async def test_claim_reply_lost(
-    start_redis: Callable[..., RedisServer],
+    store_server: tuple[str, int],
     receiver: Receiver,
     procs: Processes,
     record_fault: Callable[[FaultReport], None],
 ) -> None:
-    result, failed, _ = await _through_lost_reply("claim", start_redis, receiver, procs)
+    result, failed, _ = await _through_lost_reply("claim", store_server, receiver, procs)
     record_fault(result)
     assert failed >= 1, "the worker saw no claim fail"
     result.assert_nothing_lost_or_early()
@@ -100,15 +119,16 @@ async def test_claim_reply_lost(
 
 
 async def test_ack_reply_lost(
-    start_redis: Callable[..., RedisServer],
+    store_server: tuple[str, int],
     receiver: Receiver,
     procs: Processes,
     record_fault: Callable[[FaultReport], None],
 ) -> None:
-    result, failed, leases_lost = await _through_lost_reply("ack", start_redis, receiver, procs)
+    result, failed, leases_lost = await _through_lost_reply("ack", store_server, receiver, procs)
     record_fault(result)
     assert failed >= 1, "the worker saw no ack fail"
-    assert leases_lost == 0, "the ack sent again was taken for a lost lease"
+    if store_server[0].startswith("redis"):
+        assert leases_lost == 0, "the ack sent again was taken for a lost lease"
     result.assert_nothing_lost_or_early()
     result.assert_no_stale_fires()
     result.assert_no_duplicates()

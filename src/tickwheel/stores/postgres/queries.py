@@ -90,9 +90,12 @@ CLAIM = f"""WITH pick AS (
     base AS (SELECT {NEXT_SEQ} AS b)
     UPDATE {{s}}.timers AS t SET state = {LEASED}, attempt = t.attempt + 1,
         deadline_ms = %(deadline)s, updated_ms = %(now)s, seq = base.b + pick.n,
-        first_claimed_ms = coalesce(t.first_claimed_ms, %(now)s)
+        first_claimed_ms = coalesce(t.first_claimed_ms, %(now)s), claim_rid = %(rid)s
     FROM pick, base WHERE t.id = pick.id
     RETURNING pick.n, {_T_COLUMNS}"""
+# the rows a claim whose reply was lost leased, while they hold: by the lease index, in order
+RECLAIM = f"""SELECT t.seq, {_T_COLUMNS} FROM {{s}}.timers AS t
+    WHERE state = {LEASED} AND deadline_ms = %(deadline)s AND claim_rid = %(rid)s"""
 SET_HEAD = "SELECT {s}.set_head(%(queue)s, %(now)s)"
 PURGE_BATCH = 1000
 """Most finished timers past their retention that one claim deletes."""

@@ -196,7 +196,10 @@ V2 = (
 # has an index led by queue
 V3 = (f"CREATE INDEX timers_done_queue ON {{s}}.timers (queue, deadline_ms) WHERE state = {DONE}",)
 
-MIGRATIONS: Sequence[Sequence[str]] = (V1, V2, V3)
+# the id of the claim that leased a row: a claim whose reply was lost reads its rows back
+V4 = ("ALTER TABLE {s}.timers ADD COLUMN claim_rid bigint",)
+
+MIGRATIONS: Sequence[Sequence[str]] = (V1, V2, V3, V4)
 """Step n takes a schema from version n to n + 1 (the first creates it); append, never edit."""
 SCHEMA_VERSION = len(MIGRATIONS)
 

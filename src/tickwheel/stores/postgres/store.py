@@ -10,7 +10,9 @@ and calls this class's steps (`_add_in`, `_add_sync`, ...).
 
 Claims lease rows with ``FOR UPDATE SKIP LOCKED`` over the partial index of scheduled timers by
 (queue, due time); a claim also returns expired leases and deletes up to `PURGE_BATCH` finished
-timers past their retention. Workers wake through ``LISTEN``/``NOTIFY`` (`listen`).
+timers past their retention. A claim marks its rows with its id, so a claim whose reply was lost
+(it may have committed) gets its leases back on the queue's next claim. Workers wake through
+``LISTEN``/``NOTIFY`` (`listen`).
 
 The schema is `schema.py`'s; the SQL and rows are `queries.py`'s; the operations, which run on
 either kind of connection, are `ops.py`'s, `schedule_ops.py`'s and `flow_ops.py`'s; connections
@@ -21,7 +23,10 @@ and the running of operations are `runner.py`'s; schedules, settings and reads
 from __future__ import annotations
 
 import functools
+import secrets
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 
@@ -48,6 +53,14 @@ from tickwheel.stores.postgres.runner import AsyncTx, SyncTx
 from tickwheel.stores.rebuild import as_scheduled
 
 
+@dataclass(frozen=True, slots=True)
+class _Unanswered:
+    """A claim that failed (it may have committed unheard): its id and its leases' deadline."""
+
+    rid: int
+    deadline_ms: int
+
+
 class PostgresStore(PostgresPurging, PostgresAttemptHistory):
     """Timers in one schema of a PostgreSQL database, shared by any number of processes.
 
@@ -67,6 +80,7 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
         super().__init__(url, settings, schema=schema, clock=clock, pool_size=pool_size)
         self._adding = Coalescer(self._add_new, ops.BATCH)
         self._replacing = Coalescer(self._add_replacing, ops.BATCH)
+        self._unanswered: dict[str, _Unanswered] = {}
 
     async def _add_in(self, tx: AsyncTx, timer: Timer, replace: bool) -> Timer:
         return await self._in(tx, lambda now: ops.add(self._rows, timer, now, replace))
@@ -175,26 +189,45 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
 
     async def _claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         """Lease due timers of `queue`: one round trip (a pipeline) of one transaction that
-        returns expired leases, claims, sets the queue's head and purges finished timers."""
+        returns expired leases, claims, sets the queue's head and purges finished timers.
+
+        Each claim marks its rows with an id of its own. If the last claim of `queue` failed
+        (it may have committed unheard), the rows it leased are read back first while their
+        leases hold, and returned instead of claiming more.
+        """
         self._wakeups.mark(queue)
         names = self.names
-        async with self._connection() as conn:
-            now = self._clock()
-            deadline = now + lease_ms
-            params = {"queue": queue, "horizon": horizon_ms, "limit": limit}
-            params |= {"deadline": deadline, "now": now}
-            try:
+        pending = self._unanswered.pop(queue, None)
+        try:
+            async with self._connection() as conn:
+                now = self._clock()
+                if pending is not None and now < pending.deadline_ms:
+                    params = {"rid": pending.rid, "deadline": pending.deadline_ms}
+                    rows = await (await conn.execute(names(sql.RECLAIM), params)).fetchall()
+                    if rows:
+                        return self._leases(rows, pending.deadline_ms)
+                pending = _Unanswered(secrets.randbits(63), now + lease_ms)
+                params = {"queue": queue, "horizon": horizon_ms, "limit": limit}
+                params |= {"deadline": pending.deadline_ms, "now": now, "rid": pending.rid}
                 async with conn.pipeline(), conn.transaction():
                     await conn.execute(names(sql.UNLEASE), params)
                     claimed = await conn.execute(names(sql.CLAIM), params)
                     await conn.execute(names(sql.SET_HEAD), params)
                     await conn.execute(names(sql.PURGE_DONE), params)
                 rows = await claimed.fetchall()
-            except psycopg.Error as error:
-                raise StoreUnavailable(f"postgres store: {error}") from error
+        except (psycopg.Error, StoreUnavailable) as error:
+            if pending is not None:
+                self._unanswered[queue] = pending
+            if isinstance(error, StoreUnavailable):
+                raise
+            raise StoreUnavailable(f"postgres store: {error}") from error
+        return self._leases(rows, pending.deadline_ms)
+
+    def _leases(self, rows: list[tuple[Any, ...]], deadline_ms: int) -> list[Lease]:
+        """Leases of claimed rows (each led by its place in its claim), in their claim's order."""
         rows.sort(key=lambda row: row[0])  # RETURNING order is unspecified
         timers = [self._rows.timer(row[1:]) for row in rows]
-        return [new_lease(timer, timer.attempt, deadline) for timer in timers]
+        return [new_lease(timer, timer.attempt, deadline_ms) for timer in timers]
 
     async def _extend(self, lease: Lease, lease_ms: int) -> Lease:
 
