@@ -202,13 +202,19 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
             async with self._connection() as conn:
                 now = self._clock()
                 if pending is not None and now < pending.deadline_ms:
-                    params = {"rid": pending.rid, "deadline": pending.deadline_ms}
-                    rows = await (await conn.execute(names(sql.RECLAIM), params)).fetchall()
+                    sent = {"rid": pending.rid, "deadline": pending.deadline_ms}
+                    rows = await (await conn.execute(names(sql.RECLAIM), sent)).fetchall()
                     if rows:
                         return self._leases(rows, pending.deadline_ms)
                 pending = _Unanswered(secrets.randbits(63), now + lease_ms)
-                params = {"queue": queue, "horizon": horizon_ms, "limit": limit}
-                params |= {"deadline": pending.deadline_ms, "now": now, "rid": pending.rid}
+                params: dict[str, object] = {
+                    "queue": queue,
+                    "horizon": horizon_ms,
+                    "limit": limit,
+                    "deadline": pending.deadline_ms,
+                    "now": now,
+                    "rid": pending.rid,
+                }
                 async with conn.pipeline(), conn.transaction():
                     await conn.execute(names(sql.UNLEASE), params)
                     claimed = await conn.execute(names(sql.CLAIM), params)
