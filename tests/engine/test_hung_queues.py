@@ -44,9 +44,11 @@ class CountingClaims(MemoryStore):
         self.claims.append((self.now_ms(), queue))
         return await super().claim(queue, horizon_ms, limit, lease_ms)
 
-    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+    async def due_queues(
+        self, horizon_ms: int, limit: int, *, since_ms: int | None = None
+    ) -> DueQueues:
         self.looks.append(self.now_ms())
-        return await super().due_queues(horizon_ms, limit)
+        return await super().due_queues(horizon_ms, limit, since_ms=since_ms)
 
 
 async def test_queues_whose_targets_hang_are_claimed_in_paced_turns() -> None:

@@ -115,6 +115,23 @@ async def test_due_queues_counts_a_queue_once_across_its_timers(
     assert (await store.due_queues(clock.now_ms + 1000, 10)).queues == ["busy", "quiet"]
 
 
+async def test_a_look_since_a_time_lists_every_queue_due_from_then(
+    store: Store, clock: ManualClock
+) -> None:
+    await store.add_many([timer(clock, -5000, id=f"old{n}", queue=f"old{n}") for n in range(50)])
+    await store.add(timer(clock, -100, queue="new"))
+    await store.add(timer(clock, 500, queue="soon"))
+    await store.add(timer(clock, 5000, queue="later"))
+    found = await store.due_queues(clock.now_ms + 1000, 10, since_ms=clock.now_ms - 200)
+    # the old queues may be left out (the point: a cheaper look), never the others
+    assert [q for q in found.queues if not q.startswith("old")] == ["new", "soon"]
+    assert found.next_ms == clock.now_ms + 5000
+    everything = await store.due_queues(clock.now_ms + 1000, 100)
+    assert len(everything.queues) == 52
+    with pytest.raises(InvalidArgument):
+        await store.due_queues(clock.now_ms, 10, since_ms=1.5)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("limit", [0, -1, 10_001, True, 1.5])
 async def test_due_queues_refuses_a_bad_limit(
     store: Store, clock: ManualClock, limit: object

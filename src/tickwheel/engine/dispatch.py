@@ -18,6 +18,7 @@ from tickwheel.engine.claim_lead import ClaimLead
 from tickwheel.engine.claim_room import PROBE_CLAIM, ClaimRoom
 from tickwheel.engine.controls import Controls
 from tickwheel.engine.held import Held, Holding
+from tickwheel.engine.look_window import LookWindow
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.renewals import Renewals
 from tickwheel.engine.settings import WorkerSettings
@@ -104,6 +105,7 @@ class Dispatcher:
         self._line: dict[str, None] = {}
         # hung queues due, each with the monotonic time of its turn to be claimed (`ClaimRoom`)
         self._resting: dict[str, float] = {}
+        self._window = LookWindow()
         self._paused_of: object = None
         self._paused: set[str] = set()
         self.controls = Controls(store, metrics)
@@ -212,7 +214,8 @@ class Dispatcher:
         queue no loop waits on (a new queue, from this process or another) wakes the look, so
         a new queue's first timer is claimed within tens of ms (while hung queues rest and
         looks find nothing new, within `REST_LOOK_S`); else it looks by the index's next
-        head, at least every `DISCOVER_EVERY_S`.
+        head, at least every `DISCOVER_EVERY_S`. Most looks read only the entries that came
+        due since the last (`LookWindow`); a hung queue whose turn comes unread is lined up.
         """
         self._serve(DEFAULT_QUEUE, loops)
         failures = 0
@@ -221,12 +224,15 @@ class Dispatcher:
             paused = self._paused_queues()
             resting = self._resting
             want = DUE_QUEUES_PER_LOOK + len(self._serving) + len(paused) + len(resting)
+            now_ms = self._store.now_ms()
+            since_ms = self._window.since_ms(now_ms, paused)
             try:
                 found = await self._store.due_queues(
-                    self._store.now_ms() + self._lead.ms, min(want, MAX_DUE_QUEUES)
+                    now_ms + self._lead.ms, min(want, MAX_DUE_QUEUES), since_ms=since_ms
                 )
                 failures = 0
             except StoreUnavailable as error:
+                self._window.failed()
                 failures += 1
                 self._metrics.store_errors["queues"] += 1
                 self._throttled.warning(
@@ -236,6 +242,7 @@ class Dispatcher:
                 continue
             except Exception:
                 # policy: as in the claim loop, a surprise must not end the discovery
+                self._window.failed()
                 failures += 1
                 self._metrics.store_errors["queues"] += 1
                 logger.exception("looking for due queues failed; trying again")
@@ -263,7 +270,10 @@ class Dispatcher:
             else:
                 spacing_s = DISCOVER_SPACING_S
             for queue in [queue for queue, turn_s in resting.items() if turn_s <= now_s]:
-                del resting[queue]  # emptied meanwhile
+                # not found: emptied meanwhile, or read before the window of this look
+                del resting[queue]
+                if since_ms is not None:
+                    self._line[queue] = None
             self._metrics.queues_resting = len(resting)
             self._start_turns(loops)
             sleep_s = DISCOVER_EVERY_S

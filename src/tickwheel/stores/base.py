@@ -130,6 +130,10 @@ class DueQueues:
     next_ms: int | None
 
 
+SINCE_EVER_MS = -(1 << 63)
+"""The lowest 64-bit integer: `due_queues` in SQL from the first entry on."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreSettings:
     """Limits and policies shared by every store: how long done timers are kept (a schedule's
@@ -250,9 +254,13 @@ class Store(QueueOperations, QueuePages, history.AttemptHistory, Protocol):
         """
         ...
 
-    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+    async def due_queues(
+        self, horizon_ms: int, limit: int, *, since_ms: int | None = None
+    ) -> DueQueues:
         """Return up to `limit` queues that may hold a timer to claim by `horizon_ms`, earliest
         first, read from an index of queues by their earliest due time or lease deadline.
+        With `since_ms`, queues whose entry is earlier may be left out: a cheaper look for a
+        caller that has seen those before.
 
         The index never runs late: a queue whose claim by `horizon_ms` would take something
         is listed (or `limit` earlier ones are). It may run early: a queue whose timers were

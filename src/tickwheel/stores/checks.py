@@ -53,9 +53,11 @@ def check_list(limit: int) -> None:
         raise InvalidArgument("limit", f"must be from 1 to {MAX_LIST}, got {limit!r}")
 
 
-def check_due_queues(horizon_ms: int, limit: int) -> None:
+def check_due_queues(horizon_ms: int, limit: int, since_ms: int | None = None) -> None:
     if isinstance(horizon_ms, bool) or not isinstance(horizon_ms, int):
         raise InvalidArgument("horizon_ms", f"must be integer epoch ms, got {horizon_ms!r}")
+    if since_ms is not None and (isinstance(since_ms, bool) or not isinstance(since_ms, int)):
+        raise InvalidArgument("since_ms", f"must be integer epoch ms or None, got {since_ms!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_DUE_QUEUES:
         raise InvalidArgument("limit", f"must be from 1 to {MAX_DUE_QUEUES}, got {limit!r}")
 

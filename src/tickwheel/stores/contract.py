@@ -124,9 +124,11 @@ class StoreContract(ABC):
         checks.check_lease(lease_ms)
         return await self._extend(lease, lease_ms)
 
-    async def due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
-        checks.check_due_queues(horizon_ms, limit)
-        return await self._due_queues(horizon_ms, limit)
+    async def due_queues(
+        self, horizon_ms: int, limit: int, *, since_ms: int | None = None
+    ) -> DueQueues:
+        checks.check_due_queues(horizon_ms, limit, since_ms)
+        return await self._due_queues(horizon_ms, limit, since_ms)
 
     async def wait(self, queue: str, timeout_s: float) -> bool:
         checks.check_timeout(timeout_s)
@@ -209,7 +211,7 @@ class StoreContract(ABC):
     async def _extend(self, lease: Lease, lease_ms: int) -> Lease: ...
 
     @abstractmethod
-    async def _due_queues(self, horizon_ms: int, limit: int) -> DueQueues: ...
+    async def _due_queues(self, horizon_ms: int, limit: int, since_ms: int | None) -> DueQueues: ...
 
     @abstractmethod
     async def _wait(self, queue: str, timeout_s: float) -> bool: ...

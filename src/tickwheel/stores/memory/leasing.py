@@ -54,14 +54,16 @@ class MemoryLeasing(MemoryAttemptHistory):
         self._wakeups.mark(queue)
         return self._next_due(queue)
 
-    async def _due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+    async def _due_queues(self, horizon_ms: int, limit: int, since_ms: int | None) -> DueQueues:
         self._open()
         self._wakeups.mark(ANY_QUEUE)
         heads = self._heads
-        due = heads.pop_due(horizon_ms, limit)
+        due = heads.pop_due(horizon_ms, limit if since_ms is None else None)
         next_ms = heads.next_due_ms()
         for queue, at_ms in due:
             heads.push(queue, at_ms, at_ms)
+        if since_ms is not None:
+            due = [(queue, at_ms) for queue, at_ms in due if at_ms >= since_ms][:limit]
         return DueQueues([queue for queue, _ in due], next_ms)
 
     async def queues(self) -> list[str]:

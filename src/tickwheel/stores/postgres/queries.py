@@ -149,7 +149,7 @@ NEXT_DUE = f"""SELECT least(
      ORDER BY due_ms LIMIT 1),
     (SELECT deadline_ms FROM {{s}}.timers WHERE queue = %(queue)s AND state = {LEASED}
      ORDER BY deadline_ms LIMIT 1))"""
-DUE_HEADS = """SELECT queue FROM {s}.queue_heads WHERE at_ms <= %(horizon)s
+DUE_HEADS = """SELECT queue FROM {s}.queue_heads WHERE at_ms BETWEEN %(since)s AND %(horizon)s
                ORDER BY at_ms LIMIT %(limit)s"""
 NEXT_HEAD = "SELECT min(at_ms) FROM {s}.queue_heads WHERE at_ms > %(horizon)s"
 

@@ -35,6 +35,7 @@ from tickwheel.model import Timer, truncate_error
 from tickwheel.stores.attempt_record import Attempt
 from tickwheel.stores.base import (
     ANY_QUEUE,
+    SINCE_EVER_MS,
     Deferral,
     DueQueues,
     Lease,
@@ -252,11 +253,12 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
 
         return await self._run(work)
 
-    async def _due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+    async def _due_queues(self, horizon_ms: int, limit: int, since_ms: int | None) -> DueQueues:
         self._wakeups.mark(ANY_QUEUE)
 
         def work(now: int) -> Op[DueQueues]:
-            params = {"horizon": horizon_ms, "limit": limit}
+            since = SINCE_EVER_MS if since_ms is None else since_ms
+            params = {"horizon": horizon_ms, "limit": limit, "since": since}
             due, _ = yield sql.DUE_HEADS, params
             ((at,),), _ = yield sql.NEXT_HEAD, params
             return DueQueues([queue for (queue,) in due], None if at is None else int(at))

@@ -51,11 +51,11 @@ class RedisLeasing(RedisStoreBase):
                     earliest[queue] = int(due)
         return [earliest.get(queue) for queue in queues]
 
-    async def _due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+    async def _due_queues(self, horizon_ms: int, limit: int, since_ms: int | None) -> DueQueues:
         """The earliest heads of every shard (heads.lua, one pipeline), merged by time."""
         self._open()
         self._listener.wakeups.mark(ANY_QUEUE)
-        args = (horizon_ms, limit)
+        args = (horizon_ms, limit, "-inf" if since_ms is None else since_ms)
         calls = [self._shards.call("heads", s, args) for s in range(self.shards)]
         heads: dict[str, int] = {}
         for reply in await self._shards.run_many(calls):

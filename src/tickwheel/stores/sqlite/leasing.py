@@ -10,7 +10,14 @@ from functools import partial
 from tickwheel.errors import LeaseLost
 from tickwheel.model import truncate_error
 from tickwheel.stores.attempt_record import Attempt
-from tickwheel.stores.base import ANY_QUEUE, Deferral, DueQueues, Lease, new_lease
+from tickwheel.stores.base import (
+    ANY_QUEUE,
+    SINCE_EVER_MS,
+    Deferral,
+    DueQueues,
+    Lease,
+    new_lease,
+)
 from tickwheel.stores.sqlite import queries as sql
 from tickwheel.stores.sqlite.attempt_history import SqliteAttemptHistory
 from tickwheel.stores.sqlite.thread import BATCH
@@ -71,11 +78,12 @@ class SqliteLeasing(SqliteAttemptHistory):
 
         return await self._run(None, work)
 
-    async def _due_queues(self, horizon_ms: int, limit: int) -> DueQueues:
+    async def _due_queues(self, horizon_ms: int, limit: int, since_ms: int | None) -> DueQueues:
         self._wakeups.mark(ANY_QUEUE)
 
         def work(conn: sqlite3.Connection, now: int) -> DueQueues:
-            params = {"horizon": horizon_ms, "limit": limit}
+            since = SINCE_EVER_MS if since_ms is None else since_ms
+            params = {"horizon": horizon_ms, "limit": limit, "since": since}
             due = [queue for (queue,) in conn.execute(sql.DUE_HEADS, params)]
             return DueQueues(due, conn.execute(sql.NEXT_HEAD, params).fetchone()[0])
 

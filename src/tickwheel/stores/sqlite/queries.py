@@ -121,7 +121,7 @@ NEXT_DUE = f"""SELECT min(t) FROM (
 SET_HEAD = """INSERT INTO queue_heads (queue, at_ms) VALUES (:queue, :at)
               ON CONFLICT (queue) DO UPDATE SET at_ms = excluded.at_ms"""
 DROP_HEAD = "DELETE FROM queue_heads WHERE queue = :queue"
-DUE_HEADS = """SELECT queue FROM queue_heads WHERE at_ms <= :horizon
+DUE_HEADS = """SELECT queue FROM queue_heads WHERE at_ms BETWEEN :since AND :horizon
                ORDER BY at_ms LIMIT :limit"""
 NEXT_HEAD = "SELECT min(at_ms) FROM queue_heads WHERE at_ms > :horizon"
 
