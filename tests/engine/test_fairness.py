@@ -64,6 +64,27 @@ async def test_a_new_origin_sends_one_probe_until_it_answers() -> None:
     assert await fair.take("new.example", 1.0)  # prompt now: no limit but the slots
 
 
+async def test_a_wait_for_a_free_slot_takes_none_and_a_freed_slot_wakes_one_waiter() -> None:
+    fair = Fairness(2, Clock())
+    assert fair.free_now("new.example")
+    assert fair.used == 0  # looked, took nothing
+    assert fair.take_now("new.example")  # its probe
+    assert not fair.free_now("new.example")
+    freed = [asyncio.ensure_future(fair.wait_free("new.example", 1.0)) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    assert not any(f.done() for f in freed)  # behind the probe, as a call taking a slot
+    fair.give("new.example", fair.started(), answered=True)
+    await asyncio.sleep(0)
+    assert [f.done() for f in freed] == [True, True, False]  # one a free slot, none taken
+    assert fair.used == 0
+    assert not fair.take_now("new.example")  # the third waits first
+    assert fair.take_now("new.example", in_turn=True)  # the ones whose turn came do not
+    assert fair.take_now("new.example", in_turn=True)
+    assert not fair.take_now("new.example", in_turn=True)  # no slot left
+    fair.give("new.example", fair.started(), answered=True)
+    assert await freed[2]
+
+
 async def test_an_unanswered_probe_makes_its_origin_suspect_and_bounded() -> None:
     clock = Clock()
     fair = Fairness(64, clock)

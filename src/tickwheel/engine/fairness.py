@@ -16,6 +16,10 @@ flood at targets that never answer leaves half to prompt ones. A target new to t
 only while its host already has a quarter of the slots' worth of new or suspect origins, or
 while new and suspect calls hold half the slots. Waiting callbacks get slots in turns across
 origins, in order within one.
+
+A callback under a rate limit waits for a free slot without taking it (`wait_free`), then for
+its grant, then takes the slot (`take_now`): granted first, it would wait here with its grant
+and go out with the others granted meanwhile, faster than the limit.
 """
 
 from __future__ import annotations
@@ -52,9 +56,10 @@ class _Origin:
     in_flight: int = 0
     busy_since: float = 0.0  # when in_flight last went from 0 to 1
     last_answer: float = -1.0  # when a call last came back answered (-1: never)
-    # each waiter, resolved True with a slot or False to go wait in the store, and the loop
-    # time from which it may give up while its origin is suspect
-    waiting: deque[tuple[asyncio.Future[bool], float]] = field(default_factory=deque)
+    # each waiter, resolved True with a slot (or, when it takes none, once one is free) or
+    # False to go wait in the store; the loop time from which it may give up while its origin
+    # is suspect; whether it takes the slot
+    waiting: deque[tuple[asyncio.Future[bool], float, bool]] = field(default_factory=deque)
 
 
 @dataclass(slots=True)
@@ -92,31 +97,48 @@ class Fairness:
         phase_ms = zlib.crc32(queue.encode()) % period_ms
         return earliest_ms + (phase_ms - earliest_ms) % period_ms
 
-    def take_now(self, key: str) -> bool:
+    def take_now(self, key: str, *, in_turn: bool = False) -> bool:
         """Take a slot for a call to origin `key` (``host[:port]``) if one is the caller's
-        without waiting; True if it is (give it back with `give`). Else `take` waits for one."""
-        origin = self._origins.get(key)
-        if origin is None:
-            origin = self._origins[key] = _Origin(_host_of(key))
-        if origin.waiting:
-            return False
-        now = self._clock()
-        prompt = origin.last_answer >= 0 and not self._is_suspect(origin, now)
-        if prompt and self.used < self.total:  # any free slot is its
-            self._occupy(origin, now)
-            return True
-        if self._admits(origin, now):
-            self._start(origin, now)
-            return True
-        return False
+        without waiting; True if it is (give it back with `give`). Else `take` waits for one.
+        `in_turn`: the caller had its turn (`free_now`, `wait_free`), so waiters of `key`
+        queued since do not go first."""
+        return self._now(key, take=True, in_turn=in_turn)
+
+    def free_now(self, key: str) -> bool:
+        """Whether `take_now` would take a slot for `key` now (taking none)."""
+        return self._now(key, take=False, in_turn=False)
 
     async def take(self, key: str, patience_s: float) -> bool:
         """Wait for a slot for a call to origin `key` (``host[:port]``); True once the slot is
         the caller's (give it back with `give`), False when the origin is suspect and has no
         slot for it now, or turns suspect and has waited `patience_s`: the call should rather
         wait in the store (`defer_s`)."""
-        if self.take_now(key):
+        return self.take_now(key) or await self._wait(key, patience_s, take=True)
+
+    async def wait_free(self, key: str, patience_s: float) -> bool:
+        """As `take`, but taking no slot: True once one is free for `key` in its turn (a
+        callback to take it with `take_now` once it holds its grant)."""
+        return self.free_now(key) or await self._wait(key, patience_s, take=False)
+
+    def _now(self, key: str, *, take: bool, in_turn: bool) -> bool:
+        origin = self._origins.get(key)
+        if origin is None:
+            origin = self._origins[key] = _Origin(_host_of(key))
+        if origin.waiting and not in_turn:
+            return False
+        now = self._clock()
+        prompt = origin.last_answer >= 0 and not self._is_suspect(origin, now)
+        if prompt and self.used < self.total:  # any free slot is its
+            if take:
+                self._occupy(origin, now)
             return True
+        if self._admits(origin, now):
+            if take:
+                self._start(origin, now)
+            return True
+        return False
+
+    async def _wait(self, key: str, patience_s: float, *, take: bool) -> bool:
         origin = self._origins[key]
         now = self._clock()
         if self._is_suspect(origin, now):
@@ -125,13 +147,13 @@ class Fairness:
         waiter: asyncio.Future[bool] = loop.create_future()
         if not origin.waiting:
             self._turns.append(key)
-        origin.waiting.append((waiter, loop.time() + patience_s))
+        origin.waiting.append((waiter, loop.time() + patience_s, take))
         if self._ticking is None:
             self._ticking = loop.call_later(RECOUNT_S, self._tick)
         try:
             return await waiter
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled() and waiter.result():
+            if take and waiter.done() and not waiter.cancelled() and waiter.result():
                 self.give(key, self._clock(), answered=False)  # granted as it was cancelled
             raise
         finally:
@@ -176,7 +198,7 @@ class Fairness:
                 continue
             waiting = origin.waiting
             while budget and waiting and waiting[0][1] <= loop_now:
-                waiter, _ = waiting.popleft()
+                waiter, _, _ = waiting.popleft()
                 if not waiter.done():
                     waiter.set_result(False)
                     budget -= 1
@@ -251,10 +273,12 @@ class Fairness:
         return origin.in_flight == 0 and host.risky_origins < max(1, self.total // 4)
 
     def _wake(self, now: float) -> None:
-        """Hand free slots to waiters: each origin in turn gives its first waiter one."""
+        """Hand free slots to waiters: each origin in turn gives its first waiter one (a
+        waiter that takes none counts as taking one, so a slot freed wakes one waiter)."""
         turns = self._turns
+        room = self.total - self.used
         passed = 0  # origins in a row that could not be admitted: a full round ends the pass
-        while turns and self.used < self.total and passed < len(turns):
+        while turns and room > 0 and passed < len(turns):
             key = turns[0]
             origin = self._origins[key]
             waiting = origin.waiting
@@ -267,8 +291,11 @@ class Fairness:
                 turns.rotate(-1)
                 passed += 1
                 continue
-            self._start(origin, now)
-            waiting.popleft()[0].set_result(True)
+            waiter, _, take = waiting.popleft()
+            if take:
+                self._start(origin, now)
+            room -= 1
+            waiter.set_result(True)
             if waiting:
                 turns.rotate(-1)
             else:
@@ -277,7 +304,7 @@ class Fairness:
 
     def _forget_waiter(self, key: str, origin: _Origin, waiter: asyncio.Future[bool]) -> None:
         waiting = origin.waiting
-        for at, (waiting_one, _) in enumerate(waiting):
+        for at, (waiting_one, _, _) in enumerate(waiting):
             if waiting_one is waiter:
                 del waiting[at]
                 break

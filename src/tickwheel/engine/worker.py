@@ -12,7 +12,7 @@ from tickwheel.engine.assembly import Assembly
 from tickwheel.engine.attempt_log import attempt_of, records_attempts, worker_name
 from tickwheel.engine.fairness import Fairness
 from tickwheel.engine.held import Held
-from tickwheel.engine.limiter import GO, host_key
+from tickwheel.engine.limiter import GO, Admission, host_key
 from tickwheel.engine.metrics import Metrics
 from tickwheel.engine.outcome import GuardedTarget, NotFired, Outcome, Target, Verdict
 from tickwheel.engine.settings import WorkerSettings
@@ -128,20 +128,17 @@ class Worker:
             if not held.active:
                 return  # lost while it waited for its task
             timer = held.timer
-            keys = limiter.targets(timer)
-            if keys:
-                admission = await limiter.admit(timer, keys)
-                if admission.defer_ms is not None:
-                    await held.defer(admission.defer_ms, "waiting for its turn under a limit")
-                    return
             origin = _origin(timer)
             slots = self._slots
+            keys = limiter.targets(timer)
+            if keys:
+                granted = await self._granted(held, keys, origin)
+                if granted is None:
+                    return
+                admission = granted
             # a slot free now is taken without a coroutine; only a wait needs one
-            if not slots.take_now(origin) and not await slots.take(origin, SUSPECT_PATIENCE_S):
-                # its target has hung lately: wait in the store, not in a slot or in memory
-                self._dispatcher.hung(timer.queue, True)
-                back_ms = slots.come_back_ms(origin, timer.queue, self._store.now_ms())
-                await held.defer(back_ms, "waiting: its target has not answered")
+            elif not slots.take_now(origin) and not await slots.take(origin, SUSPECT_PATIENCE_S):
+                await self._wait_in_store(held, origin)
                 return
             started, answered = slots.started(), False
             try:
@@ -211,6 +208,43 @@ class Worker:
             limiter.release(admission)
             if settled:
                 held.release()
+
+    async def _granted(self, held: Held, keys: tuple[str, ...], origin: str) -> Admission | None:
+        """Wait for a limited callback's grant and its slot, to send it at once; None when it
+        went back to the store instead.
+
+        A grant is for a call sent now: one that waited for a slot (behind a new origin's first
+        call, say) would go out in a bunch with those granted meanwhile, past the limit. So the
+        callback waits for a slot free for it first, then for its grant, then takes the slot.
+        If a slot it found free was taken meanwhile (every slot busy), it waits for the next
+        in turn with its grant, as a callback without a limit would: not a token lost and the
+        wait again, which a busy worker's other callbacks would win every time.
+        """
+        slots, timer = self._slots, held.timer
+        if not slots.free_now(origin) and not await slots.wait_free(origin, SUSPECT_PATIENCE_S):
+            await self._wait_in_store(held, origin)
+            return None
+        admission = await self._limiter.admit(timer, keys)
+        if admission.defer_ms is not None:
+            await held.defer(admission.defer_ms, "waiting for its turn under a limit")
+            return None
+        try:
+            if slots.take_now(origin, in_turn=True) or await slots.take(origin, SUSPECT_PATIENCE_S):
+                return admission
+        except asyncio.CancelledError:
+            self._limiter.release(admission)  # not the caller's yet to give back
+            raise
+        self._limiter.release(admission)
+        await self._wait_in_store(held, origin)
+        return None
+
+    async def _wait_in_store(self, held: Held, origin: str) -> None:
+        """Send `held` back to the store: its target has hung lately, and it should wait there,
+        not in a slot or in memory."""
+        timer = held.timer
+        self._dispatcher.hung(timer.queue, True)
+        back_ms = self._slots.come_back_ms(origin, timer.queue, self._store.now_ms())
+        await held.defer(back_ms, "waiting: its target has not answered")
 
     def _traced(self) -> bool:
         """Whether settles are recorded as spans (an OpenTelemetry provider is configured)."""
