@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from tickwheel.cli import app
-from tickwheel.errors import InvalidTimer, StoreUnavailable, TimerExists
+from tickwheel.errors import InvalidTimer, LeaseLost, StoreUnavailable, TimerExists
 from tickwheel.model import State, Timer
 from tickwheel.stores import Store, StoreSettings
 from tickwheel.stores.postgres import PostgresStore, ops
@@ -369,6 +369,46 @@ async def test_finished_timers_are_deleted_in_bounded_batches(
         assert await rows() == 0
     finally:
         await store.close()
+
+
+async def test_a_settle_that_landed_unheard_counts_as_settled_when_sent_again(
+    pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each settle commits, then its reply is lost (the connection cut after the commit); sent
+    again, it counts as landed, not as a lost lease. A settle not in doubt still is one."""
+    now = pg.now_ms()
+    await pg.add_many([Timer(id=f"t{n}", due_ms=now) for n in range(5)])
+    leases = {lease.timer.id: lease for lease in await pg.claim("default", now, 10, 30_000)}
+    later = now + 60_000
+    settles = {
+        "t0": lambda: pg.ack(leases["t0"]),
+        "t1": lambda: pg.retry(leases["t1"], later, "HTTP 500"),
+        "t2": lambda: pg.defer(leases["t2"], later, "waiting"),
+        "t3": lambda: pg.kill(leases["t3"], "HTTP 400"),
+        "t4": lambda: pg.ack_many([leases["t4"]]),
+    }
+    run = pg._run
+
+    async def unheard(*args: Any, **kwargs: Any) -> Any:
+        await run(*args, **kwargs)
+        raise StoreUnavailable("postgres store: the reply was lost")
+
+    for settle in settles.values():
+        monkeypatch.setattr(pg, "_run", unheard)
+        with pytest.raises(StoreUnavailable):
+            await settle()
+        monkeypatch.setattr(pg, "_run", run)
+        assert await settle() in (None, [True])
+    with pytest.raises(LeaseLost):  # landed before, not in doubt: that lease is gone
+        await pg.ack(leases["t0"])
+    states = {n: (await pg.get(n)).state for n in settles}  # type: ignore[union-attr]
+    assert states == {
+        "t0": State.DONE,
+        "t1": State.SCHEDULED,
+        "t2": State.SCHEDULED,
+        "t3": State.DEAD,
+        "t4": State.DONE,
+    }
 
 
 async def test_a_store_on_a_server_that_is_down_is_unavailable() -> None:

@@ -27,10 +27,10 @@ from hypothesis.stateful import invariant, run_state_machine_as_test
 
 from tickwheel.errors import InvalidArgument, LeaseLost, StoreUnavailable, TimerExists
 from tickwheel.model import Callback, RetryPolicy, State, Timer
-from tickwheel.stores import Lease, Store, StoreSettings
+from tickwheel.stores import Lease, Store, StoreSettings, in_doubt
 from tickwheel.stores.base import Limit, QueueSettings
 from tickwheel.stores.codec import encode_limit, encode_spec
-from tickwheel.stores.redis import RedisStore, listing, resends, shard_of
+from tickwheel.stores.redis import RedisStore, listing, shard_of
 from tickwheel.stores.redis import clock as server_clock
 from tickwheel.stores.redis.scripts import with_lib
 from tickwheel.stores.wake import Wakeups
@@ -1141,8 +1141,8 @@ def test_leases_in_doubt_are_bounded_and_forgotten_once_taken(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A lease noted in doubt is taken once; past the bound, lapsed ones are dropped first."""
-    monkeypatch.setattr(resends, "MAX_IN_DOUBT", 3)
-    doubts = resends.InDoubt()
+    monkeypatch.setattr(in_doubt, "MAX_IN_DOUBT", 3)
+    doubts = in_doubt.InDoubt()
     timer = Timer(id="t", due_ms=0)
     lapsed = [Lease(Timer(id=f"old{n}", due_ms=0), 1, 100) for n in range(3)]
     doubts.note(lapsed, now_ms=50)

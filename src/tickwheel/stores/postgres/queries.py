@@ -143,6 +143,8 @@ DROP_HELD = f"DELETE FROM {{s}}.timers WHERE {_HELD}"
 """Delete an occurrence its schedule skips (misfire ``skip``), while the lease still holds it."""
 # the state and attempt of the row holding an id, finished or not, past retention or not
 STATE_OF = "SELECT state, attempt, deferrals FROM {s}.timers WHERE id = %(id)s"
+# what settled timers whose settle may have landed unheard show now (`doubts`)
+LANDED = "SELECT id, state, attempt, due_ms FROM {s}.timers WHERE id = ANY(%(ids)s)"
 
 NEXT_DUE = f"""SELECT least(
     (SELECT due_ms FROM {{s}}.timers WHERE queue = %(queue)s AND state = {SCHEDULED}

@@ -44,14 +44,26 @@ from tickwheel.stores.base import (
     wall_ms,
 )
 from tickwheel.stores.coalesce import Coalescer
+from tickwheel.stores.in_doubt import InDoubt
 from tickwheel.stores.postgres import attempt_history as history
 from tickwheel.stores.postgres import ops
 from tickwheel.stores.postgres import queries as sql
 from tickwheel.stores.postgres.attempt_history import PostgresAttemptHistory
-from tickwheel.stores.postgres.ops import Op, queue_of
+from tickwheel.stores.postgres.doubts import landed_before
+from tickwheel.stores.postgres.ops import Op, R, queue_of
 from tickwheel.stores.postgres.purging import PostgresPurging
 from tickwheel.stores.postgres.runner import AsyncTx, SyncTx
+from tickwheel.stores.postgres.schema import DEAD, DONE, SCHEDULED
 from tickwheel.stores.rebuild import as_scheduled
+
+_SETS = {
+    sql.ACK: (DONE, False),
+    sql.RETRY: (SCHEDULED, True),
+    sql.DEFER: (SCHEDULED, True),
+    sql.KILL: (DEAD, False),
+}
+"""The state each settling statement leaves a timer in, and whether due at the time it is
+given: how a settle that landed unheard is told from a lease lost."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +94,7 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
         self._adding = Coalescer(self._add_new, ops.BATCH)
         self._replacing = Coalescer(self._add_replacing, ops.BATCH)
         self._unanswered: dict[str, _Unanswered] = {}
+        self._in_doubt = InDoubt()
 
     async def _add_in(self, tx: AsyncTx, timer: Timer, replace: bool) -> Timer:
         return await self._in(tx, lambda now: ops.add(self._rows, timer, now, replace))
@@ -282,8 +295,9 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
 
     async def ack(self, lease: Lease, attempt: Attempt | None = None) -> None:
         end = self.settings.retention_of(lease.timer.id)
-        await self._run(
-            lambda now: self._settle(lease, sql.ACK, attempt, now, end=now + end, now=now)
+        await self._settling(
+            [lease],
+            lambda now: self._settle(lease, sql.ACK, attempt, now, end=now + end, now=now),
         )
 
     async def ack_many(
@@ -294,7 +308,7 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
         for start in range(0, len(leases), ops.BATCH):
             chunk = leases[start : start + ops.BATCH]
             recorded = attempts[start : start + ops.BATCH]
-            acked += await self._run(functools.partial(self._ack_many, chunk, recorded))
+            acked += await self._settling(chunk, functools.partial(self._ack_many, chunk, recorded))
         return acked
 
     def _ack_many(
@@ -324,7 +338,8 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
             key = (lease.timer.id, lease.token)
             acked.append(key in held)
             held.discard(key)
-        return acked
+        dues = [None] * len(leases)
+        return (yield from landed_before(self._in_doubt, leases, acked, DONE, dues))
 
     async def _retry(self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None) -> None:
         await self._hand_back(lease, due_ms, sql.RETRY, error, attempt)
@@ -337,7 +352,10 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
         deferred: list[bool] = []
         for start in range(0, len(deferrals), ops.BATCH):
             chunk = deferrals[start : start + ops.BATCH]
-            deferred += await self._run(functools.partial(_defer_rows, chunk))
+            leases = [lease for lease, _, _ in chunk]
+            deferred += await self._settling(
+                leases, functools.partial(_defer_rows, chunk, self._in_doubt)
+            )
         for queue in {lease.timer.queue for lease, _, _ in deferrals}:
             self._wakeups.notify(queue)
         return deferred
@@ -350,23 +368,32 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
                 lease, update, attempt, now, due=due_ms, now=now, error=truncate_error(error)
             )
 
-        await self._run(work)
+        await self._settling([lease], work)
         self._wakeups.notify(lease.timer.queue)
 
     async def kill(self, lease: Lease, error: str, attempt: Attempt | None = None) -> None:
         error = truncate_error(error)
-        await self._run(
-            lambda now: self._settle(lease, sql.KILL, attempt, now, now=now, error=error)
+        await self._settling(
+            [lease], lambda now: self._settle(lease, sql.KILL, attempt, now, now=now, error=error)
         )
 
     async def replay(self, timer_id: str) -> bool:
         return self._woke(await self._run(lambda now: queue_of(sql.REPLAY, timer_id, now)))
 
+    async def _settling(self, leases: Sequence[Lease], work: Callable[[int], Op[R]]) -> R:
+        """Run a settle of `leases`; if it fails unheard, they are in doubt until sent again."""
+        try:
+            return await self._run(work)
+        except StoreUnavailable:
+            self._in_doubt.note(leases, self._clock())
+            raise
+
     def _settle(
         self, lease: Lease, update: str, attempt: Attempt | None, now_ms: int, **values: object
     ) -> Op[None]:
         """Run `update` (a settling statement of `queries`) if `lease` still holds its timer,
-        recording `attempt` in the same statement, else raise `LeaseLost`."""
+        recording `attempt` in the same statement, else raise `LeaseLost` (unless the same
+        settle landed before, unheard)."""
         params = {"id": lease.timer.id, "token": lease.token, **values}
         if attempt is None or not self.settings.attempt_history:
             _, changed = yield update, params
@@ -376,10 +403,18 @@ class PostgresStore(PostgresPurging, PostgresAttemptHistory):
             rows, _ = yield history.recording_one(update, trim), params
             changed = len(rows)
         if changed == 0:
-            raise LeaseLost(lease.timer.id, lease.token)
+            sets = _SETS.get(update)
+            if sets is None:  # not a settle (an extend): the lease is lost
+                raise LeaseLost(lease.timer.id, lease.token)
+            state, moves = sets
+            due = values.get("due")
+            dues = [due if moves and isinstance(due, int) else None]
+            (landed,) = yield from landed_before(self._in_doubt, [lease], [False], state, dues)
+            if not landed:
+                raise LeaseLost(lease.timer.id, lease.token)
 
 
-def _defer_rows(deferrals: Sequence[Deferral], now: int) -> Op[list[bool]]:
+def _defer_rows(deferrals: Sequence[Deferral], doubts: InDoubt, now: int) -> Op[list[bool]]:
     """Defer each (lease, due, reason) whose lease holds; the same lease twice defers once."""
     first: dict[tuple[str, int], int] = {}
     for index, (lease, _, _) in enumerate(deferrals):
@@ -397,7 +432,10 @@ def _defer_rows(deferrals: Sequence[Deferral], now: int) -> Op[list[bool]]:
     found, _ = yield sql.DEFER_MANY, params
     places = sorted(first.values())
     landed = {places[n - 1] for (n,) in found}
-    return [index in landed for index in range(len(deferrals))]
+    deferred = [index in landed for index in range(len(deferrals))]
+    leases = [lease for lease, _, _ in deferrals]
+    dues = [due_ms for _, due_ms, _ in deferrals]
+    return (yield from landed_before(doubts, leases, deferred, SCHEDULED, dues))
 
 
 def _stored(results: Sequence[Timer | Exception]) -> list[Timer]:

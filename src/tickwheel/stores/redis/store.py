@@ -26,6 +26,7 @@ from tickwheel.errors import InvalidArgument
 from tickwheel.model import State
 from tickwheel.stores.base import QueueInfo, QueueSettings, StoreSettings
 from tickwheel.stores.coalesce import Coalescer
+from tickwheel.stores.in_doubt import InDoubt
 from tickwheel.stores.redaction import redact
 from tickwheel.stores.redis import adding, listing
 from tickwheel.stores.redis.adding import RedisAdding
@@ -43,7 +44,6 @@ from tickwheel.stores.redis.purging import RedisPurging
 from tickwheel.stores.redis.queue_settings import QueueSettingsHash, read_versions
 from tickwheel.stores.redis.queue_table import RedisQueueTable
 from tickwheel.stores.redis.record import RecordCodec, SeqSource
-from tickwheel.stores.redis.resends import InDoubt
 from tickwheel.stores.redis.scripts import Client, Scripts
 from tickwheel.stores.redis.shards import Shards
 from tickwheel.stores.redis.stored_schedules import RedisSchedules, Schedules

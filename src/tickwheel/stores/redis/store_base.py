@@ -14,13 +14,13 @@ from tickwheel.errors import Closed
 from tickwheel.stores.base import StoreSettings
 from tickwheel.stores.coalesce import Coalescer
 from tickwheel.stores.contract import StoreContract
+from tickwheel.stores.in_doubt import InDoubt
 from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
 from tickwheel.stores.redis.durability import Replicated, count_replicas
 from tickwheel.stores.redis.keys import ShardKeys
 from tickwheel.stores.redis.listen import Listener
 from tickwheel.stores.redis.record import RecordCodec, SeqSource
-from tickwheel.stores.redis.resends import InDoubt
 from tickwheel.stores.redis.scripts import Client, Scripts, unavailable
 from tickwheel.stores.redis.shards import Shards
 from tickwheel.stores.wake import until

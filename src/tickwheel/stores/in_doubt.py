@@ -1,9 +1,10 @@
-"""Which settles of a Redis store may have landed without their reply reaching it.
+"""Which settles of a store may have landed without their reply reaching it.
 
-An ack, retry or kill whose call failed (the connection dropped, Redis restarted) may have run.
-Sent again, the script would find the timer done, scheduled or dead already and report
-`LeaseLost` for the caller's own settle. The store notes such leases here, and a settle sent
-again for one lets its script count "already settled so, with this token" as settled.
+An ack, retry or kill whose call failed (the connection dropped, the server restarted) may have
+run. Sent again, it would find the timer done, scheduled or dead already and report `LeaseLost`
+for the caller's own settle. A store notes such leases here, and a settle sent again for one
+counts "already settled so, with this token" as settled (Redis in its scripts, PostgreSQL by
+reading the row back).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class InDoubt:
         return bool(self._leases)
 
     def ids(self, leases: Iterable[Lease]) -> str:
-        """The ids of `leases` whose settle may have landed before, as ack.lua takes them
+        """The ids of `leases` whose settle may have landed before, as Redis's ack.lua takes them
         (space around each), forgetting them."""
         return "".join([f" {lease.timer.id} " for lease in leases if self.take(lease)])
 
