@@ -6,11 +6,12 @@ exactly the entries whose due tick ``ceil(due_ms / tick_ms)`` is at or before
 comparison covers "never early", "never lost", "never twice" and the order, and each is also
 checked on its own so a failure names which one broke.
 
-Cancelled entries stay in their buckets as tombstones; the machine also checks the wheel's
-inside after every step (every bucket entry is pending or a tombstone, no key twice, no
-tombstone outliving its bucket), churns keys it never reuses to pile tombstones up, and runs
-wheels whose sweep allowance is 0 or 3 so that sweeps happen within a few steps, one of them
-sweeping two entries per add so that a sweep spans many steps while the wheel changes.
+Cancelled entries stay in their buckets (or in the queue of `add`) as tombstones; the machine
+also checks the wheel's inside after every step (every bucket or queued entry is pending or a
+tombstone, no key twice, no tombstone outliving its bucket or the queue), churns keys it
+never reuses to pile tombstones up, and runs wheels whose sweep allowance is 0 or 3 so that
+sweeps happen within a few steps, one of them sweeping two entries per add so that a sweep
+spans many steps while the wheel changes.
 
 The same wheel also holds filed entries (`WheelEntry`, their own key and value), filed,
 discarded and moved among the keyed ones; a discarded one is a tombstone until its bucket goes.
@@ -340,6 +341,9 @@ class WheelModel(RuleBasedStateMachine):
         seen: list[Key] = []
         for bucket in wheel._buckets:
             seen.extend(bucket)
+        # keys `add` queued are in no bucket yet
+        seen.extend(wheel._queued_keys)
+        assert len(wheel._queued_keys) == len(wheel._queued_values)
         assert len(seen) == len(set(seen)), "a key in two buckets"
         overdue = set(wheel._overdue)
         tombstones = self.tombstones()
@@ -354,8 +358,10 @@ class WheelModel(RuleBasedStateMachine):
         assert wheel._filed == sum(isinstance(key, Filed) for key in self.pending)
         assert not set(seen) & overdue, "an entry both in a bucket and overdue"
         assert set(seen) | overdue == set(self.pending) | dead | filed_dead
-        for key in dead:
-            # a tombstone is reclaimed by the advance that passes its due tick
+        queued = set(wheel._queued_keys)
+        for key in dead - queued:
+            # a tombstone is reclaimed by the advance that passes its due tick (a queued one by
+            # the next advance, which files the queue first)
             assert self.fire_tick(tombstones[key]) > self.now // self.tick
         for entry in filed_dead:
             assert self.fire_tick(entry.due_ms) > self.now // self.tick

@@ -4,8 +4,9 @@
 where an entry belongs), `wheel_tombstones` (lazy cancel and the sweep), `wheel_cascade`
 (upper buckets re-filed ahead of time); this module holds the operations and expiry.
 
-Per pending entry the wheel holds one slot in a key → due dict and one in its bucket dict: no
-per-entry object, so a million pending timers add nothing for the cyclic garbage collector.
+Per pending entry the wheel holds one slot in a key → due dict and one in its bucket dict (or,
+from `add` until the next call that reads buckets, in a queue: `wheel_layout`): no per-entry
+object, so a million pending timers add nothing for the cyclic garbage collector.
 A caller that makes an object per timer anyway (a scheduler's handle) can file that object
 instead, as a `WheelEntry`: it is its own key and value and carries its due time and whether it
 is pending, so filing it touches only its bucket and cancelling it only itself.
@@ -31,7 +32,9 @@ class TimingWheel(WheelCascade[K, T]):
 
     ``add`` and ``cancel`` are O(1). ``advance`` costs O(levels) plus the non-empty buckets it
     passes plus the entries it expires, plus a slice of the upper buckets it re-files ahead of
-    time; a driver that advances every tick never re-files more than a slice at once.
+    time; a driver that advances every tick never re-files more than a slice at once. It
+    first files the entries added since the last call that read buckets (so does any such
+    call), skipping those cancelled since.
     """
 
     __slots__ = ()
@@ -44,32 +47,9 @@ class TimingWheel(WheelCascade[K, T]):
             self._unfile(key, old)
         due[key] = due_ms
         self._live += 1
-        tick = self._tick_ms
-        t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
-        now = self._now
-        if t <= now:
-            self._overdue[key] = value
-        else:
-            # _level by bisection, inlined here and in `file`: the hot path
-            level = bisect_right(self._ends, t)
-            if level == len(self._ends):
-                level = self._level(t, now)  # a level the wheel does not have yet
-            shift = level * BITS
-            buckets = self._buckets
-            # while the source of the next block drains, new entries join it, behind older ones;
-            # a source has entries only while its level's draining bit is set
-            if (
-                self._draining
-                and (above := t >> (shift + BITS)) != now >> (shift + BITS)
-                and buckets[(level + 1) << 7 | above & SLOT]
-            ):
-                buckets[(level + 1) << 7 | above & SLOT][key] = value
-            else:
-                slot = (t >> shift) & SLOT
-                bucket = buckets[level << 7 | slot]
-                if not bucket:  # a non-empty bucket has its bit set already
-                    self._occupied[level] |= 1 << slot
-                bucket[key] = value
+        # filed into its bucket by the next call that reads buckets (`_file_queued`)
+        self._queued_keys.append(key)
+        self._queued_values.append(value)
 
     def file(self, entry: T, due_ms: int) -> None:
         """File `entry`, a `WheelEntry` that is not pending, under itself for `due_ms`.
@@ -80,6 +60,8 @@ class TimingWheel(WheelCascade[K, T]):
         item: Any = entry  # a WheelEntry, and the key it is filed under
         if item._due >= 0:
             raise ValueError(f"entry: already filed, {entry!r}")
+        if self._queued_keys:  # keyed entries added before this one go first
+            self._file_queued()
         item._due = due_ms
         self._filed += 1
         # _crowded, inlined: timers that are cancelled soon leave tombstones most of the time
@@ -95,7 +77,7 @@ class TimingWheel(WheelCascade[K, T]):
         if t <= now:
             self._overdue[item] = entry
         else:
-            # as in `add`
+            # as in `_file_queued`
             level = bisect_right(self._ends, t)
             if level == len(self._ends):
                 level = self._level(t, now)  # a level the wheel does not have yet
@@ -159,6 +141,7 @@ class TimingWheel(WheelCascade[K, T]):
         self._draining = 0
         self._sweep_bucket, self._sweep_keys, self._sweep_pos = -1, [], 0
         self._filed = self._filed_dead = 0
+        self._queued_keys, self._queued_values = [], []
 
     def cancel(self, key: K) -> bool:
         """Remove the entry under `key`; return whether there was one."""
@@ -179,7 +162,11 @@ class TimingWheel(WheelCascade[K, T]):
     def get(self, key: K) -> T | None:
         """Return the value pending under `key`, or None."""
         due_ms = self._due.get(key)
-        return None if due_ms is None or due_ms < 0 else self._bucket_of(key, due_ms)[key]
+        if due_ms is None or due_ms < 0:
+            return None
+        if self._queued_keys:
+            self._file_queued()
+        return self._bucket_of(key, due_ms)[key]
 
     def due_ms(self, key: K) -> int | None:
         """Return when the entry under `key` is due, or None."""
@@ -193,6 +180,8 @@ class TimingWheel(WheelCascade[K, T]):
         earliest entry at level 0; for an upper bucket, the moment it starts draining into the
         level below; the next tick while a source is draining; now if something is overdue.
         """
+        if self._queued_keys:
+            self._file_queued()
         now = self._now
         if self._overdue:
             return self.now_ms
@@ -215,6 +204,8 @@ class TimingWheel(WheelCascade[K, T]):
         Entries come in ``(due_ms, insertion)`` order. Time never moves back: an earlier
         `now_ms` only returns what was added overdue.
         """
+        if self._queued_keys:
+            self._file_queued()
         new = now_ms // self._tick_ms - self._origin
         old = self._now
         # (bucket, ordered) pairs, already in due order between them; `ordered` is False when

@@ -11,10 +11,16 @@ tick ``t`` lives at the lowest level whose block of ``t`` is the current or the 
   sort by due time yields ``(due_ms, insertion)`` order without a sequence number;
 * the bucket an entry sits in is a function of its due tick and the current tick, so `cancel`
   finds it without a stored pointer.
+
+`add` files nothing: it queues the entry, and the queue is filed in order by the next call that
+reads buckets (`advance`, `next_due_ms`, `get`, `file`, a re-add, a sweep). At a million timers
+a bucket's table is one more cache miss per add: a timer cancelled before that call never
+pays it, and the others are filed in one loop.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
@@ -63,6 +69,8 @@ class WheelLayout(Generic[K, T]):
         "_occupied",
         "_origin",
         "_overdue",
+        "_queued_keys",
+        "_queued_values",
         "_sweep_bucket",
         "_sweep_keys",
         "_sweep_pos",
@@ -100,6 +108,9 @@ class WheelLayout(Generic[K, T]):
         # filed entries (`WheelEntry`) pending, and discarded but still in a bucket
         self._filed = 0
         self._filed_dead = 0
+        # keys `add` has queued, in order, and their values: in `_due`, in no bucket yet
+        self._queued_keys: list[K] = []
+        self._queued_values: list[T] = []
 
     def __len__(self) -> int:
         return self._live + self._filed
@@ -136,6 +147,49 @@ class WheelLayout(Generic[K, T]):
         if key in bucket:
             return bucket
         return self._buckets[(level + 1) << 7 | (t >> (shift + BITS)) & SLOT]
+
+    def _file_queued(self) -> None:
+        """File the entries `add` queued, in the order they came; forget those cancelled since.
+
+        Nothing but `add` changes the wheel while entries are queued, so each goes where `add`
+        would have put it: its own bucket, the source of the next block while that drains, or
+        overdue.
+        """
+        keys, values = self._queued_keys, self._queued_values
+        self._queued_keys, self._queued_values = [], []
+        due = self._due
+        tick, origin, now = self._tick_ms, self._origin, self._now
+        buckets, occupied, overdue = self._buckets, self._occupied, self._overdue
+        draining = self._draining
+        for key, value in zip(keys, values, strict=True):
+            due_ms = due[key]
+            if due_ms < 0:
+                del due[key]  # cancelled while queued: it was never in a bucket
+                continue
+            t = (due_ms if tick == 1 else -(-due_ms // tick)) - origin
+            if t <= now:
+                overdue[key] = value
+                continue
+            # _level by bisection, inlined: the hot path
+            ends = self._ends
+            level = bisect_right(ends, t)
+            if level == len(ends):
+                level = self._level(t, now)  # a level the wheel does not have yet
+            shift = level * BITS
+            # while the source of the next block drains, new entries join it, behind older
+            # ones; a source has entries only while its level's draining bit is set
+            if (
+                draining
+                and (above := t >> (shift + BITS)) != now >> (shift + BITS)
+                and buckets[(level + 1) << 7 | above & SLOT]
+            ):
+                buckets[(level + 1) << 7 | above & SLOT][key] = value
+            else:
+                slot = (t >> shift) & SLOT
+                bucket = buckets[level << 7 | slot]
+                if not bucket:  # a non-empty bucket has its bit set already
+                    occupied[level] |= 1 << slot
+                bucket[key] = value
 
     def _grow(self, level: int) -> None:
         """Add levels up to `level`, each with its ring of empty buckets."""

@@ -5,10 +5,11 @@
 just stops being pending): at a million timers each other dict or bucket touched would be one
 more cache miss, costing more than the rest of the call. A tombstone is reclaimed when its
 bucket is re-filed or expires (or heads the bucket `next_due_ms` looks at), at once when its
-key is added again, and by a sweep once tombstones outnumber pending entries by
-`SPARE_TOMBSTONES`. The sweep visits every bucket, `SWEEP_SLICE` entries per `add` or `file`,
-so no call pauses for long; its cost is paid by the adds that made the tombstones, and the
-wheel holds no more than about twice its peak of pending entries plus that allowance.
+key is added again, when the queue of `add` it is still in is filed, and by a sweep once
+tombstones outnumber pending entries by `SPARE_TOMBSTONES`. The sweep visits every bucket,
+`SWEEP_SLICE` entries per `add` or `file`, so no call pauses for long; its cost is paid by the
+adds that made the tombstones, and the wheel holds no more than about twice its peak of
+pending entries plus that allowance.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class WheelTombstones(WheelLayout[K, T]):
         A key has at most one entry in the buckets, so a tombstone goes before its key returns;
         the caller overwrites its slot in the due dict.
         """
+        if old is not None and self._queued_keys:
+            self._file_queued()  # which forgets `key` if it was cancelled while queued
+            old = self._due.get(key)
         if old is not None:
             if old >= 0:
                 self._live -= 1
@@ -80,6 +84,8 @@ class WheelTombstones(WheelLayout[K, T]):
         a tombstone and is in the bucket being swept is that tombstone, however the bucket has
         changed since the sweep took its keys.
         """
+        if self._queued_keys:  # keys cancelled while queued go here, not in a bucket
+            self._file_queued()
         buckets = self._buckets
         budget = self.SWEEP_SLICE
         while budget > 0 and (len(self._due) > self._live or self._filed_dead):
