@@ -72,7 +72,8 @@ def sqlite_table(rows: list[Rate], other: OtherLoad) -> Table:
     out.notes = [
         "a fresh file in the server's temp dir for each row (WAL, synchronous=NORMAL), "
         "the rows alternating 1,000 timers at a time; "
-        "SqliteStore.add coalesces the adds made while a transaction is being written",
+        "SqliteStore.add writes a lone add on the caller's thread when the connection is "
+        "free, and groups the adds made while a transaction is being written",
         other.note(),
     ]
     return out

@@ -1,5 +1,6 @@
 """Single `SqliteStore.add` calls from many tasks and threads share transactions, each answered
-only once its transaction has committed."""
+only once its transaction has committed; a lone add is written on its caller's thread when the
+connection is free, and otherwise waits for nothing there."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from tickwheel.errors import Closed, TimerExists
 from tickwheel.model import Timer
 from tickwheel.stores.sqlite import SqliteStore
+from tickwheel.stores.sqlite.thread import INLINE_CHECKPOINT_EVERY
 
 DUE_MS = int(time.time() * 1000) + 3_600_000  # an hour ahead of the store's wall clock
 THREADS = 4
@@ -130,3 +132,111 @@ async def test_an_add_on_a_closed_store_raises_closed(tmp_path: Path) -> None:
     await store.close()
     with pytest.raises(Closed):
         await store.add(Timer(id="late", due_ms=DUE_MS))
+
+
+def record_threads(store: SqliteStore) -> list[str]:
+    """Record the name of the thread each lone inline add runs on."""
+    names: list[str] = []
+    inline = store._add_inline
+
+    def recording(timer: Timer) -> Timer | None:
+        names.append(threading.current_thread().name)
+        return inline(timer)
+
+    store._adding._inline = recording
+    return names
+
+
+async def test_a_lone_add_is_committed_on_the_callers_thread(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "timers.db")
+    try:
+        await store.add(Timer(id="first", due_ms=DUE_MS))  # the store's thread opens the file
+        batches, threads = record_batches(store), record_threads(store)
+        seen: list[str] = []
+        for i in range(5):
+            await add_checked(store, Timer(id=f"t{i}", due_ms=DUE_MS), seen)
+        assert seen == [f"t{i}" for i in range(5)], "answered only once committed"
+        assert batches == [], "nothing went to the store's thread"
+        assert threads == [threading.current_thread().name] * 5
+    finally:
+        await store.close()
+
+
+async def test_a_lone_add_over_a_taken_id_is_decided_on_the_stores_thread(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "timers.db")
+    try:
+        first = await store.add(Timer(id="taken", due_ms=DUE_MS))
+        batches = record_batches(store)
+        assert await store.add(Timer(id="taken", due_ms=DUE_MS)) == first  # idempotent
+        with pytest.raises(TimerExists):
+            await store.add(Timer(id="taken", due_ms=DUE_MS + 1))
+        assert batches == [["taken"], ["taken"]]
+    finally:
+        await store.close()
+
+
+async def test_a_lone_add_never_waits_for_another_connections_write_lock(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "timers.db")
+    other = sqlite3.connect(tmp_path / "timers.db", isolation_level=None)
+    try:
+        await store.add(Timer(id="first", due_ms=DUE_MS))
+        batches = record_batches(store)
+        other.execute("BEGIN IMMEDIATE")  # another process holds SQLite's write lock
+        adding = asyncio.create_task(store.add(Timer(id="later", due_ms=DUE_MS)))
+        ticks = 0
+        while ticks < 20:  # the loop keeps running while the add waits for the lock
+            await asyncio.sleep(0.005)
+            ticks += 1
+        assert not adding.done()
+        other.execute("COMMIT")
+        assert (await adding).id == "later"
+        assert batches == [["later"]], "the store's thread waited for the lock, not the loop"
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_a_lone_add_never_waits_for_the_connection(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "timers.db")
+    try:
+        await store.add(Timer(id="first", due_ms=DUE_MS))
+        batches = record_batches(store)
+        with store._conn_lock:  # the store's thread is using the connection
+            adding = asyncio.create_task(store.add(Timer(id="later", due_ms=DUE_MS)))
+            await asyncio.sleep(0.05)
+            assert not adding.done()
+        assert (await adding).id == "later"
+        assert batches == [["later"]]
+    finally:
+        await store.close()
+
+
+async def test_inline_commits_leave_their_checkpoints_to_the_stores_thread(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "timers.db")
+    try:
+        await store.add(Timer(id="first", due_ms=DUE_MS))
+        threads = record_threads(store)
+        checkpoints: list[str] = []
+        checkpoint = store._checkpoint
+
+        def recording() -> None:
+            checkpoints.append(threading.current_thread().name)
+            checkpoint()
+
+        store._checkpoint = recording  # type: ignore[method-assign]
+        for i in range(INLINE_CHECKPOINT_EVERY):
+            await store.add(Timer(id=f"t{i}", due_ms=DUE_MS))
+        assert store._checkpoints_off, "an inline commit does not checkpoint"
+        assert set(threads) == {threading.current_thread().name}
+        await store.stats()  # behind the checkpoint on the store's thread
+        assert len(checkpoints) == 1
+        assert checkpoints[0].startswith("tickwheel-sqlite")
+        assert not store._checkpoints_off, "the store's thread checkpoints at commit again"
+    finally:
+        await store.close()

@@ -1,5 +1,5 @@
-"""Adding timers to a `SqliteStore`: one at a time (group commit), many per transaction, and
-over an id that may be taken."""
+"""Adding timers to a `SqliteStore`: one at a time (on the caller's thread when the connection
+is free, else group commit), many per transaction, and over an id that may be taken."""
 
 from __future__ import annotations
 
@@ -47,11 +47,39 @@ class SqliteAdding(SqliteThread):
     async def _add_one(self, timer: Timer, replace: bool) -> Timer:
         """Add one timer; adds made while one is being written, from any task or thread, share
         the next transaction (group commit), each answered with its own result or error once
-        that transaction has committed."""
+        that transaction has committed. A lone new id is written on the caller's thread when
+        nothing waits and the connection is free (`_add_inline`)."""
         self._check_open()
         stored = await (self._replacing if replace else self._adding).submit(timer)
         self._wakeups.notify(stored.queue)
         return stored
+
+    def _add_inline(self, timer: Timer) -> Timer | None:
+        """Write a lone new timer in one statement on the caller's thread, if the connection
+        and SQLite's write lock are both free right now; else None, for the store's thread.
+
+        Nothing here waits: not for the connection (taken without blocking), not for another
+        connection's write lock (the busy timeout is 0: a busy insert fails before writing),
+        not for an fsync (the connection does not checkpoint while a caller's thread holds it;
+        WAL with ``synchronous=NORMAL`` syncs only at checkpoints). The commit is the same as
+        on the store's thread: in the WAL when this returns. A taken id, or any error, goes to
+        the store's thread, which decides and reports as for any add.
+        """
+        if self._closed or not self._conn_lock.acquire(blocking=False):
+            return None
+        try:
+            conn = self._inline_conn()
+            if conn is None:
+                return None
+            added, written = insert_timer(conn, self._clock(), timer, sql.INSERT_NEW)
+            if not written:
+                return None
+            self._inline_committed()
+            return added
+        except sqlite3.Error:  # busy, or failing: the store's thread tries and reports
+            return None
+        finally:
+            self._conn_lock.release()
 
     def _write_new(self, timers: list[Timer]) -> list[Timer | Exception]:
         return self._write_each(timers, replace=False)

@@ -1,11 +1,14 @@
 """Group commit on the store's thread: single writes from any task, loop or thread share one
-transaction.
+transaction; a lone one is written on its caller's thread when it can be, without waiting.
 
-A caller queues its item under a lock and waits on a future of its own loop. The store's
-thread takes whatever has queued, up to a batch, writes it in one transaction and answers each
-caller only after that transaction has committed, with one wake-up per event loop. While it
-writes, the next callers queue, so the batch grows with the load and no caller waits for
-company: a lone item goes out at once. The batching happens on the store's thread, not on an
+A caller's item waits on a future of its own loop, first until that loop's current pass ends,
+so what the loop's other tasks add in the same pass goes with it. A lone item, when nothing is
+queued, goes to `inline`, which writes it on the loop's thread if the connection and SQLite's
+write lock are both free at once, never waiting for either. Otherwise the items queue under a
+lock for the store's thread, which takes whatever has queued, up to a batch, writes it in one
+transaction and answers each caller only after that transaction has committed, with one
+wake-up per event loop. While it writes, the next callers queue, so the batch grows with the
+load and no caller waits for company. The batching happens on the store's thread, not on an
 event loop, so a commit is followed by the next at once (no hop back to a loop in between),
 and callers on several threads, each with its own loop, join the same transactions. Each
 batch is one job on the store's executor, so other calls (claims, acks) queued meanwhile take
@@ -29,16 +32,29 @@ Write = Callable[[list[T]], Sequence[R | BaseException]]
 """Write a batch on the store's thread: one result or refusal per item, in order; raises when
 the whole batch failed (then every caller in it hears that error)."""
 
+Inline = Callable[[T], R | None]
+"""Write one item at once on the caller's thread and return its result, or None when it must
+go to the store's thread (the connection or the write lock is taken)."""
+
 Answers = list[tuple["asyncio.Future[R]", "R | BaseException"]]
+Pending = list[tuple[T, "asyncio.Future[R]"]]
 
 
 class GroupCommit(Generic[T, R]):
     """Send items through `write` on `executor`'s one thread, in batches of what queued."""
 
-    def __init__(self, executor: Executor, write: Write[T, R], max_batch: int) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        write: Write[T, R],
+        max_batch: int,
+        inline: Inline[T, R] | None = None,
+    ) -> None:
         self._executor = executor
         self._write = write
         self._max_batch = max_batch
+        self._inline = inline
+        self._passes: dict[asyncio.AbstractEventLoop, Pending[T, R]] = {}  # each loop's own
         self._lock = threading.Lock()
         self._items: list[T] = []
         self._waiters: list[asyncio.Future[R]] = []
@@ -47,14 +63,47 @@ class GroupCommit(Generic[T, R]):
     def submit(self, item: T) -> asyncio.Future[R]:
         """Queue `item`; the future holds its result once its transaction has committed, or
         its refusal or its batch's error (a future, not a coroutine: one frame less a call)."""
-        done: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[R] = loop.create_future()
+        if self._inline is None:
+            self._queue([(item, done)])
+            return done
+        this_pass = self._passes.get(loop)  # only this loop's thread reads or writes its entry
+        if this_pass is None:
+            this_pass = self._passes[loop] = []
+            loop.call_soon(self._end_pass, loop)
+        this_pass.append((item, done))
+        return done
+
+    def _end_pass(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On `loop`, once the pass that queued its first item is over: write a lone item
+        inline if it can be, else queue the pass's items for the store's thread."""
+        pending = self._passes.pop(loop)
+        if len(pending) == 1 and not self._scheduled and self._inline is not None:
+            ((item, done),) = pending
+            answer: Answers[R]
+            try:
+                result = self._inline(item)
+            except Exception as error:  # its own failure, answered as on the store's thread
+                answer = [(done, error)]
+            else:
+                if result is None:  # the connection or the write lock is taken
+                    self._queue(pending)
+                    return
+                answer = [(done, result)]
+            _settle(answer)
+            return
+        self._queue(pending)
+
+    def _queue(self, pending: Pending[T, R]) -> None:
+        """Queue items for the store's thread, starting a batch job unless one is on its way."""
         with self._lock:
-            self._items.append(item)
-            self._waiters.append(done)
+            for item, done in pending:
+                self._items.append(item)
+                self._waiters.append(done)
             start, self._scheduled = not self._scheduled, True
         if start:
             self._schedule()
-        return done
 
     def _schedule(self) -> None:
         """Queue one batch job on the executor; answer what is queued if it has shut down."""
@@ -68,7 +117,7 @@ class GroupCommit(Generic[T, R]):
             _answer(closed)
 
     def _batch(self) -> None:
-        """On the store's thread: write one batch, answer its callers, queue the next job."""
+        """On the store's thread: write one batch, queue the next job, answer its callers."""
         with self._lock:
             items, waiters = self._items[: self._max_batch], self._waiters[: self._max_batch]
             del self._items[: self._max_batch], self._waiters[: self._max_batch]
@@ -77,11 +126,12 @@ class GroupCommit(Generic[T, R]):
             results = self._write(items)
         except Exception as error:  # the whole batch failed: each caller hears of it
             results = [error] * len(items)
-        _answer(list(zip(waiters, results, strict=True)))
         with self._lock:
             more = self._scheduled = bool(self._items)
         if more:
             self._schedule()
+        # after the flag is down, so a caller's next lone add, once answered, may go inline
+        _answer(list(zip(waiters, results, strict=True)))
 
 
 def _answer(answers: Answers[R]) -> None:

@@ -154,7 +154,10 @@ def connect(path: Path, clock: Callable[[], int]) -> sqlite3.Connection:
             f"Python here links SQLite {sqlite3.sqlite_version}"
         )
     _create_private(path)
-    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+    # used by one thread at a time: the store's, or a caller's for a lone add (`thread.py`)
+    conn = sqlite3.connect(
+        path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+    )
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode = WAL")

@@ -12,7 +12,7 @@ occurrences it cancels, creates or skips, so no crash or other process sees one 
 
 The file, its schema and migrations are `schema.py`'s; the SQL and the rows are `queries.py`'s.
 The class is assembled from one part per concept: `thread.py` (the connection and wakeups),
-`adding.py` (single adds through `group_commit.py`), `changing.py`, `leasing.py`,
+`adding.py` (single adds, inline or through `group_commit.py`), `changing.py`, `leasing.py`,
 `stored_schedules.py`, `queue_settings.py` (with `purging.py`, the bulk calls on a queue),
 `host_limits.py`, `listing.py` and `queue_table.py` (the queue table a page at a time).
 """
@@ -47,8 +47,9 @@ class SqliteStore(
 ):
     """Timers in one SQLite file, shared safely by tasks, threads and processes.
 
-    Every call runs on one thread per store, which owns the connection and opens it on first
-    use, so construction does no I/O. `clock` is called on that thread.
+    Every call runs on one thread per store, which opens the connection on first use, so
+    construction does no I/O; a lone add may run its one statement on its caller's thread
+    instead, when the connection is free. `clock` is called on whichever thread writes.
     """
 
     def __init__(
@@ -59,5 +60,5 @@ class SqliteStore(
         clock: Callable[[], int] = wall_ms,
     ) -> None:
         super().__init__(path, settings, clock=clock)
-        self._adding = GroupCommit(self._executor, self._write_new, BATCH)
+        self._adding = GroupCommit(self._executor, self._write_new, BATCH, self._add_inline)
         self._replacing = GroupCommit(self._executor, self._write_replacing, BATCH)
