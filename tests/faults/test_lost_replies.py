@@ -32,7 +32,7 @@ pytestmark = pytest.mark.timeout(90)
 
 LEASE_S = 10
 """Longer than the lateness target: timers back only when a lease lapses would fail it."""
-BEFORE_S = 3.0
+BEFORE_S = 2.0
 AFTER_S = 2.0
 WINDOW_MS = 1000  # timers due within this of the lost reply count as due during the fault
 
