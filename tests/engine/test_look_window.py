@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from engine.support import running
 from engine.test_worker import QUICK, Recorder
-from tickwheel.engine import Worker
+from tickwheel.engine import Worker, dispatch
 from tickwheel.engine.look_window import FULL_LOOK_S, LOOK_SLACK_MS, LookWindow
 from tickwheel.model import Callback, Timer
 from tickwheel.stores import MemoryStore
@@ -36,8 +38,8 @@ def test_a_window_starts_a_slack_before_the_last_look_and_a_full_look_comes_ever
     clock.now_s += 0.1
     assert window.since_ms(11_400, {"resumed"}) is None  # the paused queues changed
     clock.now_s += 0.1
-    window.failed()
-    assert window.since_ms(11_500, paused) is None  # the look before failed
+    window.read_all_next()
+    assert window.since_ms(11_500, paused) is None  # the look before failed, or was cut
 
 
 class Looks(MemoryStore):
@@ -70,3 +72,22 @@ async def test_a_new_queue_due_long_ago_is_found_by_the_next_full_look() -> None
     fired = {f.timer_id: f for f in target.fired}
     assert fired["old"].at_ms - added_ms <= FULL_LOOK_S * 1000 + 300
     assert any(since is not None for since in store.since)  # most looks read a window
+
+
+async def test_overdue_queues_beyond_one_looks_limit_are_found_without_waiting_for_the_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a look lists 2 queues beyond those served: 40 queues overdue by far more than a window
+    monkeypatch.setattr(dispatch, "DUE_QUEUES_PER_LOOK", 2)
+    store = Looks()
+    target = Recorder(store)
+    async with running(Worker(store, target, QUICK)):
+        await asyncio.sleep(0.2)  # past the first full look
+        overdue_ms = store.now_ms() - 60_000
+        await store.add_many(
+            [Timer(queue=f"q{n:02d}", due_ms=overdue_ms, callback=CALLBACK) for n in range(40)]
+        )
+        added_ms = store.now_ms()
+        await target.wait_for(40, timeout_s=10)
+    # each look cut at its limit makes the next read everything: not one full look a second
+    assert max(f.at_ms for f in target.fired) - added_ms < 2 * FULL_LOOK_S * 1000

@@ -187,10 +187,8 @@ async def test_a_lone_add_never_waits_for_another_connections_write_lock(
         batches = record_batches(store)
         other.execute("BEGIN IMMEDIATE")  # another process holds SQLite's write lock
         adding = asyncio.create_task(store.add(Timer(id="later", due_ms=DUE_MS)))
-        ticks = 0
-        while ticks < 20:  # the loop keeps running while the add waits for the lock
+        for _ in range(20):  # the loop keeps running while the add waits for the lock
             await asyncio.sleep(0.005)
-            ticks += 1
         assert not adding.done()
         other.execute("COMMIT")
         assert (await adding).id == "later"

@@ -223,16 +223,21 @@ class Dispatcher:
         while not self._stopping.is_set():
             paused = self._paused_queues()
             resting = self._resting
-            want = DUE_QUEUES_PER_LOOK + len(self._serving) + len(paused) + len(resting)
+            want = min(
+                DUE_QUEUES_PER_LOOK + len(self._serving) + len(paused) + len(resting),
+                MAX_DUE_QUEUES,
+            )
             now_ms = self._store.now_ms()
             since_ms = self._window.since_ms(now_ms, paused)
             try:
                 found = await self._store.due_queues(
-                    now_ms + self._lead.ms, min(want, MAX_DUE_QUEUES), since_ms=since_ms
+                    now_ms + self._lead.ms, want, since_ms=since_ms
                 )
                 failures = 0
+                if len(found.queues) == want:
+                    self._window.read_all_next()  # cut at its limit: earlier ones may wait
             except StoreUnavailable as error:
-                self._window.failed()
+                self._window.read_all_next()
                 failures += 1
                 self._metrics.store_errors["queues"] += 1
                 self._throttled.warning(
@@ -242,7 +247,7 @@ class Dispatcher:
                 continue
             except Exception:
                 # policy: as in the claim loop, a surprise must not end the discovery
-                self._window.failed()
+                self._window.read_all_next()
                 failures += 1
                 self._metrics.store_errors["queues"] += 1
                 logger.exception("looking for due queues failed; trying again")

@@ -1,7 +1,8 @@
 """`LookWindow`: how much of the store's due-queue index a worker's next look reads.
 
-A look reads every due queue at least every `FULL_LOOK_S`; the looks between read only the
-entries from `LOOK_SLACK_MS` before the last look on. A queue that came due since is in that
+A look reads every due queue at least every `FULL_LOOK_S`, and after a look that failed or
+was cut at its limit; the looks between read only the entries from `LOOK_SLACK_MS` before the
+last look on. A queue that came due since is in that
 window (its entry rose past the last look's horizon, or its timer was added due about now), and
 the queues seen before (hung ones resting by the thousand) are not read again and again: on
 Redis, whose one thread answers every worker, a look at a thousand queues' heads over 16 shards
@@ -14,8 +15,9 @@ import time
 from collections.abc import Callable
 
 FULL_LOOK_S = 1.0
-"""A look reads every due queue at least this often (and after a failed look, or a change of
-the queues paused): a queue whose entry was earlier than a window is found by then."""
+"""A look reads every due queue at least this often (and after a look that failed or was cut
+at its limit, or a change of the queues paused): a queue whose entry was earlier than a window
+is found by then."""
 LOOK_SLACK_MS = 250
 """A look between full ones reads from this long before the last look's time: a timer due
 about then, added while that look ran, is still found."""
@@ -41,6 +43,7 @@ class LookWindow:
         self._paused = paused
         return None
 
-    def failed(self) -> None:
-        """The look just taken failed: the next one reads everything."""
+    def read_all_next(self) -> None:
+        """The look just taken failed, or listed as many queues as it asked for (more may be
+        due before its window): the next one reads everything."""
         self._last_ms = None
