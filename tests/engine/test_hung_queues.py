@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from engine.support import running
 from tickwheel.engine import ACKED, Outcome, Worker, WorkerSettings
 from tickwheel.engine.claim_room import HUNG_CLAIMS_PER_S
@@ -100,6 +102,7 @@ class Noting(Hanging):
         return await super().fire(timer, attempt)
 
 
+@pytest.mark.latency  # its on-time bound: the parallel part's load made it 355 ms late once
 async def test_a_new_queue_due_with_a_crowd_of_new_queues_whose_targets_hang_fires_on_time() -> (
     None
 ):
@@ -121,10 +124,11 @@ async def test_a_new_queue_due_with_a_crowd_of_new_queues_whose_targets_hang_fir
     )
     worker = Worker(store, target, settings)
     async with running(worker):
+        started = store.now_ms()  # a loaded machine may take past `due` to add the crowd
         await asyncio.sleep(1.0)
         held = worker.metrics.in_flight
     assert payment.id in target.fired
-    assert target.fired[payment.id] - due < 200
+    assert target.fired[payment.id] - max(due, started) < 200
     assert held <= 192
 
 
