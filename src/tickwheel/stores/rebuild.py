@@ -12,24 +12,24 @@ from typing import Any
 
 from tickwheel.model import Callback, RetryPolicy, State, Timer
 
-# each field's slot setter: it skips the frozen __setattr__, at half the cost of
-# object.__setattr__ with its name lookup
-_SETTERS = {field.name: getattr(Timer, field.name).__set__ for field in fields(Timer)}
-_set_id = _SETTERS["id"]
-_set_due_ms = _SETTERS["due_ms"]
-_set_queue = _SETTERS["queue"]
-_set_callback = _SETTERS["callback"]
-_set_payload = _SETTERS["payload"]
-_set_retry = _SETTERS["retry"]
-_set_attempt = _SETTERS["attempt"]
-_set_state = _SETTERS["state"]
-_set_created_ms = _SETTERS["created_ms"]
-_set_updated_ms = _SETTERS["updated_ms"]
-_set_last_error = _SETTERS["last_error"]
-_set_first_claimed_ms = _SETTERS["first_claimed_ms"]
-_set_deferrals = _SETTERS["deferrals"]
-_set_trace_parent = _SETTERS["trace_parent"]
-_set_trace_state = _SETTERS["trace_state"]
+SETTERS = {field.name: getattr(Timer, field.name).__set__ for field in fields(Timer)}
+"""Each `Timer` field's slot setter: it skips the frozen ``__setattr__``, at half the cost of
+``object.__setattr__`` with its name lookup."""
+_set_id = SETTERS["id"]
+_set_due_ms = SETTERS["due_ms"]
+_set_queue = SETTERS["queue"]
+_set_callback = SETTERS["callback"]
+_set_payload = SETTERS["payload"]
+_set_retry = SETTERS["retry"]
+_set_attempt = SETTERS["attempt"]
+_set_state = SETTERS["state"]
+_set_created_ms = SETTERS["created_ms"]
+_set_updated_ms = SETTERS["updated_ms"]
+_set_last_error = SETTERS["last_error"]
+_set_first_claimed_ms = SETTERS["first_claimed_ms"]
+_set_deferrals = SETTERS["deferrals"]
+_set_trace_parent = SETTERS["trace_parent"]
+_set_trace_state = SETTERS["trace_state"]
 
 
 def stored_timer(

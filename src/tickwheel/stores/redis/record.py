@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 from tickwheel.model import State, Timer
 from tickwheel.stores.codec import SpecCache, SpecCodec, state_code
-from tickwheel.stores.rebuild import stored_timer
+from tickwheel.stores.rebuild import SETTERS
 
 SEQ_DIGITS = 9  # 62**9 > 2**53: every seq SeqSource hands out fits
 # where the id starts in a near-set member, <length of the due><due, base 36><seq><id>, by its
@@ -48,6 +48,15 @@ _B36 = string.digits + string.ascii_lowercase
 _PAIRS36 = [a + b for a in _B36 for b in _B36]  # 36**2 = 1,296 two-digit strings
 _B36_FAST = 36**8
 _STATES = {str(state_code(state)).encode(): state for state in State}  # the header's <state>
+_new_timer = object.__new__
+(
+    _set_id, _set_due_ms, _set_queue, _set_callback, _set_payload, _set_retry, _set_attempt,
+    _set_state, _set_created_ms, _set_updated_ms, _set_last_error, _set_first_claimed_ms,
+    _set_deferrals, _set_trace_parent, _set_trace_state,
+) = (SETTERS[name] for name in (
+    "id", "due_ms", "queue", "callback", "payload", "retry", "attempt", "state", "created_ms",
+    "updated_ms", "last_error", "first_claimed_ms", "deferrals", "trace_parent", "trace_state",
+))  # fmt: skip
 
 
 def base36(n: int) -> str:
@@ -97,33 +106,38 @@ class RecordCodec:
         ]
 
     def unpack(self, timer_id: str, raw: bytes) -> Timer:
-        """Rebuild a timer from its record."""
+        """Rebuild a timer from its record (`stored_timer`'s slot sets, inlined: a claim
+        decodes one record per timer)."""
         head, _, rest = raw.partition(b"|")
         state, attempt, due, created, updated, _seq, queue, first, error_field = head.split(b",")
-        error_bytes, _, deferrals = error_field.partition(b".")
         error: str | None = None
-        if error_bytes:
-            size = int(error_bytes)
-            error, rest = rest[:size].decode(), rest[size:]
+        deferrals = 0
+        if error_field:
+            error_bytes, _, more = error_field.partition(b".")
+            if more:
+                deferrals = int(more)
+            if error_bytes:
+                size = int(error_bytes)
+                error, rest = rest[:size].decode(), rest[size:]
         callback, payload, retry, trace_parent, trace_state = self._spec_parts(rest)
         created_ms = int(created, 36)
-        return stored_timer(
-            timer_id,
-            int(due, 36),
-            queue.decode() if queue else DEFAULT_QUEUE,
-            callback,
-            payload,
-            retry,
-            int(attempt),
-            _STATES[state],
-            created_ms,
-            int(updated) if updated else created_ms,
-            error,
-            int(first) if first else None,
-            int(deferrals) if deferrals else 0,
-            trace_parent,
-            trace_state,
-        )
+        timer = _new_timer(Timer)
+        _set_id(timer, timer_id)
+        _set_due_ms(timer, int(due, 36))
+        _set_queue(timer, queue.decode() if queue else DEFAULT_QUEUE)
+        _set_callback(timer, callback)
+        _set_payload(timer, payload)
+        _set_retry(timer, retry)
+        _set_attempt(timer, int(attempt))
+        _set_state(timer, _STATES[state])
+        _set_created_ms(timer, created_ms)
+        _set_updated_ms(timer, int(updated) if updated else created_ms)
+        _set_last_error(timer, error)
+        _set_first_claimed_ms(timer, int(first) if first else None)
+        _set_deferrals(timer, deferrals)
+        _set_trace_parent(timer, trace_parent)
+        _set_trace_state(timer, trace_state)
+        return timer
 
 
 def seq_of(raw: bytes) -> bytes:
