@@ -109,7 +109,8 @@ class Delivery:
         if self._settled:
             raise Closed(f"delivery of timer {held.timer.id} is already settled")
         self._settled = True
-        self._parts.limiter.release(self._admission)
+        if self._admission is not GO:  # GO holds no concurrency
+            self._parts.limiter.release(self._admission)
         held.release()
         return held
 
@@ -138,7 +139,7 @@ async def consume(
     handover = _Handover()
     ready = handover.timers
     parts = Assembly(store, settings, handover.put, metrics=metrics)
-    metrics, limiter = parts.metrics, parts.limiter
+    limiter, observe_fired, now_ms = parts.limiter, parts.metrics.observe_fired, store.now_ms
     running = asyncio.create_task(parts.run())
     try:
         while True:
@@ -148,9 +149,9 @@ async def consume(
                     await running  # the dispatcher failed: raise its error
                     return
             held = ready.popleft()
-            if held.lapsed():
+            if not held.active:
                 continue  # its lease lapsed while it waited
-            timer = held.timer
+            timer = held.lease.timer
             admission = GO
             keys = limiter.queue_targets(queue)
             if keys:
@@ -165,7 +166,7 @@ async def consume(
                 if held.lapsed():
                     limiter.release(admission)
                     continue
-            metrics.observe_fired(queue, (store.now_ms() - timer.due_ms) / 1000)
+            observe_fired(queue, (now_ms() - timer.due_ms) / 1000)
             yield Delivery(held, parts, admission)
     finally:
         # nobody will settle what is still held: hand it back now rather than after a grace

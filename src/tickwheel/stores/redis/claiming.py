@@ -156,23 +156,19 @@ class Claimer:
             for queue, claim in zip(queues, claims, strict=True):
                 self._unanswered[queue] = claim
             raise
-        claimed: list[list[tuple[bytes, bytes]]] = [[] for _ in claims]
-        for ns, reply in zip(on_shard.values(), replies, strict=True):
+        claimed: list[dict[int, Replies]] = [{} for _ in claims]
+        for (shard, ns), reply in zip(on_shard.items(), replies, strict=True):
             for n, flat in zip(ns, reply, strict=True):
-                claimed[n] += zip(flat[::2], flat[1::2], strict=True)
+                claimed[n][shard] = flat
         return [self._leases(c, claim) for c, claim in zip(claimed, claims, strict=True)]
 
-    def _leases(self, claimed: list[tuple[bytes, bytes]], claim: _Unanswered) -> list[Lease]:
-        """Decode one claim's (id, record) pairs into leases, in the order it chose them."""
-        place = {member[NEAR_ID_AT[member[0]] :]: n for n, (member, _) in enumerate(claim.chosen)}
-        if all(raw_id in place for raw_id, _ in claimed):
-            claimed.sort(key=lambda pair: place[pair[0]])
-        else:  # a shard leased other timers than it showed (they changed in between)
-            claimed.sort(key=lambda pair: seq_of(pair[1]))
+    def _leases(self, by_shard: dict[int, Replies], claim: _Unanswered) -> list[Lease]:
+        """Decode one claim's (id, record) pairs, per shard, into leases in the order it chose
+        them."""
         deadline = claim.deadline_ms
         leases = []
         unpack = self._records.unpack
-        for raw_id, raw in claimed:
+        for raw_id, raw in _in_order(by_shard, claim.chosen):
             timer = unpack(raw_id.decode(), raw)
             leases.append(new_lease(timer, timer.attempt, deadline))
         return leases
@@ -291,3 +287,23 @@ class Claimer:
 
     def _purge(self, shard: int, now: int) -> ScriptCall:
         return self._shards.call("purge", shard, (now, PURGE_LIMIT))
+
+
+def _in_order(by_shard: dict[int, Replies], chosen: Heads) -> list[tuple[bytes, bytes]]:
+    """The (id, record) pairs shards leased, in the order `chosen` lists their members.
+
+    A shard leases in the order it showed, under the lease seqs it was given in the chosen
+    order: when every shard leased as many as were chosen there, the next pair of each chosen
+    member's shard is its place, which is also the order of their lease seqs.
+    """
+    pairs = {shard: zip(flat[::2], flat[1::2], strict=True) for shard, flat in by_shard.items()}
+    wanted = Counter(shard for _, shard in chosen)
+    if all(len(flat) == 2 * wanted[shard] for shard, flat in by_shard.items()):
+        return [next(pairs[shard]) for _, shard in chosen]
+    claimed = list(itertools.chain.from_iterable(pairs.values()))
+    place = {member[NEAR_ID_AT[member[0]] :]: n for n, (member, _) in enumerate(chosen)}
+    if all(raw_id in place for raw_id, _ in claimed):
+        claimed.sort(key=lambda pair: place[pair[0]])
+    else:  # a shard leased other timers than it showed (they changed in between)
+        claimed.sort(key=lambda pair: seq_of(pair[1]))
+    return claimed
