@@ -21,7 +21,13 @@ WAKE_LIMIT_S = 0.25  # the wake-up should take a few ms; this leaves room on a b
 
 async def quiet(store: Store, queue: str) -> None:
     """Let spurious wake-ups pass: a store's first waits may report one (Redis: once subscribed,
-    which on a busy machine can take longer than one short wait)."""
+    which on a busy machine can take longer than several short waits; PostgreSQL: once listening):
+    the subscription is waited for."""
+    listener = getattr(store, "_listener", None)
+    if listener is not None:
+        first = asyncio.create_task(store.wait(queue, 0.05))  # starts the subscription
+        await asyncio.wait_for(listener.subscribed.wait(), 10)
+        await first
     calm = 0
     for _ in range(10):
         calm = 0 if await store.wait(queue, 0.05) else calm + 1

@@ -27,6 +27,8 @@ class Listener:
 
     def __init__(self, connect: Connect, channel: str) -> None:
         self.wakeups = Wakeups()
+        self.subscribed = asyncio.Event()
+        """Set while ``LISTEN`` holds: from then on every committed change is heard."""
         self._connect = connect
         self._channel = channel
         self._task: asyncio.Task[None] | None = None
@@ -48,6 +50,7 @@ class Listener:
             try:
                 await self._listening()
             except (psycopg.Error, OSError):
+                self.subscribed.clear()
                 # a notification may have been lost: let every waiter look again
                 self.wakeups.notify_all()
                 await asyncio.sleep(RECONNECT_S)
@@ -57,6 +60,7 @@ class Listener:
         try:
             await conn.execute(f'LISTEN "{self._channel}"')
             # changes committed before LISTEN took effect were not heard
+            self.subscribed.set()
             self.wakeups.notify_all()
             while True:
                 async for note in conn.notifies(timeout=POLL_S):

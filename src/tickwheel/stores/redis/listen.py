@@ -31,6 +31,8 @@ class Listener:
 
     def __init__(self, client: Client, channel: str) -> None:
         self.wakeups = Wakeups()
+        self.subscribed = asyncio.Event()
+        """Set while the subscription is confirmed: from then on every change is heard."""
         self._client = client
         self._channel = channel
         self._task: asyncio.Task[None] | None = None
@@ -52,6 +54,7 @@ class Listener:
             try:
                 await self._subscribed()
             except (RedisError, RedisClusterException, OSError):
+                self.subscribed.clear()
                 # a message may have been lost: let every waiter look again
                 self.wakeups.notify_all()
                 await asyncio.sleep(RECONNECT_S)
@@ -69,6 +72,7 @@ class Listener:
             while await pubsub.get_message(timeout=POLL_S) is None:
                 pass  # the first message is the subscription's confirmation
             # changes made before the subscription took effect were not heard
+            self.subscribed.set()
             self.wakeups.notify_all()
             heard = 0
             while True:
