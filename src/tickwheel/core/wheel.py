@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tickwheel.core.wheel_cascade import WheelCascade
-from tickwheel.core.wheel_layout import ALL, BITS, RING, SLOT, K, T, WheelEntry
+from tickwheel.core.wheel_layout import ALL, BITS, FILED, RING, SLOT, K, T, WheelEntry
 
 __all__ = ["TimingWheel", "WheelEntry"]
 
@@ -72,7 +72,7 @@ class TimingWheel(WheelCascade[K, T]):
         ):
             self._sweep_slice()
         self._queued_keys.append(item)
-        self._queued_values.append(entry)
+        self._queued_values.append(FILED)  # not the entry: one reference less for the collector
 
     def discard(self, entry: T) -> bool:
         """Cancel a filed `entry`; return whether it was pending (`WheelEntry.cancel`)."""

@@ -32,6 +32,8 @@ RING = 128  # two blocks of 64 buckets per level
 SLOT = RING - 1
 LAST = 63  # the last bucket of a block
 ALL = (1 << RING) - 1
+# the value queued beside a filed entry: it is its own value, and its due time is its own
+FILED: Any = object()
 
 
 class WheelEntry:
@@ -179,18 +181,20 @@ class WheelLayout(Generic[K, T]):
         due = self._due
         tick, origin, now = self._tick_ms, self._origin, self._now
         buckets, occupied, overdue = self._buckets, self._occupied, self._overdue
-        draining = self._draining
+        draining, filed = self._draining, FILED
         for key, value in zip(keys, values, strict=True):
-            due_ms = due.get(key)
-            if due_ms is None:  # a filed entry: its own key, carrying its due time
+            if value is filed:  # a filed entry: its own key and value, carrying its due time
                 entry: Any = key
+                value = entry
                 if entry._wheel is None:
                     self._filed_dead -= 1  # cancelled while queued: it was never in a bucket
                     continue
                 due_ms = entry._due
-            elif due_ms < 0:
-                del due[key]  # cancelled while queued: it was never in a bucket
-                continue
+            else:
+                due_ms = due[key]
+                if due_ms < 0:
+                    del due[key]  # cancelled while queued: it was never in a bucket
+                    continue
             t = (due_ms if tick == 1 else -(-due_ms // tick)) - origin
             if t <= now:
                 overdue[key] = value
