@@ -457,6 +457,35 @@ def test_discarded_entries_never_fire_and_leave_with_their_bucket() -> None:
     assert not any(wheel._buckets)
 
 
+def test_a_filed_entry_cancelled_before_the_queue_is_filed_never_enters_a_bucket() -> None:
+    wheel: TimingWheel[object, object] = TimingWheel()
+    first, gone, last = WheelEntry(0), WheelEntry(0), WheelEntry(0)
+    wheel.file(first, 10)
+    wheel.add("keyed", 10, "v")
+    wheel.file(gone, 10)
+    wheel.file(last, 10)
+    assert gone.cancel() is True, "an entry cancels itself, as the wheel's discard does"
+    assert gone.cancel() is False
+    assert wheel.discard(gone) is False
+    assert len(wheel) == 3
+    assert wheel.next_due_ms() == 10  # files the queue, leaving `gone` out
+    assert wheel._filed_dead == 0
+    assert not any(gone in bucket for bucket in wheel._buckets)
+    assert wheel.advance(10) == [(first, first), ("keyed", "v"), (last, last)]
+    assert gone.due_ms == 10, "a cancelled entry keeps its due time"
+
+
+def test_an_entry_is_discarded_only_by_the_wheel_it_is_filed_in() -> None:
+    mine: TimingWheel[WheelEntry, WheelEntry] = TimingWheel()
+    other: TimingWheel[WheelEntry, WheelEntry] = TimingWheel()
+    entry = WheelEntry(0)
+    mine.file(entry, 5)
+    assert other.discard(entry) is False
+    assert other.move(entry, 6) is False
+    assert len(mine) == 1
+    assert mine.advance(5) == [(entry, entry)]
+
+
 def test_clear_drops_keyed_and_filed_entries_and_spends_the_filed() -> None:
     wheel: TimingWheel[object, object] = TimingWheel()
     entry = WheelEntry(0)

@@ -351,7 +351,8 @@ class WheelModel(RuleBasedStateMachine):
         assert wheel._live == sum(isinstance(key, int) for key in self.pending)
         assert not dead & set(self.pending), "a pending key is also a tombstone"
         assert not dead & overdue, "an overdue entry left as a tombstone"
-        # a discarded filed entry stays in its bucket; an overdue one goes at once
+        # a discarded filed entry stays in its bucket (or the queue) until reclaimed; an overdue
+        # one goes at once
         filed_dead = {key for key in seen if isinstance(key, Filed) and key not in self.pending}
         assert all(key in self.pending for key in overdue if isinstance(key, Filed))
         assert wheel._filed_dead == len(filed_dead)
@@ -363,10 +364,10 @@ class WheelModel(RuleBasedStateMachine):
             # a tombstone is reclaimed by the advance that passes its due tick (a queued one by
             # the next advance, which files the queue first)
             assert self.fire_tick(tombstones[key]) > self.now // self.tick
-        for entry in filed_dead:
+        for entry in filed_dead - queued:
             assert self.fire_tick(entry.due_ms) > self.now // self.tick
         for entry in self.filed:
-            assert (entry._due >= 0) == (entry in self.pending)
+            assert (entry._wheel is not None) == (entry in self.pending)
 
     @invariant()
     def next_due_bounds_the_earliest(self) -> None:

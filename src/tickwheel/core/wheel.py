@@ -9,16 +9,16 @@ from `add` until the next call that reads buckets, in a queue: `wheel_layout`): 
 object, so a million pending timers add nothing for the cyclic garbage collector.
 A caller that makes an object per timer anyway (a scheduler's handle) can file that object
 instead, as a `WheelEntry`: it is its own key and value and carries its due time and whether it
-is pending, so filing it touches only its bucket and cancelling it only itself.
+is pending, so filing it looks nothing up (it is queued too) and cancelling it touches only it.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from collections.abc import Iterable
 from typing import Any
 
 from tickwheel.core.wheel_cascade import WheelCascade
-from tickwheel.core.wheel_layout import ALL, BITS, RING, SLOT, K, T, WheelEntry
+from tickwheel.core.wheel_layout import ALL, BITS, FILED, RING, SLOT, K, T, WheelEntry
 
 __all__ = ["TimingWheel", "WheelEntry"]
 
@@ -54,15 +54,15 @@ class TimingWheel(WheelCascade[K, T]):
     def file(self, entry: T, due_ms: int) -> None:
         """File `entry`, a `WheelEntry` that is not pending, under itself for `due_ms`.
 
-        No key is looked up: the entry is its own key. File each entry once; `move` it to
-        change its due time and `discard` it to cancel it.
+        No key is looked up: the entry is its own key. It is queued as `add` queues, and an
+        entry cancelled before the next call that reads buckets is never put in one. File
+        each entry once; `move` it to change its due time and cancel it to drop it.
         """
         item: Any = entry  # a WheelEntry, and the key it is filed under
-        if item._due >= 0:
+        if item._wheel is not None:
             raise ValueError(f"entry: already filed, {entry!r}")
-        if self._queued_keys:  # keyed entries added before this one go first
-            self._file_queued()
         item._due = due_ms
+        item._wheel = self
         self._filed += 1
         # _crowded, inlined: timers that are cancelled soon leave tombstones most of the time
         dead = self._filed_dead
@@ -71,69 +71,36 @@ class TimingWheel(WheelCascade[K, T]):
             or dead + len(self._due) > 2 * self._live + self._filed + self.SPARE_TOMBSTONES
         ):
             self._sweep_slice()
-        tick = self._tick_ms
-        t = (due_ms if tick == 1 else -(-due_ms // tick)) - self._origin
-        now = self._now
-        if t <= now:
-            self._overdue[item] = entry
-        else:
-            # as in `_file_queued`
-            level = bisect_right(self._ends, t)
-            if level == len(self._ends):
-                level = self._level(t, now)  # a level the wheel does not have yet
-            shift = level * BITS
-            buckets = self._buckets
-            # while the source of the next block drains, new entries join it, behind older ones;
-            # a source has entries only while its level's draining bit is set
-            if (
-                self._draining
-                and (above := t >> (shift + BITS)) != now >> (shift + BITS)
-                and buckets[(level + 1) << 7 | above & SLOT]
-            ):
-                buckets[(level + 1) << 7 | above & SLOT][item] = entry
-            else:
-                slot = (t >> shift) & SLOT
-                bucket = buckets[level << 7 | slot]
-                if not bucket:  # a non-empty bucket has its bit set already
-                    self._occupied[level] |= 1 << slot
-                bucket[item] = entry
+        self._queued_keys.append(item)
+        self._queued_values.append(FILED)  # not the entry: one reference less for the collector
 
     def discard(self, entry: T) -> bool:
-        """Cancel a filed `entry`; return whether it was pending. Left in its bucket, it is a
-        tombstone until the bucket goes or a sweep takes it."""
-        item: Any = entry
-        due_ms = item._due
-        if due_ms < 0:
-            return False
-        item._due = ~due_ms
-        self._filed -= 1
-        overdue = self._overdue
-        if overdue and item in overdue:
-            del overdue[item]
-        else:
-            self._filed_dead += 1
-        return True
+        """Cancel a filed `entry`; return whether it was pending (`WheelEntry.cancel`)."""
+        item: WheelEntry = entry  # type: ignore[assignment]
+        return item._wheel is self and item.cancel()
 
     def move(self, entry: T, due_ms: int) -> bool:
         """Make a filed `entry` due at `due_ms`, as if filed now; return whether it was pending."""
         item: Any = entry
-        old = item._due
-        if old < 0:
+        if item._wheel is not self:
             return False
-        del self._bucket_of(item, old)[item]
-        item._due = ~old
+        if self._queued_keys:
+            self._file_queued()
+        del self._bucket_of(item, item._due)[item]
+        item._wheel = None
         self._filed -= 1
         self.file(entry, due_ms)
         return True
 
     def clear(self) -> None:
         """Drop every entry, keeping the time; filed entries stop being pending."""
-        for bucket in (*self._buckets, self._overdue):
-            for key in bucket:
+        held: tuple[Iterable[K], ...] = (*self._buckets, self._overdue, self._queued_keys)
+        for keys in held:
+            for key in keys:
                 if key not in self._due:
                     entry: Any = key
-                    if entry._due >= 0:
-                        entry._due = ~entry._due
+                    entry._wheel = None
+        for bucket in (*self._buckets, self._overdue):
             bucket.clear()
         self._due.clear()
         self._live = 0
@@ -339,9 +306,8 @@ class TimingWheel(WheelCascade[K, T]):
             if key in due:
                 continue
             entry: Any = key
-            due_ms = entry._due
-            if due_ms >= 0:
-                entry._due = ~due_ms
+            if entry._wheel is not None:
+                entry._wheel = None
                 self._filed -= 1
             else:
                 gone.append(key)

@@ -73,10 +73,10 @@ class WheelCascade(WheelTombstones[K, T]):
         due_ms = due.get(key)
         if due_ms is None:  # a filed entry
             entry: Any = key
-            due_ms = entry._due
-            if due_ms < 0:
+            if entry._wheel is None:
                 self._filed_dead -= 1
                 return
+            due_ms = entry._due
         elif due_ms < 0:
             del due[key]
             return
@@ -99,10 +99,10 @@ class WheelCascade(WheelTombstones[K, T]):
                 due_ms = due.get(key)
                 if due_ms is None:  # a filed entry
                     entry: Any = key
-                    due_ms = entry._due
-                    if due_ms < 0:
+                    if entry._wheel is None:
                         self._filed_dead -= 1
                         continue
+                    due_ms = entry._due
                 elif due_ms < 0:
                     del due[key]
                     continue

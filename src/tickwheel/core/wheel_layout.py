@@ -12,10 +12,10 @@ tick ``t`` lives at the lowest level whose block of ``t`` is the current or the 
 * the bucket an entry sits in is a function of its due tick and the current tick, so `cancel`
   finds it without a stored pointer.
 
-`add` files nothing: it queues the entry, and the queue is filed in order by the next call that
-reads buckets (`advance`, `next_due_ms`, `get`, `file`, a re-add, a sweep). At a million timers
-a bucket's table is one more cache miss per add: a timer cancelled before that call never
-pays it, and the others are filed in one loop.
+`add` and `file` put nothing in a bucket: they queue the entry, and the queue is filed in order by
+the next call that reads buckets (`advance`, `next_due_ms`, `get`, `move`, a re-add, a sweep). At
+a million timers a bucket's table is one more cache miss per add: a timer cancelled before that
+call never pays it, and the others are filed in one loop.
 """
 
 from __future__ import annotations
@@ -32,26 +32,46 @@ RING = 128  # two blocks of 64 buckets per level
 SLOT = RING - 1
 LAST = 63  # the last bucket of a block
 ALL = (1 << RING) - 1
+# the value queued beside a filed entry: it is its own value, and its due time is its own
+FILED: Any = object()
 
 
 class WheelEntry:
     """A timer that is its own key and value, filed with `TimingWheel.file`.
 
-    One slot says when it is due and whether it is pending: `_due` holds the due time from
-    filing until the entry fires or is discarded, its bitwise complement (negative) before and
-    after. Only the wheel writes it; `due_ms` reads it.
+    `_due` holds its due time once filed, and keeps it after; `_wheel` holds the wheel while it
+    is pending, None before and after. Only the wheel writes them. Pending is told by identity,
+    not by the due time: at a million timers that int is one more cache miss per cancel.
     """
 
-    __slots__ = ("_due",)
+    __slots__ = ("_due", "_wheel")
 
     def __init__(self, due_ms: int) -> None:
-        self._due = ~due_ms
+        self._due = due_ms
+        self._wheel: WheelLayout[Any, Any] | None = None
 
     @property
     def due_ms(self) -> int:
         """When the entry is, or was, due (epoch ms)."""
-        due = self._due
-        return due if due >= 0 else ~due
+        return self._due
+
+    def cancel(self) -> bool:
+        """Stop the entry; return whether it was still pending.
+
+        Left in its bucket, it is a tombstone until the bucket goes or a sweep takes it. One
+        call, no lookup: a scheduler's handle is this entry, and its `cancel` is this method.
+        """
+        wheel = self._wheel
+        if wheel is None:
+            return False
+        self._wheel = None
+        wheel._filed -= 1
+        overdue = wheel._overdue
+        if overdue and self in overdue:
+            del overdue[self]
+        else:
+            wheel._filed_dead += 1
+        return True
 
 
 class WheelLayout(Generic[K, T]):
@@ -149,23 +169,32 @@ class WheelLayout(Generic[K, T]):
         return self._buckets[(level + 1) << 7 | (t >> (shift + BITS)) & SLOT]
 
     def _file_queued(self) -> None:
-        """File the entries `add` queued, in the order they came; forget those cancelled since.
+        """File the entries `add` and `file` queued, in the order they came; forget those
+        cancelled since.
 
-        Nothing but `add` changes the wheel while entries are queued, so each goes where `add`
-        would have put it: its own bucket, the source of the next block while that drains, or
-        overdue.
+        Nothing but `add`, `file` and cancels change the wheel while entries are queued, so
+        each goes where it would have gone at once: its own bucket, the source of the next
+        block while that drains, or overdue.
         """
         keys, values = self._queued_keys, self._queued_values
         self._queued_keys, self._queued_values = [], []
         due = self._due
         tick, origin, now = self._tick_ms, self._origin, self._now
         buckets, occupied, overdue = self._buckets, self._occupied, self._overdue
-        draining = self._draining
+        draining, filed = self._draining, FILED
         for key, value in zip(keys, values, strict=True):
-            due_ms = due[key]
-            if due_ms < 0:
-                del due[key]  # cancelled while queued: it was never in a bucket
-                continue
+            if value is filed:  # a filed entry: its own key and value, carrying its due time
+                entry: Any = key
+                value = entry
+                if entry._wheel is None:
+                    self._filed_dead -= 1  # cancelled while queued: it was never in a bucket
+                    continue
+                due_ms = entry._due
+            else:
+                due_ms = due[key]
+                if due_ms < 0:
+                    del due[key]  # cancelled while queued: it was never in a bucket
+                    continue
             t = (due_ms if tick == 1 else -(-due_ms // tick)) - origin
             if t <= now:
                 overdue[key] = value

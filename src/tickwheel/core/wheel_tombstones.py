@@ -59,7 +59,7 @@ class WheelTombstones(WheelLayout[K, T]):
         if due_ms is not None:
             return due_ms < 0
         entry: WheelEntry = key  # type: ignore[assignment]
-        return entry._due < 0
+        return entry._wheel is None
 
     def _reclaim(self, key: K) -> None:
         """Forget the tombstone `key` once it has left its bucket."""
@@ -111,7 +111,7 @@ class WheelTombstones(WheelLayout[K, T]):
                         del due[key]
                 else:
                     entry: Any = key
-                    if entry._due < 0:
+                    if entry._wheel is None:
                         del bucket[key]
                         self._filed_dead -= 1
             budget -= end - pos

@@ -13,7 +13,9 @@ from tickwheel.runtime.clock import NS_PER_MS
 MAX_DUE_MS = 253_402_300_799_999
 # the longest a driver sleeps in one go, so a drifting clock is re-read now and then
 MAX_SLEEP_S = 3600.0
-YEAR_S = 366 * 86_400  # a delay this short cannot land past year 9999 from any clock we read
+# a delay this short cannot land past year 9999 from any clock we read; a float, so that the
+# hot paths' `0.0 < delay <= YEAR_S` compare a float delay with floats, not ints (faster)
+YEAR_S = 366 * 86_400.0
 
 Delay = float | int | timedelta
 When = float | int | datetime
@@ -22,7 +24,7 @@ When = float | int | datetime
 def due_after(delay: object, now_ns: int) -> int:
     """Return the first epoch ms at or after `now_ns` + `delay` seconds."""
     # the common case first: a positive float or int within a year (NaN fails the comparison)
-    if (type(delay) is float or type(delay) is int) and 0 < delay <= YEAR_S:
+    if (type(delay) is float or type(delay) is int) and 0.0 < delay <= YEAR_S:
         return -(-(now_ns + round(delay * 1e9)) // NS_PER_MS)
     if isinstance(delay, timedelta):
         delay = delay.total_seconds()

@@ -28,14 +28,15 @@ class AsyncScheduler(WheelTimers):
     on the loop and should be quick. Errors are logged and forgotten.
     """
 
+    # the loop's thread owns the wheel: a plain call's handle is cancelled without the lock
+    _handle_type = TimerHandle
+
     def __init__(self, *, clock: Clock | None = None, tick_ms: int = 1) -> None:
         super().__init__(clock, tick_ms)
         self._loop = asyncio.get_running_loop()
         self._alarm: asyncio.Handle | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
         self._unwatch = self._clock.watch(self._wake)
-        # the loop's thread owns the wheel: a plain call's handle is discarded without the lock
-        self.discard_entry = self._wheel.discard
 
     def call_later(
         self, delay: float, fn: Callable[..., Any], *args: Any, key: Hashable | None = None
@@ -45,14 +46,17 @@ class AsyncScheduler(WheelTimers):
         if key is not None or self._closed or not callable(fn):
             return super().call_later(delay, fn, *args, key=key)
         now_ns = monotonic_ns() + self._offset_ns if self._system else self._clock.now_ns()
-        if (type(delay) is float or type(delay) is int) and 0 < delay <= YEAR_S:
+        if (type(delay) is float or type(delay) is int) and 0.0 < delay <= YEAR_S:
             due_ms = (now_ns + round(delay * 1e9) + 999_999) // NS_PER_MS  # as due_after, up
         else:
             due_ms = due_after(delay, now_ns)
-        # slots set here, not by __init__: a class call with a Python __init__ costs twice as much;
-        # -1 (not pending) until `file` writes the due time, sparing an int per call
+        # slots set here, not by __init__: a class call with a Python __init__ costs twice as much
         handle = new_handle(TimerHandle)
-        handle._owner, handle._due, handle._fn, handle._args = self, -1, fn, args
+        handle._owner = self
+        handle._due = due_ms
+        handle._wheel = None
+        handle._fn = fn
+        handle._args = args
         self._wheel.file(handle, due_ms)
         wake_at = self._wake_at
         if wake_at is None or due_ms < wake_at:

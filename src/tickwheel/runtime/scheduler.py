@@ -70,10 +70,14 @@ class Scheduler(WheelTimers):
             while not self._closed:
                 if self._pool.backlogged():
                     self._pool.nudge()  # the last batch is still waiting: add a thread
-                due = self._wheel.advance(clock.now_ns() // NS_PER_MS)
-                if due:
-                    self._pool.submit(handle for _, handle in due)
-                self._wake_at = self._wheel.next_due_ms()
+                now_ms = clock.now_ns() // NS_PER_MS
+                # nothing needs an advance before `_wake_at` (adds lower it): woken early, by an
+                # earlier add, the driver sleeps again and leaves the wheel's queue unfiled
+                if self._wake_at is not None and now_ms >= self._wake_at:
+                    due = self._wheel.advance(now_ms)
+                    if due:
+                        self._pool.submit(handle for _, handle in due)
+                    self._wake_at = self._wheel.next_due_ms()
                 sleep_s = MAX_SLEEP_S
                 if self._wake_at is not None:
                     sleep_s = min((self._wake_at * NS_PER_MS - clock.now_ns()) / 1e9, sleep_s)

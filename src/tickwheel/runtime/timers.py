@@ -27,13 +27,15 @@ from tickwheel.runtime.series import Series
 class TimerHandle(WheelEntry):
     """One scheduled call, returned by `call_later` and `call_at`; cancel or move it.
 
-    Without a key the handle is itself the wheel's entry: cancelling it flags it, no lookup.
+    Without a key the handle is itself the wheel's entry: its `cancel` (`WheelEntry.cancel`)
+    flags it, one call and no lookup. `AsyncScheduler` makes these: the loop's thread owns
+    its wheel. `Scheduler` makes `LockedHandle`, which takes the scheduler's lock around it.
     """
 
     __slots__ = ("_args", "_fn", "_owner")
 
     # the key and the recurring call the timer belongs to: slots of `KeyedHandle` and
-    # `Occurrence` only, so that a plain call's handle is four slots (64 bytes) long
+    # `Occurrence` only, so that a plain call's handle is five slots (72 bytes) long
     key: Hashable | None = None
     series: Series | None = None
 
@@ -41,7 +43,8 @@ class TimerHandle(WheelEntry):
         self, owner: WheelTimers, due_ms: int, fn: Callable[..., Any], args: tuple[Any, ...]
     ) -> None:
         self._owner = owner
-        self._due = ~due_ms  # not filed yet
+        self._due = due_ms
+        self._wheel = None  # not filed yet
         self._fn = fn
         self._args = args
 
@@ -49,11 +52,6 @@ class TimerHandle(WheelEntry):
     def when(self) -> float:
         """When the call is due, in epoch seconds."""
         return self.due_ms / 1000
-
-    def cancel(self) -> bool:
-        """Stop the call; return whether it was still pending."""
-        # a plain call's handle is its own wheel entry: straight to the owner's discard
-        return self._owner.discard_entry(self)
 
     def reschedule(self, delay: float) -> bool:
         """Move the call to `delay` seconds from now; return whether it was still pending."""
@@ -104,7 +102,23 @@ class Occurrence(TimerHandle):
         return self._owner.cancel_handle(self)
 
 
-# makes a handle without running `__init__`; the hot paths set its four slots themselves
+class LockedHandle(TimerHandle):
+    """The handle of a plain call of `Scheduler`: cancelled under the scheduler's lock."""
+
+    __slots__ = ()
+
+    def cancel(self) -> bool:
+        """Stop the call; return whether it was still pending."""
+        # acquire and release by hand: half the cost of a `with` block on CPython 3.11
+        lock = self._owner._lock
+        lock.acquire()
+        try:
+            return WheelEntry.cancel(self)
+        finally:
+            lock.release()
+
+
+# makes a handle without running `__init__`; the hot paths set its five slots themselves
 new_handle: Callable[[type[TimerHandle]], TimerHandle] = object.__new__
 
 
@@ -114,6 +128,9 @@ class WheelTimers(ABC):
     Subclasses own the loop that advances the wheel; `_wake_before` tells them a timer was
     added earlier than their planned wake-up.
     """
+
+    # the class of a plain call's handle: its `cancel` takes the lock, or not
+    _handle_type: type[TimerHandle] = LockedHandle
 
     def __init__(self, clock: Clock | None, tick_ms: int) -> None:
         self._clock: Clock = clock or SystemClock()
@@ -130,8 +147,6 @@ class WheelTimers(ABC):
         self._closed = False
         # the series holding each key, so a later timer under its key ends it
         self._series: dict[Hashable, Series] = {}
-        # what a plain call's `TimerHandle.cancel` calls: the wheel's `discard` under the lock
-        self.discard_entry: Callable[[TimerHandle], bool] = self._discard_locked
 
     def __len__(self) -> int:
         return len(self._wheel)
@@ -145,14 +160,17 @@ class WheelTimers(ABC):
             return self._add(due_after(delay, self._clock.now_ns()), fn, args, key)
         # a plain call, the common case: its handle is the wheel's entry, filed under the lock
         now_ns = monotonic_ns() + self._offset_ns if self._system else self._clock.now_ns()
-        if (type(delay) is float or type(delay) is int) and 0 < delay <= YEAR_S:
+        if (type(delay) is float or type(delay) is int) and 0.0 < delay <= YEAR_S:
             due_ms = (now_ns + round(delay * 1e9) + 999_999) // NS_PER_MS  # as due_after, up
         else:
             due_ms = due_after(delay, now_ns)
-        # slots set here, not by __init__: a class call with a Python __init__ costs twice as much;
-        # -1 (not pending) until `file` writes the due time, sparing an int per call
-        handle = new_handle(TimerHandle)
-        handle._owner, handle._due, handle._fn, handle._args = self, -1, fn, args
+        # slots set here, not by __init__: a class call with a Python __init__ costs twice as much
+        handle = new_handle(LockedHandle)
+        handle._owner = self
+        handle._due = due_ms
+        handle._wheel = None
+        handle._fn = fn
+        handle._args = args
         # acquire and release by hand: half the cost of a `with` block on CPython 3.11
         lock = self._lock
         lock.acquire()
@@ -299,14 +317,6 @@ class WheelTimers(ABC):
         finally:
             lock.release()
 
-    def _discard_locked(self, handle: TimerHandle) -> bool:
-        lock = self._lock
-        lock.acquire()
-        try:
-            return self._wheel.discard(handle)
-        finally:
-            lock.release()
-
     def reschedule_handle(self, handle: TimerHandle, delay: float) -> bool:
         due_ms = due_after(delay, self._clock.now_ns())
         key = handle.key
@@ -315,7 +325,7 @@ class WheelTimers(ABC):
                 if not self._wheel.move(handle, due_ms):
                     return False
             elif self._wheel.get(key) is handle:
-                handle._due = ~due_ms  # keyed handles are never filed: never pending themselves
+                handle._due = due_ms  # keyed handles are never filed: never pending themselves
                 self._wheel.add(key, due_ms, handle)
             else:
                 return False
@@ -333,7 +343,7 @@ class WheelTimers(ABC):
         if key is not None:
             check_key(key)
         handle = (
-            TimerHandle(self, due_ms, fn, args)
+            self._handle_type(self, due_ms, fn, args)
             if key is None
             else KeyedHandle(self, key, due_ms, fn, args)
         )
