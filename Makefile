@@ -41,7 +41,7 @@ lint: setup
 # whose bounds on real time the first part's load would break, two at a time: each mostly
 # waits on real time, and two of them leave a core each on a 2-core machine.
 test: setup tools lint
-	$(BIN)/pytest -n auto --dist worksteal -m "not latency"
+	$(BIN)/pytest -n auto --dist worksteal -m "not latency" --durations=10
 	$(BIN)/pytest -n 2 --dist worksteal -m latency
 
 # the API and a worker, on ./tickwheel.db at port 8080 unless told otherwise (make run PORT=9090
