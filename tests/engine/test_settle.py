@@ -92,6 +92,22 @@ async def test_a_failed_ack_batch_tells_its_waiters_and_the_next_acks_still_land
     assert metrics.store_errors["ack"] == 1
 
 
+async def test_ack_then_calls_back_once_the_ack_landed_or_failed() -> None:
+    store = AckFailsOnce()
+    settler = Settler(cast(Store, store), Metrics(), Throttled())
+    heard: list[str] = []
+    settler.ack_then(lease(0), None, lambda: heard.append("failed batch"))
+    assert heard == []  # not before the store answered
+    async with asyncio.timeout(2):
+        await settler.drain()
+        landed = settler.ack(lease(1))
+        settler.ack_then(lease(2), None, lambda: heard.append("landed"))
+        assert await landed
+        await settler.drain()
+    assert heard == ["failed batch", "landed"]
+    assert [size for size, _ in store.calls] == [1, 2]
+
+
 class Refuses(MemoryStore):
     """A memory store whose retry (and, if told, kill) raises `error`."""
 

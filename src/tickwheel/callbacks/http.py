@@ -252,7 +252,29 @@ class HttpTarget:
         """
         return self._fire(timer, attempt, go)
 
-    async def _fire(self, timer: Timer, attempt: int, go: Callable[[], bool] | None) -> Outcome:
+    def _fire(
+        self, timer: Timer, attempt: int, go: Callable[[], bool] | None
+    ) -> Coroutine[Any, Any, Outcome]:
+        """The attempt's coroutine. On the common path (a URL it may call, no span) the request
+        is built here and `_send`'s own coroutine returned: one coroutine less per callback."""
+        callback = timer.callback
+        if callback is not None and not self._closed:
+            spans = self._spans
+            try:
+                url = callback.parsed_url
+            except InvalidUrl:
+                return self._fire_checked(timer, attempt, go)
+            traced = spans is not None and spans.configured()
+            private = url.is_ip and not self._allow_private and not is_public_address(url.host)
+            if not traced and not private:
+                request = self._request(timer, callback, url, attempt, self._trace(timer))
+                return self._send(timer, url, request, go)
+        return self._fire_checked(timer, attempt, go)
+
+    async def _fire_checked(
+        self, timer: Timer, attempt: int, go: Callable[[], bool] | None
+    ) -> Outcome:
+        """The attempt, every check on the way said by an outcome or raised."""
         callback = timer.callback
         if callback is None:
             raise ValueError(f"timer {timer.id} has no HTTP callback")
@@ -269,11 +291,9 @@ class HttpTarget:
             error_text = f"refused: {host} is a private address"
             return _printable(Outcome(Verdict.KILL, error_text, error_class="private_address"))
         if self._spans is not None and self._spans.configured():
-            outcome = await self._traced(timer, callback, url, attempt, go)
-        else:
-            request = self._request(timer, callback, url, attempt, self._trace(timer))
-            outcome = await self._send(timer, url, request, go)
-        return _printable(outcome)
+            return await self._traced(timer, callback, url, attempt, go)
+        request = self._request(timer, callback, url, attempt, self._trace(timer))
+        return await self._send(timer, url, request, go)
 
     @staticmethod
     def _trace(timer: Timer) -> tuple[str, str | None] | None:
@@ -336,7 +356,8 @@ class HttpTarget:
         go: Callable[[], bool] | None,
         answered: list[int] | None = None,
     ) -> Outcome:
-        """Send `request` and judge the answer; whatever fails becomes an outcome."""
+        """Send `request` and judge the answer; whatever fails becomes an outcome, its error
+        fit to store (`_printable`)."""
         origin = url.origin
         host = url.host
         timeout_s = timer.retry.timeout_s
@@ -344,34 +365,35 @@ class HttpTarget:
             response = await self._client.request(origin, request, timeout_s, go)
             if answered is not None:
                 answered.append(response.status)
-            return _judge(response)
+            outcome = _judge(response)
         except NotSent:
             raise NotFired from None
         except TimeoutError:
-            return _failed(f"timeout after {timeout_s} s", "timeout")
+            outcome = _failed(f"timeout after {timeout_s} s", "timeout")
         except PoolTimeout as error:
             where = f"{host}:{url.port}"
-            return Outcome(
+            outcome = Outcome(
                 Verdict.DEFER,
                 f"no free connection to {where} within {error.waited_s:g} s",
                 NO_SLOT_DEFER_S * (1 + random.random()),
             )
         except InvalidHost:
-            return Outcome(Verdict.KILL, f"invalid URL: host {host}", error_class="invalid_url")
+            outcome = Outcome(Verdict.KILL, f"invalid URL: host {host}", error_class="invalid_url")
         except PrivateAddressRefused as error:
-            return Outcome(Verdict.KILL, str(error), error_class="private_address")
+            outcome = Outcome(Verdict.KILL, str(error), error_class="private_address")
         except ConnectFailed as error:
-            return _connection_error(error, origin)
+            outcome = _connection_error(error, origin)
         except Disconnected as error:
-            return _failed(f"connection closed by {host} {error}", "disconnected")
+            outcome = _failed(f"connection closed by {host} {error}", "disconnected")
         except BadResponse as error:
             reason = f": {error}" if str(error) else ""
-            return _failed(f"invalid HTTP response from {host}{reason}", "bad_response")
+            outcome = _failed(f"invalid HTTP response from {host}{reason}", "bad_response")
         except OSError as error:
             reason = error.strerror or type(error).__name__
-            return _failed(truncate_error(f"connection failed: {host}: {reason}"), "connect")
+            outcome = _failed(truncate_error(f"connection failed: {host}: {reason}"), "connect")
         except Exception as error:
-            return _failed(f"unexpected error: {type(error).__name__}", "unexpected")
+            outcome = _failed(f"unexpected error: {type(error).__name__}", "unexpected")
+        return _printable(outcome)
 
     async def close(self) -> None:
         """Close every connection; idempotent. Firing afterwards raises `Closed`."""

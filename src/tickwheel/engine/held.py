@@ -30,7 +30,8 @@ class Held:
     False once released, lost to another claim, or claimed again by this dispatcher).
 
     Settling acts on the current lease and leaves the timer held: the owner releases it
-    (`release`) once it is settled, or before settling in the background.
+    (`release`) once it is settled, or before settling in the background, or has the settler
+    release it once its ack lands (`ack_release`).
     """
 
     __slots__ = ("_holding", "active", "lease")
@@ -73,6 +74,11 @@ class Held:
     def ack(self, attempt: Attempt | None = None) -> asyncio.Future[bool]:
         """Queue an ack recording `attempt` (`Settler.ack`); the future says if it landed."""
         return self._holding.settler.ack(self.lease, attempt)
+
+    def ack_release(self, attempt: Attempt | None = None) -> None:
+        """Queue an ack recording `attempt`, and `release` the timer once the ack has landed
+        or not (`Settler.ack_then`): its owner is done with it and need not wait."""
+        self._holding.settler.ack_then(self.lease, attempt, self.release)
 
     def ack_later(self) -> None:
         """Queue an ack nobody waits for (`Settler.ack_later`)."""

@@ -24,6 +24,9 @@ from tickwheel.stores.base import Deferral
 logger = logging.getLogger("tickwheel.engine")
 
 T = TypeVar("T")
+Acked = asyncio.Future[bool] | Callable[[], None] | None
+"""Who hears of a queued ack: a future told whether it landed, a call made once it has
+landed or not, or nobody."""
 
 STORE_RETRY_MIN_S = 0.05
 STORE_RETRY_MAX_S = 1.0
@@ -84,7 +87,7 @@ class Settler:
         # queued acks and their futures (None: nobody waits), as two lists: no tuple per ack
         # for the GC to follow
         self._acks: list[Lease] = []
-        self._acked: list[asyncio.Future[bool] | None] = []
+        self._acked: list[Acked] = []
         # the attempt each queued ack records, in step with `_acks`, while any records one
         self._ack_attempts: list[Attempt | None] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -109,6 +112,11 @@ class Settler:
         self._queue_ack(lease, done, attempt)
         return done
 
+    def ack_then(self, lease: Lease, attempt: Attempt | None, then: Callable[[], None]) -> None:
+        """Queue an ack (recording `attempt`) and call `then` once it has landed or not: for an
+        owner with nothing else to do for the timer, which need not wait in a task meanwhile."""
+        self._queue_ack(lease, then, attempt)
+
     def ack_later(self, lease: Lease) -> None:
         """Queue an ack nobody waits for; one that does not land (the lease had passed on)
         is counted in `leases_lost` and logged, and its timer is delivered again."""
@@ -120,9 +128,7 @@ class Settler:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _queue_ack(
-        self, lease: Lease, done: asyncio.Future[bool] | None, attempt: Attempt | None
-    ) -> None:
+    def _queue_ack(self, lease: Lease, done: Acked, attempt: Attempt | None) -> None:
         if attempt is not None and not self._ack_attempts:
             self._ack_attempts = [None] * len(self._acks)
         if self._ack_attempts or attempt is not None:
@@ -333,8 +339,7 @@ class Settler:
                     "acking %d timers failed; they come back when their leases lapse", len(leases)
                 )
                 for done in futures:
-                    if done is not None and not done.done():
-                        done.set_result(False)
+                    _tell(done, False)
                 continue
             for lease, done, acked in zip(leases, futures, results, strict=True):
                 if acked:
@@ -348,8 +353,8 @@ class Settler:
                             lease.timer.id,
                             extra={"timer_id": lease.timer.id},
                         )
-                if done is not None and not done.done():
-                    done.set_result(acked)
+                if done is not None:
+                    _tell(done, acked)
 
     async def _ack_many(
         self, attempts: Sequence[Attempt | None], leases: list[Lease]
@@ -392,6 +397,15 @@ class Settler:
                     raise _Lapsed from error
                 failures += 1
                 await jittered_pause(failures)
+
+
+def _tell(done: Acked, acked: bool) -> None:
+    """Tell whoever waits for an ack whether it landed."""
+    if isinstance(done, asyncio.Future):
+        if not done.done():
+            done.set_result(acked)
+    elif done is not None:
+        done()
 
 
 class _Lapsed(Exception):

@@ -121,7 +121,7 @@ class Worker:
             task.cancel()
 
     async def _fire(self, held: Held) -> None:
-        settled = True
+        release = True  # the timer is released here when done (else by whoever settles it)
         admission = GO
         limiter = self._limiter
         try:
@@ -196,17 +196,19 @@ class Worker:
                 attempt = attempt_of(lease, outcome, sent_ms, latency_s, self._worker_name)
             # settles with the newest lease: renewals replace it while the callback runs
             if outcome.verdict is Verdict.ACK and not self._traced():
-                await held.ack(attempt)  # the common case, without two more coroutines
+                # the common case: the settler releases the timer once its ack has landed,
+                # and this task ends here instead of waking once more for it
+                release = False
+                held.ack_release(attempt)
             else:
                 await self._settle(held, outcome, attempt)
         except asyncio.CancelledError:
-            settled = (
-                False  # abandoned at the end of the grace period: the dispatcher hands it back
-            )
+            # abandoned at the end of the grace period: the dispatcher hands it back
+            release = False
             raise
         finally:
             limiter.release(admission)
-            if settled:
+            if release:
                 held.release()
 
     async def _granted(self, held: Held, keys: tuple[str, ...], origin: str) -> Admission | None:
