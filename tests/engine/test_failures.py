@@ -81,24 +81,30 @@ async def test_1000_signed_callbacks_over_2s_arrive_once_each_on_time(
     redis_store: RedisStore, make_receiver: MakeReceiver
 ) -> None:
     receiver = await make_receiver(signing_secret=SECRET)
-    added = await redis_store.add_many(
-        callbacks(
-            1000,
-            f"{receiver.url}/hook",
-            start_ms=redis_store.now_ms() + 300,
-            spread_ms=2000,
-        )
-    )
     async with worker_running(redis_store, signing_secret=SECRET):
-        await receiver.wait_for(1000, timeout_s=20)
+        # once a first callback has arrived, the worker runs: a start slowed by a busy machine
+        # is no later callback's lateness
+        (first,) = callbacks(1, f"{receiver.url}/first", start_ms=redis_store.now_ms(), spread_ms=0)
+        await redis_store.add(first)
+        await receiver.wait_for(1, timeout_s=20)
+        added = await redis_store.add_many(
+            callbacks(
+                1000,
+                f"{receiver.url}/hook",
+                start_ms=redis_store.now_ms() + 300,
+                spread_ms=2000,
+            )
+        )
+        await receiver.wait_for(1001, timeout_s=20)
         await asyncio.sleep(0.2)  # no late duplicates
-    got = Counter(r.timer_id for r in receiver.received)
+    received = [r for r in receiver.received if r.timer_id != first.id]
+    got = Counter(r.timer_id for r in received)
     assert set(got) == {t.id for t in added}
     assert max(got.values()) == 1
-    never_early(receiver.received)
-    assert all(r.signature_ok for r in receiver.received)
-    assert all(r.headers["idempotency-key"] for r in receiver.received)
-    lateness = sorted(r.at_ms - r.due_ms for r in receiver.received if r.due_ms is not None)
+    never_early(received)
+    assert all(r.signature_ok for r in received)
+    assert all(r.headers["idempotency-key"] for r in received)
+    lateness = sorted(r.at_ms - r.due_ms for r in received if r.due_ms is not None)
     assert lateness[len(lateness) * 99 // 100] < 250, lateness[-10:]  # tolerant: CI machines
 
 
