@@ -105,7 +105,10 @@ async def test_1000_signed_callbacks_over_2s_arrive_once_each_on_time(
     assert all(r.signature_ok for r in received)
     assert all(r.headers["idempotency-key"] for r in received)
     lateness = sorted(r.at_ms - r.due_ms for r in received if r.due_ms is not None)
-    assert lateness[len(lateness) * 99 // 100] < 250, lateness[-10:]  # tolerant: CI machines
+    # on time, not to the ms (bench/engine.py measures that): a callback held back by a lapsed
+    # lease or a retry would be a second or more late; a neighbouring `latency` test starting
+    # its servers on the same two cores made p99 260-340 ms in CI
+    assert lateness[len(lateness) * 99 // 100] < 500, lateness[-10:]
 
 
 async def test_a_flapping_receiver_is_retried_and_a_refusing_one_dead_lettered(
