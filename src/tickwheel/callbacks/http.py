@@ -265,8 +265,7 @@ class HttpTarget:
             except InvalidUrl:
                 return self._fire_checked(timer, attempt, go)
             traced = spans is not None and spans.configured()
-            private = url.is_ip and not self._allow_private and not is_public_address(url.host)
-            if not traced and not private:
+            if not traced and not self._refused(url):
                 request = self._request(timer, callback, url, attempt, self._trace(timer))
                 return self._send(timer, url, request, go)
         return self._fire_checked(timer, attempt, go)
@@ -286,14 +285,18 @@ class HttpTarget:
             # not the error's text: it may quote the URL, whose query may carry a token
             error_text = f"invalid URL: host {error.host or '?'}"
             return _printable(Outcome(Verdict.KILL, error_text, error_class="invalid_url"))
-        host = url.host
-        if url.is_ip and not self._allow_private and not is_public_address(host):
-            error_text = f"refused: {host} is a private address"
+        if self._refused(url):
+            error_text = f"refused: {url.host} is a private address"
             return _printable(Outcome(Verdict.KILL, error_text, error_class="private_address"))
         if self._spans is not None and self._spans.configured():
             return await self._traced(timer, callback, url, attempt, go)
         request = self._request(timer, callback, url, attempt, self._trace(timer))
         return await self._send(timer, url, request, go)
+
+    def _refused(self, url: CallbackUrl) -> bool:
+        """Whether `url` names a private IP address this target may not call (a name is
+        judged by what it resolves to, when connecting)."""
+        return url.is_ip and not self._allow_private and not is_public_address(url.host)
 
     @staticmethod
     def _trace(timer: Timer) -> tuple[str, str | None] | None:

@@ -102,23 +102,6 @@ class Fairness:
         without waiting; True if it is (give it back with `give`). Else `take` waits for one.
         `in_turn`: the caller had its turn (`free_now`, `wait_free`), so waiters of `key`
         queued since do not go first."""
-        origin = self._origins.get(key)
-        if (
-            origin is not None
-            and origin.last_answer >= 0
-            and not origin.waiting
-            and self.used < self.total
-        ):
-            # the common case, without the calls of `_now`: a prompt origin (it has answered,
-            # and calls in flight are not stuck) takes any free slot
-            now = self._clock()
-            if origin.in_flight == 0:
-                origin.busy_since = now
-            elif now - max(origin.busy_since, origin.last_answer) > STUCK_S:
-                return self._now(key, take=True, in_turn=in_turn)
-            origin.in_flight += 1
-            self.used += 1
-            return True
         return self._now(key, take=True, in_turn=in_turn)
 
     def free_now(self, key: str) -> bool:
@@ -186,10 +169,8 @@ class Fairness:
         `answered`: the target responded (any status), rather than the call timing out."""
         origin = self._origins[key]
         now = self._clock()
-        # `_is_suspect` inline (this call is in flight): a new or suspect call ends, so the
-        # classes are counted again
-        if origin.last_answer < 0 or now - max(origin.busy_since, origin.last_answer) > STUCK_S:
-            self._counted_at = -RECOUNT_S
+        if origin.last_answer < 0 or self._is_suspect(origin, now):
+            self._counted_at = -RECOUNT_S  # a new or suspect call ends: count them again
         origin.in_flight -= 1
         self.used -= 1
         if answered:
