@@ -48,7 +48,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--b-ahead", type=float, default=2.0,
         help="seconds from B's first due time to A's instant (0: both at once, on a cold worker)",
     )  # fmt: skip
-    parser.add_argument("--logs", metavar="DIR", help="keep the workers' logs in DIR")
+    parser.add_argument(
+        "--logs",
+        metavar="DIR",
+        help="keep the workers' logs and B's lateness in arrival order in DIR",
+    )
     parser.add_argument(
         "--markdown", nargs="?", const="-", metavar="PATH",
         help="also print the tables as Markdown (to PATH when given)",

@@ -11,7 +11,7 @@ from engine.support import running
 from tickwheel.engine import ACKED, Outcome, Worker, WorkerSettings
 from tickwheel.engine.claim_room import HUNG_CLAIMS_PER_S
 from tickwheel.engine.dispatch import REST_LOOK_S
-from tickwheel.engine.outcome import Verdict
+from tickwheel.engine.outcome import TARGET_HANGS, Verdict
 from tickwheel.model import Callback, State, Timer
 from tickwheel.stores import Lease, MemoryStore
 from tickwheel.stores.base import DueQueues
@@ -156,3 +156,28 @@ async def test_a_queue_whose_callbacks_find_no_connection_is_claimed_in_paced_tu
         await asyncio.sleep(1.5)  # deferred once, back after 0.2 s: due again
         resting = worker.metrics.queues_resting
     assert resting > 0
+
+
+async def test_a_queue_another_worker_found_hung_costs_one_claim_not_batch_after_batch() -> None:
+    """Timers another worker sent back because their target hangs tell a worker new to their
+    queues what it would otherwise find out by holding them for a second: each queue's first
+    claim notes it hung, and the rest waits in the store for the queue's paced turns instead of
+    being claimed batch after batch (74 claims of 40 queues before, in the same half second)."""
+    store = CountingClaims()
+    hung = Callback(url="https://hang.example/t")
+    now = store.now_ms()
+    await store.add_many(
+        [Timer(due_ms=now, queue=f"h{n:02}", callback=hung) for n in range(40) for _ in range(40)]
+    )
+    for n in range(40):  # the other worker: claimed, found hanging, sent back
+        leases = await store.claim(f"h{n:02}", now, 40, 10_000)
+        for lease in leases:
+            await store.defer(lease, now + 100, TARGET_HANGS)
+    store.claims.clear()
+    settings = WorkerSettings(lookahead_ms=100, lease_ms=10_000, grace_s=0.2, batch=8)
+    worker = Worker(store, Hanging(), settings)
+    async with running(worker):
+        await asyncio.sleep(0.5)
+    claims = [queue for _, queue in store.claims if queue.startswith("h")]
+    assert sorted(set(claims)) == [f"h{n:02}" for n in range(40)]
+    assert len(claims) <= 42

@@ -808,6 +808,33 @@ def script_calls(server: Any) -> int:
     )
 
 
+def command_calls(server: Any, name: str) -> int:
+    with server.client() as client:
+        stats = client.info("commandstats")
+    return int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+
+
+async def test_a_claim_reads_the_keys_of_only_the_shards_that_hold_its_queue(
+    redis_server: Any, clock: ManualClock
+) -> None:
+    """A claim peeks at every shard, but a shard where the queue has no head holds nothing of
+    it and is passed over: a queue with one timer in 16 shards costs one shard's reads, not 16
+    (a crowd of small queues' claims was most of Redis's time beside a flood)."""
+    server = redis_server
+    store = open_store(server, clock)
+    try:
+        assert store.shards == 16
+        await store.add(at(clock, 0, id="lone", queue="lone"))
+        await store.due_queues(clock.now_ms, 10)  # the heads are kept from the first look on
+        before = command_calls(server, "zrange")
+        (lease,) = await store.claim("lone", clock.now_ms, 1, 60_000)
+        assert lease.timer.id == "lone"
+        assert command_calls(server, "zrange") - before <= 16  # 119 when every shard was read
+        assert_layout_consistent(server, store)
+    finally:
+        await store.close()
+
+
 async def test_a_bulk_fill_due_later_today_does_not_hold_back_a_due_timer(
     redis_server: Any, clock: ManualClock
 ) -> None:

@@ -4,6 +4,7 @@ to a prompt receiver, tenant A's (or none) at one instant to ports that never an
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -115,7 +116,8 @@ async def run_once(
     """Start the workers, schedule both tenants' timers, wait for B's last due time plus a
     settling time, stop the workers; return what B's receiver saw."""
     await receiver.report()  # forget anything left from an earlier run
-    running = Workers(store_url, workers, directory / f"run-{time.time_ns()}")
+    run_directory = directory / f"run-{time.time_ns()}"
+    running = Workers(store_url, workers, run_directory)
     store = open_store(store_url)
     try:
         await asyncio.sleep(1.0)  # the workers have looked at the store once
@@ -155,6 +157,12 @@ async def run_once(
         end_ms = b_start_ms + int(load.b_span_s * 1000) + SETTLE_MS
         await asyncio.sleep(max(0.0, (end_ms - store.now_ms()) / 1000))
         report = await receiver.report()
+        # B's lateness in arrival order (B's due times are `b_gap_ms` apart, so nearly its due
+        # order), to place its late callbacks against A's instant and the workers' logs
+        placed = {"b_start_ms": b_start_ms, "b_gap_ms": b_gap_ms, "late": report["late"]}
+        if hanging:
+            placed["a_at_ms"] = a_at_ms
+        (run_directory / "b-late.json").write_text(json.dumps(placed))
         dead = 0
         cursor = None
         while True:

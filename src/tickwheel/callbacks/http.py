@@ -27,7 +27,7 @@ from tickwheel.callbacks.pool import Origin, PoolTimeout
 from tickwheel.callbacks.resolver import ConnectFailed, InvalidHost
 from tickwheel.callbacks.settings import HttpSettings
 from tickwheel.callbacks.signing import SIGNATURE_HEADER, sign
-from tickwheel.engine.outcome import NotFired, Outcome, Verdict
+from tickwheel.engine.outcome import NO_FREE_CONNECTION, NotFired, Outcome, Verdict
 from tickwheel.engine.tracing import spans
 from tickwheel.errors import Closed
 from tickwheel.model import Callback, Timer, occurrence_of, replace_controls, truncate_error
@@ -377,7 +377,7 @@ class HttpTarget:
             where = f"{host}:{url.port}"
             outcome = Outcome(
                 Verdict.DEFER,
-                f"no free connection to {where} within {error.waited_s:g} s",
+                f"{NO_FREE_CONNECTION} to {where} within {error.waited_s:g} s",
                 NO_SLOT_DEFER_S * (1 + random.random()),
             )
         except InvalidHost:

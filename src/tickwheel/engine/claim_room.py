@@ -11,15 +11,19 @@ nor in its line. Hung queues are claimed at `HUNG_CLAIMS_PER_S` at most, each in
 bounded number of claims a second, however many queues it spans. Once half the room is taken,
 an unknown queue claims one timer at a time (`probing`) until its callbacks tell which it is,
 so a flood of queues new to the worker leaves room for the next new queue, whose callbacks
-may be answered.
+may be answered. A claimed timer that went back unsent because its target hangs tells it too
+(`claimed`): what one worker finds, the others learn from the timers it sent back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 
+from tickwheel.engine.outcome import sent_back_hanging
 from tickwheel.engine.settings import WorkerSettings
+from tickwheel.stores import Lease
 
 CLAIMS_AT_ONCE = 16
 """Claims in flight at once for prompt queues, and as many again for unknown ones."""
@@ -76,6 +80,17 @@ class ClaimRoom:
         verdict = self._verdicts.pop(queue, None)
         if verdict is not None:
             verdict.set()
+
+    def claimed(self, queue: str, leases: Sequence[Lease]) -> None:
+        """Note as hung a queue not known here whose claimed timers went back unsent because
+        their targets hang: another worker found it so, and it is claimed in turns at once
+        instead of being probed again."""
+        if queue in self._prompt or queue in self._hung:
+            return
+        for lease in leases:
+            if sent_back_hanging(lease.timer):
+                self.note(queue, hangs=True)
+                return
 
     def probing(self, queue: str, held: int) -> bool:
         """Whether a claim of `queue` takes `PROBE_CLAIM` timers: its callbacks have not yet

@@ -380,6 +380,7 @@ class Dispatcher:
                         self._lead.took(time.monotonic() - began)
                 if limit <= 0:
                     continue
+                self._room.claimed(queue, leases)
                 self._hold(controls.with_defaults(queue, await self._advance(leases)))
                 if not stays and self._room.hung(queue):
                     # its targets hang: the due-queue index, which looks at every queue at

@@ -38,6 +38,23 @@ class Outcome:
 
 ACKED = Outcome(Verdict.ACK)
 
+TARGET_HANGS = "waiting: its target has not answered"
+"""The reason a callback went back to the store unsent: its target has hung lately."""
+NO_FREE_CONNECTION = "no free connection"
+"""How the reason of a callback that went back unsent for want of a connection begins."""
+
+
+def sent_back_hanging(timer: Timer) -> bool:
+    """Whether `timer` last went back to the store unsent because its target hangs, as the
+    worker that claimed it found: its queue is hung for any worker, which need not find it
+    again by a probe of its own."""
+    error = timer.last_error
+    return (
+        timer.deferrals > 0
+        and error is not None
+        and (error == TARGET_HANGS or error.startswith(NO_FREE_CONNECTION))
+    )
+
 
 class Target(Protocol):
     """Fires a timer once, e.g. by making its HTTP callback; never raises for a failed delivery."""

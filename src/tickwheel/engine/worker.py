@@ -14,7 +14,14 @@ from tickwheel.engine.fairness import Fairness
 from tickwheel.engine.held import Held
 from tickwheel.engine.limiter import GO, Admission, host_key
 from tickwheel.engine.metrics import Metrics
-from tickwheel.engine.outcome import GuardedTarget, NotFired, Outcome, Target, Verdict
+from tickwheel.engine.outcome import (
+    TARGET_HANGS,
+    GuardedTarget,
+    NotFired,
+    Outcome,
+    Target,
+    Verdict,
+)
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.engine.tracing import spans
 from tickwheel.errors import LeaseLost, StoreUnavailable
@@ -246,7 +253,7 @@ class Worker:
         timer = held.timer
         self._dispatcher.hung(timer.queue, True)
         back_ms = self._slots.come_back_ms(origin, timer.queue, self._store.now_ms())
-        await held.defer(back_ms, "waiting: its target has not answered")
+        await held.defer(back_ms, TARGET_HANGS)
 
     def _traced(self) -> bool:
         """Whether settles are recorded as spans (an OpenTelemetry provider is configured)."""

@@ -9,7 +9,9 @@
 --            due time), at most its limit, in (due, seq) order, and 1 when slots its horizon
 --            reaches are only partly moved (call again), else 0 }
 -- moves the slots each horizon reaches into the near set, as claim.lua does, at most
--- CASCADE_BUDGET entries per queue; sets each queue's head here (lib.lua set_head())
+-- CASCADE_BUDGET entries per queue; sets each queue's head here (lib.lua set_head()); a queue
+-- with no head here (nothing scheduled or leased here) is passed over without a look at its
+-- keys
 local now = ARGV[1]
 local expired, held = {}, 0
 local names = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 64)
@@ -39,12 +41,19 @@ for i = 1, #names, 2 do
   end
 end
 local out = { expired }
+-- once the heads are kept (heads.lua), a queue with no head here holds nothing here
+local kept = redis.call('EXISTS', TAG .. ':hv') == 1
 for i = 3, #ARGV, 3 do
   local queue, horizon = ARGV[i], ARGV[i + 1]
-  local by = ready(queue, horizon, now)
-  out[#out + 1] = redis.call('ZRANGEBYSCORE', near_key(queue), '-inf', by, 'LIMIT', 0,
-    tonumber(ARGV[i + 2]))
-  out[#out + 1] = by == horizon and 0 or 1
-  set_head(queue) -- a shard the claim passes over holds its head right too
+  if kept and not redis.call('ZSCORE', HEADS, queue) then
+    out[#out + 1] = {}
+    out[#out + 1] = 0
+  else
+    local by = ready(queue, horizon, now)
+    out[#out + 1] = redis.call('ZRANGEBYSCORE', near_key(queue), '-inf', by, 'LIMIT', 0,
+      tonumber(ARGV[i + 2]))
+    out[#out + 1] = by == horizon and 0 or 1
+    set_head(queue) -- a shard the claim passes over holds its head right too
+  end
 end
 return out
