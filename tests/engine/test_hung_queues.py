@@ -9,7 +9,7 @@ import pytest
 
 from engine.support import running
 from tickwheel.engine import ACKED, Outcome, Worker, WorkerSettings
-from tickwheel.engine.claim_room import HUNG_CLAIMS_PER_S
+from tickwheel.engine.claim_room import CLAIMS_AT_ONCE, HUNG_CLAIMS_PER_S
 from tickwheel.engine.dispatch import REST_LOOK_S
 from tickwheel.engine.outcome import TARGET_HANGS, Verdict
 from tickwheel.model import Callback, State, Timer
@@ -181,3 +181,30 @@ async def test_a_queue_another_worker_found_hung_costs_one_claim_not_batch_after
     claims = [queue for _, queue in store.claims if queue.startswith("h")]
     assert sorted(set(claims)) == [f"h{n:02}" for n in range(40)]
     assert len(claims) <= 42
+
+
+class SlowClaims(MemoryStore):
+    """A memory store whose claims take 10 ms, as a store's round trip does."""
+
+    async def claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
+        await asyncio.sleep(0.01)
+        return await super().claim(queue, horizon_ms, limit, lease_ms)
+
+
+async def test_a_crowd_of_new_queues_claims_one_timer_each_while_the_worker_has_room() -> None:
+    """200 queues new to the worker fall due at once, 10 timers each to a target that never
+    answers. While their claims fill the line for unknown queues, each further one claims a
+    single timer until its callbacks tell what its targets do: the crowd takes about one timer
+    a queue beyond the line's first claims (335), not every timer it has (2,000 before: each
+    claim took a whole batch while the worker was under half full when it joined the line)."""
+    store = SlowClaims()
+    hung = Callback(url="https://hang.example/t")
+    now = store.now_ms()
+    await store.add_many(
+        [Timer(due_ms=now, queue=f"h{n:03}", callback=hung) for n in range(200) for _ in range(10)]
+    )
+    worker = Worker(store, Hanging(), QUICK)
+    async with running(worker):
+        await asyncio.sleep(0.8)
+        held = worker.metrics.in_flight
+    assert held <= CLAIMS_AT_ONCE * 10 + 200 + 20

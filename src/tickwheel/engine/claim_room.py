@@ -9,10 +9,12 @@ of its own, so a flood of unknown or hanging queues stands neither in a prompt q
 nor in its line. Hung queues are claimed at `HUNG_CLAIMS_PER_S` at most, each in its turn
 (`hung_turn`), so a flood at targets that never answer costs the store and the worker a
 bounded number of claims a second, however many queues it spans. Once half the room is taken,
-an unknown queue claims one timer at a time (`probing`) until its callbacks tell which it is,
-so a flood of queues new to the worker leaves room for the next new queue, whose callbacks
-may be answered. A claimed timer that went back unsent because its target hangs tells it too
-(`claimed`): what one worker finds, the others learn from the timers it sent back.
+or while unknown queues' claims fill their line (a crowd of new queues), an unknown queue
+claims one timer at a time (`probing`) until its callbacks tell which it is, so a flood of
+queues new to the worker leaves room for the next new queue, whose callbacks may be answered,
+and costs the worker one timer a queue to hold, find hung and send back. A claimed timer
+that went back unsent because its target hangs tells it too (`claimed`): what one worker
+finds, the others learn from the timers it sent back.
 """
 
 from __future__ import annotations
@@ -94,8 +96,11 @@ class ClaimRoom:
 
     def probing(self, queue: str, held: int) -> bool:
         """Whether a claim of `queue` takes `PROBE_CLAIM` timers: its callbacks have not yet
-        told whether its targets answer, and half the room is taken."""
-        return held >= self._most // 2 and queue not in self._prompt and queue not in self._hung
+        told whether its targets answer, and half the room is taken or a crowd of unknown
+        queues fills their line."""
+        if queue in self._prompt or queue in self._hung:
+            return False
+        return held >= self._most // 2 or self._lines["unknown"].locked()
 
     async def verdict(self, queue: str) -> None:
         """Wait until a callback of `queue` is answered or goes back because its target
