@@ -57,14 +57,15 @@ class RedisLeasing(RedisStoreBase):
         self._listener.wakeups.mark(ANY_QUEUE)
         args = (horizon_ms, limit, "-inf" if since_ms is None else since_ms)
         calls = [self._shards.call("heads", s, args) for s in range(self.shards)]
-        heads: dict[str, int] = {}
+        heads: dict[bytes, int] = {}
+        earlier = heads.get
         for reply in await self._shards.run_many(calls):
             for name, at in zip(reply[::2], reply[1::2], strict=True):
-                queue, at_ms = name.decode(), int(at)
-                if at_ms < heads.get(queue, at_ms + 1):
-                    heads[queue] = at_ms
+                at_ms = int(at)
+                if at_ms < earlier(name, at_ms + 1):
+                    heads[name] = at_ms
         ordered = sorted(heads.items(), key=lambda head: head[1])
-        due = [queue for queue, at_ms in ordered[:limit] if at_ms <= horizon_ms]
+        due = [name.decode() for name, at_ms in ordered[:limit] if at_ms <= horizon_ms]
         return DueQueues(due, ordered[len(due)][1] if len(ordered) > len(due) else None)
 
     async def queues(self) -> list[str]:
