@@ -51,7 +51,9 @@ class Connection(asyncio.Protocol):
     requests out.
     """
 
-    def __init__(self, on_lost: Callable[[Connection], None], deadlines: Deadlines) -> None:
+    def __init__(
+        self, on_lost: Callable[[Connection], None], deadlines: Deadlines[Connection]
+    ) -> None:
         # made by its loop's protocol factory: asking for the running loop per request is a
         # system call (CPython compares the loop's process id with getpid())
         self.loop = asyncio.get_running_loop()
@@ -85,7 +87,7 @@ class Connection(asyncio.Protocol):
         (within `deadlines.STEP_S` after it)."""
         assert self._transport is not None
         self._waiter = waiter = self.loop.create_future()
-        self._step = self._deadlines.add(self, deadline)
+        self._step = self._deadlines.add(self.loop, self, deadline)
         self.reusable = self._framed = self._headers_done = self._started = False
         self._answered = False
         self._status = self._size = self._head_size = self._head_read = 0

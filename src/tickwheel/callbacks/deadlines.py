@@ -1,54 +1,52 @@
-"""`Deadlines`: the requests of one client time out on shared loop timers, one per step.
+"""`Deadlines`: waits of one client that end on shared loop timers, one per step.
 
-A timer per request (`loop.call_at` when it is written, `cancel` when its answer is in) cost
-about 1.5 µs of uvloop's a callback, most of it making and dropping a libuv timer. Requests
-whose deadlines fall in one `STEP_S` step share one timer instead: it fails those still
-running when it fires, up to a step after their deadline and never before it; a request that
-ends first leaves its step's set.
+A timer per wait (`loop.call_at` when it starts, `cancel` when it ends first) cost about 1.5 µs
+of uvloop's, most of it making and dropping a libuv timer: once per callback for its request's
+deadline, and again for each wait for a connection slot while the worker is behind. Waits whose
+deadlines fall in one `STEP_S` step share one timer instead: it ends those still waiting when it
+fires, up to a step after their deadline and never before it; a wait that ends first leaves its
+step's set.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from typing import Protocol
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 STEP_S = 0.01
-"""Width of a deadline step: how much later than its deadline a request may time out."""
+"""Width of a deadline step: how much later than its deadline a wait may end."""
+
+T = TypeVar("T")
 
 
-class Expiring(Protocol):
-    """What `Deadlines` times out: a connection with a request in flight."""
+class Deadlines(Generic[T]):
+    """Waits (requests in flight, waiters for a slot) by the step their deadlines fall in;
+    `end` is called on each one still waiting once its step is over."""
 
-    loop: asyncio.AbstractEventLoop
+    def __init__(self, end: Callable[[T], None]) -> None:
+        self._end = end
+        self._steps: dict[int, set[T]] = {}
 
-    def time_out(self) -> None:
-        """Fail the request in flight: its deadline has passed."""
-
-
-class Deadlines:
-    """The requests in flight of one client, by the step their deadlines fall in."""
-
-    def __init__(self) -> None:
-        self._steps: dict[int, set[Expiring]] = {}
-
-    def add(self, request: Expiring, deadline: float) -> int:
-        """Time `request` out at loop time `deadline` (up to `STEP_S` after); return its step,
-        to `discard` it by once it has ended."""
+    def add(self, loop: asyncio.AbstractEventLoop, wait: T, deadline: float) -> int:
+        """End `wait` at loop time `deadline` (up to `STEP_S` after) unless it is discarded
+        first; return its step, to `discard` it by."""
         step = math.ceil(deadline / STEP_S)
-        running = self._steps.get(step)
-        if running is None:
-            running = self._steps[step] = set()
-            request.loop.call_at(step * STEP_S, self._expire, step)
-        running.add(request)
+        waiting = self._steps.get(step)
+        if waiting is None:
+            waiting = self._steps[step] = set()
+            loop.call_at(step * STEP_S, self._expire, step)
+        waiting.add(wait)
         return step
 
-    def discard(self, request: Expiring, step: int) -> None:
-        """Forget `request`, which ended before its step's timer fired."""
-        running = self._steps.get(step)
-        if running is not None:
-            running.discard(request)
+    def discard(self, wait: T, step: int) -> None:
+        """Forget `wait`, which ended before its step did."""
+        waiting = self._steps.get(step)
+        if waiting is not None:
+            waiting.discard(wait)
 
     def _expire(self, step: int) -> None:
-        for request in self._steps.pop(step, ()):
-            request.time_out()
+        end = self._end
+        for wait in self._steps.pop(step, ()):
+            end(wait)

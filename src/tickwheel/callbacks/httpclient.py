@@ -86,7 +86,7 @@ class HttpClient:
         self._shares = Shares(
             max_connections, self._max_per_host, self._resolver, allow_private=allow_private
         )
-        self._deadlines = Deadlines()
+        self._deadlines = Deadlines(Connection.time_out)
         self._tls: ssl.SSLContext | None = None
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
