@@ -14,6 +14,8 @@ from typing import NamedTuple, cast
 
 import httptools
 
+from tickwheel.callbacks.deadlines import Deadlines
+
 READ_LIMIT_BYTES = 64 * 1024  # read no more of a response; a longer one costs its connection
 # status line and headers of a response, over all its interim responses: httptools alone would
 # buffer a header of any size (a 50 MB one cost 3 s of CPU); real heads are a few hundred bytes
@@ -45,10 +47,13 @@ class Response(NamedTuple):
 class Connection(asyncio.Protocol):
     """One keep-alive connection: writes a request and parses its response into a future.
 
-    `on_lost` is called once the connection is closed, by either side.
+    `on_lost` is called once the connection is closed, by either side; `deadlines` times its
+    requests out.
     """
 
-    def __init__(self, on_lost: Callable[[Connection], None]) -> None:
+    def __init__(
+        self, on_lost: Callable[[Connection], None], deadlines: Deadlines[Connection]
+    ) -> None:
         # made by its loop's protocol factory: asking for the running loop per request is a
         # system call (CPython compares the loop's process id with getpid())
         self.loop = asyncio.get_running_loop()
@@ -59,7 +64,8 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[Response] | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._deadlines = deadlines
+        self._step: int | None = None  # the deadline step of the request in flight
         self._status = 0
         self._retry_after: str | None = None
         self._location: str | None = None
@@ -77,14 +83,11 @@ class Connection(asyncio.Protocol):
         return self.lost or self._transport is None or self._transport.is_closing()
 
     def send(self, request: bytes, deadline: float) -> asyncio.Future[Response]:
-        """Write `request`; the future resolves to its response, or fails at loop time `deadline`.
-
-        A call_at per request costs a fraction of `asyncio.timeout`'s bookkeeping.
-        """
+        """Write `request`; the future resolves to its response, or fails at loop time `deadline`
+        (within `deadlines.STEP_S` after it)."""
         assert self._transport is not None
-        loop = self.loop
-        self._waiter = waiter = loop.create_future()
-        self._timer = loop.call_at(deadline, self._time_out)
+        self._waiter = waiter = self.loop.create_future()
+        self._step = self._deadlines.add(self.loop, self, deadline)
         self.reusable = self._framed = self._headers_done = self._started = False
         self._answered = False
         self._status = self._size = self._head_size = self._head_read = 0
@@ -95,11 +98,13 @@ class Connection(asyncio.Protocol):
 
     def settle(self) -> None:
         """Stop the current request's deadline (its response is in, or it was given up)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._step is not None:
+            self._deadlines.discard(self, self._step)
+            self._step = None
 
-    def _time_out(self) -> None:
+    def time_out(self) -> None:
+        """Fail the request in flight: its deadline has passed (`Deadlines`)."""
+        self._step = None
         self._fail(TimeoutError())
 
     def close(self) -> None:

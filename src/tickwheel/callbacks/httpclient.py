@@ -21,6 +21,7 @@ import ssl
 from collections.abc import Callable, Sequence
 
 from tickwheel.callbacks.connection import Connection, Disconnected, Response
+from tickwheel.callbacks.deadlines import Deadlines
 from tickwheel.callbacks.guard import keep_public
 from tickwheel.callbacks.pool import INITIAL_PER_HOST, Origin, Pool, PoolTimeout
 from tickwheel.callbacks.resolver import AddressInfo, ConnectFailed, Resolve, Resolver, getaddrinfo
@@ -85,6 +86,7 @@ class HttpClient:
         self._shares = Shares(
             max_connections, self._max_per_host, self._resolver, allow_private=allow_private
         )
+        self._deadlines = Deadlines(Connection.time_out)
         self._tls: ssl.SSLContext | None = None
         self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
@@ -301,7 +303,7 @@ class HttpClient:
                 async with asyncio.timeout_at(give_up):
                     await loop.sock_connect(sock, address)
                     transport, connection = await loop.create_connection(
-                        lambda: Connection(on_lost),
+                        lambda: Connection(on_lost, self._deadlines),
                         sock=sock,
                         ssl=tls,
                         server_hostname=host if tls is not None else None,

@@ -12,6 +12,7 @@ import asyncio
 from collections import deque
 
 from tickwheel.callbacks.connection import Connection
+from tickwheel.callbacks.deadlines import Deadlines
 
 # an origin starts with this many requests at once and earns more with prompt answers
 INITIAL_PER_HOST = 4
@@ -53,9 +54,11 @@ class Slots:
     def __init__(self, count: int) -> None:
         self.free = count
         self._waiters: deque[asyncio.Future[bool]] = deque()
+        self._deadlines = Deadlines(_end_wait)
 
     async def take(self, deadline: float) -> bool:
-        """Wait for a slot until loop time `deadline`; True if it is now the caller's.
+        """Wait for a slot until loop time `deadline` (`Deadlines`: within a step after it);
+        True if it is now the caller's.
 
         Only for when `free` is not positive: a caller takes a free slot itself, without
         a coroutine per slot.
@@ -63,7 +66,7 @@ class Slots:
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[bool] = loop.create_future()
         self._waiters.append(waiter)
-        timer = loop.call_at(deadline, _end_wait, waiter)
+        step = self._deadlines.add(loop, waiter, deadline)
         try:
             return await waiter
         except asyncio.CancelledError:
@@ -71,7 +74,7 @@ class Slots:
                 self.give()  # handed over just as we were cancelled: pass it on
             raise
         finally:
-            timer.cancel()
+            self._deadlines.discard(waiter, step)
 
     def give(self) -> None:
         """Free a slot: the first waiter still waiting gets it, unless the count was cut."""

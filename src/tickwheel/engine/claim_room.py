@@ -73,6 +73,8 @@ class ClaimRoom:
     def note(self, queue: str, *, hangs: bool) -> None:
         """Note that a callback of `queue` went back unsent because its target hangs
         (`hangs`), or was answered."""
+        if not hangs and queue in self._prompt and not self._verdicts:
+            return  # as it was: most callbacks are answered, queue after queue
         if hangs:
             self._hung.add(queue)
             self._prompt.discard(queue)

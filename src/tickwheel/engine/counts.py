@@ -84,11 +84,18 @@ class HostCounts:
                 seen[name] -= 1
                 if not seen[name]:
                     del seen[name]
-        self._since += 1
-        if self._since >= RANK_EVERY or (len(self._named) < self.top and host not in self._named):
+        self._since = since = self._since + 1
+        named = self._named
+        if host in named:
+            if since >= RANK_EVERY:
+                self._rank()
+                named = self._named
+        elif since >= RANK_EVERY or len(named) < self.top:
             self._rank()
-        key = (outcome, host if host in self._named else OTHER_HOST)
-        self.counts[key] = self.counts.get(key, 0) + 1
+            named = self._named
+        key = (outcome, host if host in named else OTHER_HOST)
+        counts = self.counts
+        counts[key] = counts.get(key, 0) + 1
 
     def _rank(self) -> None:
         ranked = sorted(self._seen.items(), key=lambda item: (-item[1], item[0]))
@@ -144,7 +151,11 @@ class Counts:
         lateness = self.lateness.get(queue)
         if lateness is None:
             lateness = self.lateness[queue] = Buckets(LATENESS_BUCKETS)
-        lateness.observe(max(late_s, 0.0))
+        if late_s < 0.0:
+            late_s = 0.0
+        # `Buckets.observe` inline: once per callback
+        lateness.counts[bisect_left(lateness.bounds, late_s)] += 1
+        lateness.total += late_s
 
     def observe_limited(self, queue: str, waited_s: float) -> None:
         """Count the time a callback of `queue` waited for a limit's grant."""
