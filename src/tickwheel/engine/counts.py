@@ -151,11 +151,7 @@ class Counts:
         lateness = self.lateness.get(queue)
         if lateness is None:
             lateness = self.lateness[queue] = Buckets(LATENESS_BUCKETS)
-        if late_s < 0.0:
-            late_s = 0.0
-        # `Buckets.observe` inline: once per callback
-        lateness.counts[bisect_left(lateness.bounds, late_s)] += 1
-        lateness.total += late_s
+        lateness.observe(late_s if late_s > 0.0 else 0.0)
 
     def observe_limited(self, queue: str, waited_s: float) -> None:
         """Count the time a callback of `queue` waited for a limit's grant."""
