@@ -24,8 +24,8 @@ end
 local prefix = TAG .. ':q:' .. queue .. ':' -- the queue's keys start so
 local d, n = tonumber(due, 36), tonumber(now)
 -- the waiters of the queue hear of a timer that may now come first in it here
-local near = tonumber(redis.call('ZRANGE', prefix .. 'n', 0, 0, 'WITHSCORES')[2])
-local first = tonumber(redis.call('ZRANGE', prefix .. 'i1', 0, 0, 'WITHSCORES')[2])
+local near = first_near(queue)
+local first = first_number(prefix .. 'i1')
 if (near == nil or d < near) and (first == nil or d < first + MINUTE_SLOT) then
   redis.call('PUBLISH', WAKE, queue)
 end

@@ -104,6 +104,22 @@ local function lease_key(queue)
   return queue_key(queue, 'l')
 end
 
+-- The first entry of a zset whose members are their own scores (a slot index, a queue's lease
+-- deadlines) as a number, nil when empty; and the due time of a queue's first near member,
+-- which begins with it. Both read members only: Redis 7.0 formats each score it returns with
+-- sprintf('%.17g'), which costs more than the rest of such a read.
+local function first_number(key)
+  return tonumber(redis.call('ZRANGE', key, 0, 0)[1])
+end
+
+local function first_near(queue)
+  local member = redis.call('ZRANGE', near_key(queue), 0, 0)[1]
+  if member == nil then
+    return nil
+  end
+  return tonumber(string.sub(member, 2, 1 + tonumber(string.sub(member, 1, 1), 36)), 36)
+end
+
 -- The shard's queue heads (queue → ms, for due_queues): per queue with scheduled or leased
 -- timers here, a time by which it may hold something to claim, never later than its earliest
 -- due time or lease deadline. Whatever schedules a timer lowers it (flush(), add_one.lua); a
@@ -116,9 +132,9 @@ local function lower_head(queue, d)
 end
 
 local function set_head(queue)
-  local at = tonumber(redis.call('ZRANGE', near_key(queue), 0, 0, 'WITHSCORES')[2])
+  local at = first_near(queue)
   for _, key in ipairs({ index_key(queue, 1), index_key(queue, 2), lease_key(queue) }) do
-    local start = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+    local start = first_number(key)
     if start ~= nil and (at == nil or start < at) then
       at = start
     end
@@ -228,9 +244,9 @@ end
 local function first_slot(queue)
   local level, start, member = nil, nil, nil
   for _, l in ipairs({ 1, 2 }) do
-    local found = redis.call('ZRANGE', index_key(queue, l), 0, 0, 'WITHSCORES')
-    if found[1] ~= nil and (start == nil or tonumber(found[2]) < start) then
-      level, start, member = l, tonumber(found[2]), found[1]
+    local found = redis.call('ZRANGE', index_key(queue, l), 0, 0)[1]
+    if found ~= nil and (start == nil or tonumber(found) < start) then
+      level, start, member = l, tonumber(found), found
     end
   end
   return level, start, member
@@ -240,9 +256,6 @@ local function slot_width(level)
   return level == 1 and MINUTE_SLOT or DAY_SLOT
 end
 
-local function first_near(queue)
-  return tonumber(redis.call('ZRANGE', near_key(queue), 0, 0, 'WITHSCORES')[2])
-end
 
 -- before timers due at `due` join a queue: whether to tell its waiters (Store.wait), because
 -- they may become its earliest here. A slot's timers are unordered, so a due time inside the
@@ -250,7 +263,7 @@ end
 -- entries) are not looked at: a spurious wake costs a waiter one look; a missed one, lateness.
 local function wakes(queue, d)
   local near = first_near(queue)
-  local start = tonumber(redis.call('ZRANGE', index_key(queue, 1), 0, 0, 'WITHSCORES')[2])
+  local start = first_number(index_key(queue, 1))
   return (near == nil or d < near) and (start == nil or d < start + MINUTE_SLOT)
 end
 
@@ -370,18 +383,20 @@ local function ready(queue, horizon, now)
   local budget = CASCADE_BUDGET
   local h = tonumber(horizon)
   local left = nil -- the earliest slot start by the horizon that could not move
+  local empty = {} -- levels read empty stay so: slots move down, level 1 is read after 2's moves
   for _, step in ipairs({ { 2, h }, { 1, h }, { 2, tonumber(now) + MINUTE_RANGE } }) do
     local level, by = step[1], step[2]
-    while true do
-      local first = redis.call('ZRANGE', index_key(queue, level), 0, 0, 'WITHSCORES')
-      local start = tonumber(first[2])
+    while not empty[level] do
+      local first = redis.call('ZRANGE', index_key(queue, level), 0, 0)[1]
+      local start = tonumber(first)
+      empty[level] = start == nil
       if start == nil or start > by or budget <= 0 then
         if start ~= nil and start <= h and (left == nil or start < left) then
           left = start
         end
         break
       end
-      local read = cascade(queue, level, first[1], now, budget)
+      local read = cascade(queue, level, first, now, budget)
       budget = budget - math.max(read, 1)
     end
   end

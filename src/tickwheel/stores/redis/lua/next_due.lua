@@ -9,7 +9,7 @@
 local dues = {}
 for i = 2, #ARGV do
   local due = earliest(ARGV[i], ARGV[1])
-  local deadline = tonumber(redis.call('ZRANGE', lease_key(ARGV[i]), 0, 0, 'WITHSCORES')[2])
+  local deadline = first_number(lease_key(ARGV[i]))
   if due == nil or (deadline ~= nil and deadline < due) then
     due = deadline
   end

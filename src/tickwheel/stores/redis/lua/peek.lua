@@ -9,7 +9,8 @@
 --            due time), at most its limit, in (due, seq) order, and 1 when slots its horizon
 --            reaches are only partly moved (call again), else 0 }
 -- moves the slots each horizon reaches into the near set, as claim.lua does, at most
--- CASCADE_BUDGET entries per queue; sets each queue's head here (lib.lua set_head()); a queue
+-- CASCADE_BUDGET entries per queue; sets the head here (lib.lua set_head()) of each queue it
+-- shows nothing of (a head needs no setting while it is due: the claim sets it); a queue
 -- with no head here (nothing scheduled or leased here) is passed over without a look at its
 -- keys
 local now = ARGV[1]
@@ -50,10 +51,13 @@ for i = 3, #ARGV, 3 do
     out[#out + 1] = 0
   else
     local by = ready(queue, horizon, now)
-    out[#out + 1] = redis.call('ZRANGEBYSCORE', near_key(queue), '-inf', by, 'LIMIT', 0,
+    local shown = redis.call('ZRANGEBYSCORE', near_key(queue), '-inf', by, 'LIMIT', 0,
       tonumber(ARGV[i + 2]))
+    out[#out + 1] = shown
     out[#out + 1] = by == horizon and 0 or 1
-    set_head(queue) -- a shard the claim passes over holds its head right too
+    if #shown == 0 then
+      set_head(queue) -- a shard the claim passes over holds its head right too
+    end
   end
 end
 return out
