@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -470,6 +470,32 @@ async def test_a_timer_whose_lease_is_about_to_lapse_is_renewed_before_it_fires(
     renewed_at_ms = [at_ms for payload, at_ms in store.extended if payload == "renewed"]
     assert renewed_at_ms
     assert renewed_at_ms[0] <= fired.at_ms
+
+
+class CountsRenewals(MemoryStore):
+    """A memory store that notes how many leases each `extend_many` call renews."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    async def extend_many(self, leases: Sequence[Lease], lease_ms: int) -> list[Lease | None]:
+        self.batches.append(len(leases))
+        return await super().extend_many(leases, lease_ms)
+
+
+async def test_the_leases_a_worker_holds_are_renewed_together() -> None:
+    store = CountsRenewals()
+    target = Recorder(store)
+    target.hold_s = 1.5  # the first call holds its origin; the rest wait, held, in the worker
+    now = store.now_ms()
+    await store.add_many(
+        [Timer(due_ms=now, callback=CALLBACK, payload=n, retry=FAST_RETRY) for n in range(30)]
+    )
+    async with running(Worker(store, target, WorkerSettings(lookahead_ms=100, lease_ms=1000))):
+        await until(lambda: sum(store.batches) >= 30, timeout_s=5)
+    # a store call per renewal pass, not one per lease
+    assert len(store.batches) * 4 <= sum(store.batches)
 
 
 class SyncsLate(MemoryStore):

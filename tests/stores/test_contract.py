@@ -376,6 +376,29 @@ async def test_extended_leases_expire_in_deadline_order(store: Store, clock: Man
     ]
 
 
+async def test_extend_many_renews_the_leases_it_still_holds(
+    store: Store, clock: ManualClock
+) -> None:
+    await store.add_many([timer(clock, 0, id=f"t{n:02}") for n in range(40)])
+    leases = await store.claim("default", clock.now_ms, 40, 1000)
+    await store.ack(leases[3])
+    clock.advance(900)
+    renewed = await store.extend_many(leases, 1000)
+    assert [n for n, lease in enumerate(renewed) if lease is None] == [3]
+    for old, new in zip(leases, renewed, strict=True):
+        if new is not None:
+            assert (new.timer, new.token) == (old.timer, old.token)
+            assert new.deadline_ms == clock.now_ms + 1000
+    clock.advance(999)  # past the first deadline, not the new one
+    assert await claim_all(store, clock) == []
+    held = [lease for lease in renewed if lease is not None]
+    assert await store.ack_many(held) == [True] * 39
+    assert await store.extend_many(held, 1000) == [None] * 39
+    assert await store.extend_many([], 1000) == []
+    with pytest.raises(InvalidArgument):
+        await store.extend_many(held, 0)
+
+
 async def test_ack_many_reports_lost_leases(store: Store, clock: ManualClock) -> None:
     for name in "abcd":
         await store.add(timer(clock, 0, id=name))

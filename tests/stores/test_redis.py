@@ -858,6 +858,25 @@ async def test_a_claim_reads_little_of_the_shards_it_passes_over(
         await store.close()
 
 
+async def test_renewing_many_leases_is_one_script_call_per_shard(
+    redis_server: Any, clock: ManualClock
+) -> None:
+    """A worker renews the leases it holds together (`extend_many`): one call per shard
+    that holds some, not a round trip and a script call per lease."""
+    server = redis_server
+    store = open_store(server, clock)
+    try:
+        await store.add_many([at(clock, 0, id=f"t{n}") for n in range(200)])
+        leases = await store.claim("default", clock.now_ms, 200, 60_000)
+        before = command_calls(server, "evalsha")
+        renewed = await store.extend_many(leases, 120_000)
+        assert command_calls(server, "evalsha") - before <= store.shards
+        assert all(lease is not None for lease in renewed)
+        assert_layout_consistent(server, store)
+    finally:
+        await store.close()
+
+
 async def test_a_bulk_fill_due_later_today_does_not_hold_back_a_due_timer(
     redis_server: Any, clock: ManualClock
 ) -> None:

@@ -8,7 +8,7 @@ looks a lease up by timer id. `Holding` keeps one dispatcher's, by timer id.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from tickwheel.engine.claim_room import ClaimRoom
@@ -158,4 +158,14 @@ class Holding:
         renewed = await self._store.extend(lease, self._lease_ms)
         if handle.active and handle.lease is lease:
             handle.lease = renewed
+        return renewed
+
+    async def renew_many(self, handles: Sequence[Held]) -> list[Lease | None]:
+        """`renew` many at once (`Store.extend_many`): the renewed lease of each, or None for
+        one whose lease passed on to another claim."""
+        leases = [handle.lease for handle in handles]
+        renewed = await self._store.extend_many(leases, self._lease_ms)
+        for handle, lease, new in zip(handles, leases, renewed, strict=True):
+            if new is not None and handle.active and handle.lease is lease:
+                handle.lease = new
         return renewed

@@ -12,7 +12,8 @@ from tickwheel.errors import LeaseLost, StoreUnavailable
 
 logger = logging.getLogger("tickwheel.engine")
 
-RENEW_CONCURRENCY = 64
+RENEW_CONCURRENCY = 64  # one-by-one renewals in flight, after a batch failed
+RENEW_BATCH = 2000  # leases per extend_many call
 
 
 class Renewals:
@@ -49,9 +50,28 @@ class Renewals:
                 for held in holding.held.values()
                 if held.lease.deadline_ms - now < lease_ms // 2
             ]
-            if short:
-                limit = asyncio.Semaphore(RENEW_CONCURRENCY)
-                await asyncio.gather(*(self._renew_one(held, limit) for held in short))
+            for start in range(0, len(short), RENEW_BATCH):
+                await self._renew_batch(short[start : start + RENEW_BATCH])
+
+    async def _renew_batch(self, batch: list[Held]) -> None:
+        """Renew the leases of `batch` in one `extend_many`, or one by one if it fails, so that
+        one lease's failure touches no other."""
+        batch = [held for held in batch if held.active]  # not settled meanwhile
+        if not batch:
+            return
+        leases = [held.lease for held in batch]
+        try:
+            renewed = await self._holding.renew_many(batch)
+        except Exception:
+            # policy: what failed the batch (a Cluster node down, a surprise) fails only the
+            # leases it touches: they are renewed one by one, each failure counted and logged
+            limit = asyncio.Semaphore(RENEW_CONCURRENCY)
+            await asyncio.gather(*(self._renew_one(held, limit) for held in batch))
+            return
+        for held, lease, new in zip(batch, leases, renewed, strict=True):
+            if new is None and held.active and held.lease is lease:
+                self._metrics.leases_lost += 1
+                held.release()  # not fired if it still waits, not sent if it waits to be
 
     async def _renew_one(self, held: Held, limit: asyncio.Semaphore) -> None:
         """Renew one lease; a failure is logged and touches no other lease."""

@@ -230,11 +230,14 @@ class Store(QueueOperations, QueuePages, history.AttemptHistory, Protocol):
         ...
 
     async def extend(self, lease: Lease, lease_ms: int) -> Lease:
-        """Push the lease deadline to now + `lease_ms`, for a callback still running.
+        """Push the lease deadline to now + `lease_ms`, for a callback still running: the new
+        lease (same timer and token); `LeaseLost` if `lease` no longer holds the timer (it
+        expired and was reclaimed, or was settled)."""
+        ...
 
-        Returns the new lease (same timer, same token); raises `LeaseLost` if `lease` no longer
-        holds the timer (it expired and was reclaimed, or was settled).
-        """
+    async def extend_many(self, leases: Sequence[Lease], lease_ms: int) -> list[Lease | None]:
+        """`extend` many leases in few round trips: per lease, the renewed one, or None if it
+        no longer held its timer (nothing changed for it; lost leases raise nothing)."""
         ...
 
     async def next_due_ms(self, queue: str) -> int | None:

@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
+from tickwheel.errors import LeaseLost
 from tickwheel.model import State, Timer
 from tickwheel.schedule import Schedule, ScheduleState, Step, plan_create, plan_update
 from tickwheel.stores import checks
@@ -123,6 +124,20 @@ class StoreContract(ABC):
     async def extend(self, lease: Lease, lease_ms: int) -> Lease:
         checks.check_lease(lease_ms)
         return await self._extend(lease, lease_ms)
+
+    async def extend_many(self, leases: Sequence[Lease], lease_ms: int) -> list[Lease | None]:
+        checks.check_lease(lease_ms)
+        return await self._extend_many(leases, lease_ms)
+
+    async def _extend_many(self, leases: Sequence[Lease], lease_ms: int) -> list[Lease | None]:
+        """One `extend` after another; a store that can batch them overrides this."""
+        renewed: list[Lease | None] = []
+        for lease in leases:
+            try:
+                renewed.append(await self.extend(lease, lease_ms))
+            except LeaseLost:
+                renewed.append(None)
+        return renewed
 
     async def due_queues(
         self, horizon_ms: int, limit: int, *, since_ms: int | None = None

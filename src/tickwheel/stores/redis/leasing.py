@@ -33,6 +33,30 @@ class RedisLeasing(RedisStoreBase):
         await self._settle("extend", lease, now + lease_ms, self._next_seq())
         return Lease(lease.timer, lease.token, now + lease_ms)
 
+    async def _extend_many(self, leases: Sequence[Lease], lease_ms: int) -> list[Lease | None]:
+        """Extend many leases: one extend_many.lua call per shard (per 500), all in one
+        pipeline, each lease under a lease seq of its own."""
+        self._open()
+        now = await self._now()
+        deadline = now + lease_ms
+        batches = self._batches(leases)
+        calls = []
+        for shard, positions in batches:
+            args: list[Arg] = [deadline]
+            for n in positions:
+                args += (leases[n].timer.id, leases[n].token, self._next_seq())
+            calls.append(self._shards.call("extend_many", shard, args))
+        try:
+            answers = await self._shards.run_many(calls)
+        except StoreUnavailable:
+            self._in_doubt.note(leases, now)
+            raise
+        extended = _per_lease(batches, answers, len(leases))
+        return [
+            Lease(lease.timer, lease.token, deadline) if held else None
+            for lease, held in zip(leases, extended, strict=True)
+        ]
+
     async def next_due_ms(self, queue: str) -> int | None:
         self._open()
         self._listener.wakeups.mark(queue)

@@ -42,6 +42,7 @@ NAMES = (
     "claim",
     "defer",
     "extend",
+    "extend_many",
     "get",
     "heads",
     "kill",

@@ -541,6 +541,20 @@ local function settle(id, token)
   return r
 end
 
+-- lease a leased timer until `deadline` under a new lease seq, after the leases already at
+-- that deadline (it moves to that deadline's batch; its entry in the old one goes stale);
+-- false when the token no longer holds the lease. The caller calls finish().
+local function extend_lease(id, token, lease_seq, deadline)
+  local r = settle(id, token)
+  if r == nil then
+    return false
+  end
+  unhold(r)
+  hold(r, id, lease_seq, deadline)
+  save(id, r)
+  return true
+end
+
 -- remove every trace of a timer, whatever its state (its entry in a lease batch or in the
 -- done list goes stale: both are checked against the record when read)
 local function forget(id, r)
