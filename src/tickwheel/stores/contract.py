@@ -14,6 +14,7 @@ API, which names the request's field as it refuses one), so it is not compared a
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Generic, TypeVar
@@ -81,6 +82,10 @@ def _within_horizon(
     return step
 
 
+EXTENDS_AT_ONCE = 64
+"""Extends in flight at once in `extend_many` of a store that extends one lease at a time."""
+
+
 class StoreContract(ABC):
     """The checks and shared work of the `Store` calls that take arguments to check."""
 
@@ -130,14 +135,23 @@ class StoreContract(ABC):
         return await self._extend_many(leases, lease_ms)
 
     async def _extend_many(self, leases: Sequence[Lease], lease_ms: int) -> list[Lease | None]:
-        """One `extend` after another; a store that can batch them overrides this."""
-        renewed: list[Lease | None] = []
-        for lease in leases:
-            try:
-                renewed.append(await self.extend(lease, lease_ms))
-            except LeaseLost:
-                renewed.append(None)
-        return renewed
+        """`extend` each, `EXTENDS_AT_ONCE` in flight (a pooled store overlaps their round
+        trips); once all are done, the first failure other than a lost lease is raised. A
+        store that can batch them overrides this."""
+        limit = asyncio.Semaphore(EXTENDS_AT_ONCE)
+
+        async def extend(lease: Lease) -> Lease | None:
+            async with limit:
+                try:
+                    return await self.extend(lease, lease_ms)
+                except LeaseLost:
+                    return None
+
+        renewed = await asyncio.gather(*(extend(lease) for lease in leases), return_exceptions=True)
+        for outcome in renewed:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return [outcome for outcome in renewed if not isinstance(outcome, BaseException)]
 
     async def due_queues(
         self, horizon_ms: int, limit: int, *, since_ms: int | None = None
