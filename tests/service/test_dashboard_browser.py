@@ -221,6 +221,16 @@ async def _click(page: Page, table: str, row_id: str, name: str) -> None:
     await _row(page, table, row_id).get_by_role("button", name=name, exact=True).click()
 
 
+async def _state(page: Page, table: str, row_id: str) -> Locator:
+    """The cell of the row `row_id` under the table's "state" header.
+
+    A state is awaited in its own cell, never in the row's text: that runs the cells together
+    with nothing between them, so the row of timer ``a-pause`` in queue ``default`` reads
+    "a-pausedefault…" and contains "paused" before any click."""
+    headers = await page.locator(f"table:has(> #{table}) > thead th").all_text_contents()
+    return _row(page, table, row_id).locator("td").nth(headers.index("state"))
+
+
 async def test_without_a_token_the_page_asks_for_it_and_the_api_refuses_until_given(
     tabs: Tabs, service: Service
 ) -> None:
@@ -252,7 +262,7 @@ async def test_a_service_without_a_token_shows_its_timers_at_once(
     await open_service.create("plain-1", payload={"x": "y"})
     await open_service.create("plain-2", queue="mail")
     page = await open_tabs.open(token=None)
-    await expect(_row(page, "timers", "plain-1")).to_contain_text("scheduled")
+    await expect(await _state(page, "timers", "plain-1")).to_have_text("scheduled")
     await expect(_row(page, "timers", "plain-2")).to_contain_text("mail")
     await expect(_row(page, "queues", "mail")).to_be_visible()
 
@@ -264,18 +274,22 @@ async def test_timer_actions_change_the_store_as_the_api_would(
         await service.create(timer_id)
     page = await tabs.open()
 
+    # the page shows a state only from a read that followed the change: once its cell says so,
+    # the action's request has been answered, and the API reads the same
+    state = await _state(page, "timers", "a-pause")
+    await expect(state).to_have_text("scheduled")
     await _click(page, "timers", "a-pause", "Pause")
-    await expect(_row(page, "timers", "a-pause")).to_contain_text("paused")
+    await expect(state).to_have_text("paused")
     assert await service.state("a-pause") == "paused"
     await _click(page, "timers", "a-pause", "Resume")
-    await expect(_row(page, "timers", "a-pause")).to_contain_text("scheduled")
+    await expect(state).to_have_text("scheduled")
     assert await service.state("a-pause") == "scheduled"
 
     await _click(page, "timers", "a-cancel", "Cancel")
     await expect(_row(page, "timers", "a-cancel")).to_have_count(0)
     assert (await service.api.get("/v1/timers/a-cancel")).status_code == 404
     await _click(page, "timers", "a-paused-cancel", "Pause")
-    await expect(_row(page, "timers", "a-paused-cancel")).to_contain_text("paused")
+    await expect(await _state(page, "timers", "a-paused-cancel")).to_have_text("paused")
     await _click(page, "timers", "a-paused-cancel", "Cancel")
     await expect(_row(page, "timers", "a-paused-cancel")).to_have_count(0)
     assert (await service.api.get("/v1/timers/a-paused-cancel")).status_code == 404
@@ -291,7 +305,7 @@ async def test_timer_actions_change_the_store_as_the_api_would(
     assert before - 3_600_000 < after["due_ms"] < before - 3_400_000  # due in a minute, not an hour
 
     await _click(page, "timers", "a-paused-move", "Pause")
-    await expect(_row(page, "timers", "a-paused-move")).to_contain_text("paused")
+    await expect(await _state(page, "timers", "a-paused-move")).to_have_text("paused")
     await _click(page, "timers", "a-paused-move", "Details")
     await expect(page.locator("#details-json")).to_contain_text('"state": "paused"')
     await page.fill("#reschedule-delay", "60")
@@ -319,14 +333,14 @@ async def test_queue_pause_resume_and_dead_letter_replay(tabs: Tabs, service: Se
     await service.dead_letter("dead-2", "mail", "HTTP 500", {"n": 2})
     await service.dead_letter("dead-3", "other", "HTTP 500", {"n": 3})
     page = await tabs.open()
-    queue = _row(page, "queues", "mail")
-    await expect(queue).to_contain_text("active")
+    queue = await _state(page, "queues", "mail")
+    await expect(queue).to_have_text("active")
 
     await _click(page, "queues", "mail", "Pause")
-    await expect(queue).to_contain_text("paused")
+    await expect(queue).to_have_text("paused")
     assert (await service.api.get("/v1/queues/mail")).json()["paused"] is True
     await _click(page, "queues", "mail", "Resume")
-    await expect(queue).to_contain_text("active")
+    await expect(queue).to_have_text("active")
     assert (await service.api.get("/v1/queues/mail")).json()["paused"] is False
 
     await _click(page, "dead", "dead-3", "Replay")
@@ -522,7 +536,7 @@ async def test_a_tenant_s_token_shows_its_queues_and_notes_what_it_may_not_read(
         )
         await expect(page.locator("#chart-now")).to_contain_text("not shown to this token")
         await _click(page, "timers", "mine", "Pause")
-        await expect(_row(page, "timers", "mine")).to_contain_text("paused")
+        await expect(await _state(page, "timers", "mine")).to_have_text("paused")
     finally:
         await tabs.close()
     assert tabs.errors == []
