@@ -603,7 +603,8 @@ local function record_attempt(id, record, most, keep_ms)
     return
   end
   local key = TAG .. ':a:' .. id
-  redis.call('LPUSH', key, record)
-  redis.call('LTRIM', key, 0, tonumber(most) - 1)
+  if redis.call('LPUSH', key, record) > tonumber(most) then
+    redis.call('LTRIM', key, 0, tonumber(most) - 1)
+  end
   redis.call('PEXPIRE', key, keep_ms)
 end
