@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 
 from tickwheel.errors import LeaseLost
@@ -20,10 +21,25 @@ from tickwheel.stores.base import (
 )
 from tickwheel.stores.sqlite import queries as sql
 from tickwheel.stores.sqlite.attempt_history import SqliteAttemptHistory
+from tickwheel.stores.sqlite.group_commit import GroupCommit
 from tickwheel.stores.sqlite.thread import BATCH
 
 PURGE_BATCH = 1000
 """Most finished timers past their retention that one claim deletes."""
+CLAIM_BATCH = 32
+"""Claims that go out in one transaction at most: one holds the store's thread for a bounded
+time, and a claim queued behind a crowd of others waits for one such transaction, not for each
+of theirs."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimAsk:
+    """One queue's claim, as a batch of claims carries it."""
+
+    queue: str
+    horizon_ms: int
+    limit: int
+    lease_ms: int
 
 
 def _settle(conn: sqlite3.Connection, lease: Lease, update: str, **values: object) -> None:
@@ -37,29 +53,47 @@ def _settle(conn: sqlite3.Connection, lease: Lease, update: str, **values: objec
 class SqliteLeasing(SqliteAttemptHistory):
     """The claim and settle calls of `SqliteStore`."""
 
+    _claims: GroupCommit[ClaimAsk, list[Lease]]
+    """Claims made while the store's thread is busy, written together (`_claim_each`)."""
+
     async def _claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
         self._check_open()
         self._wakeups.mark(queue)
+        return await self._claims.submit(ClaimAsk(queue, horizon_ms, limit, lease_ms))
 
-        def work(conn: sqlite3.Connection, now: int) -> list[Lease]:
+    def _claim_each(self, asks: list[ClaimAsk]) -> list[list[Lease] | BaseException]:
+        """On the store's thread: run the claims that queued, in order, in one transaction.
+
+        Expired leases return to scheduled once, before any claim, and finished timers past
+        their retention are purged once after them, as one claim alone would do.
+        """
+        self._check_open()
+
+        def work(conn: sqlite3.Connection, now: int) -> list[list[Lease] | BaseException]:
             expired = [{"rowid": r, "now": now} for (r,) in conn.execute(sql.EXPIRED, {"now": now})]
             conn.executemany(sql.UNLEASE, expired)
-            deadline = now + lease_ms
-            seq = conn.execute(sql.LAST_LEASE, {"deadline": deadline}).fetchone()[0]
-            params = {"queue": queue, "horizon": horizon_ms, "limit": limit}
-            params |= {"deadline": deadline, "now": now, "seq": seq}
-            rows = conn.execute(sql.CLAIM, params).fetchall()
-            at = conn.execute(sql.NEXT_DUE, {"queue": queue}).fetchone()[0]
-            if at is None:
-                conn.execute(sql.DROP_HEAD, {"queue": queue})
-            else:
-                conn.execute(sql.SET_HEAD, {"queue": queue, "at": at})
+            claimed: list[list[Lease] | BaseException] = [
+                self._claim_one(conn, now, ask) for ask in asks
+            ]
             conn.execute(sql.PURGE_DONE, {"now": now, "batch": PURGE_BATCH})
-            rows.sort(key=lambda row: row[0])  # RETURNING order is unspecified
-            timers = [self._rows.timer(row[1:]) for row in rows]
-            return [new_lease(timer, timer.attempt, deadline) for timer in timers]
+            return claimed
 
-        return await self._run("BEGIN IMMEDIATE", work)
+        return self._on_thread("BEGIN IMMEDIATE", work)
+
+    def _claim_one(self, conn: sqlite3.Connection, now: int, ask: ClaimAsk) -> list[Lease]:
+        deadline = now + ask.lease_ms
+        seq = conn.execute(sql.LAST_LEASE, {"deadline": deadline}).fetchone()[0]
+        params = {"queue": ask.queue, "horizon": ask.horizon_ms, "limit": ask.limit}
+        params |= {"deadline": deadline, "now": now, "seq": seq}
+        rows = conn.execute(sql.CLAIM, params).fetchall()
+        at = conn.execute(sql.NEXT_DUE, {"queue": ask.queue}).fetchone()[0]
+        if at is None:
+            conn.execute(sql.DROP_HEAD, {"queue": ask.queue})
+        else:
+            conn.execute(sql.SET_HEAD, {"queue": ask.queue, "at": at})
+        rows.sort(key=lambda row: row[0])  # RETURNING order is unspecified
+        timers = [self._rows.timer(row[1:]) for row in rows]
+        return [new_lease(timer, timer.attempt, deadline) for timer in timers]
 
     async def _extend(self, lease: Lease, lease_ms: int) -> Lease:
 

@@ -27,7 +27,7 @@ from tickwheel.stores.sqlite.adding import SqliteAdding
 from tickwheel.stores.sqlite.changing import SqliteChanging
 from tickwheel.stores.sqlite.group_commit import GroupCommit
 from tickwheel.stores.sqlite.host_limits import SqliteHostLimits
-from tickwheel.stores.sqlite.leasing import SqliteLeasing
+from tickwheel.stores.sqlite.leasing import CLAIM_BATCH, SqliteLeasing
 from tickwheel.stores.sqlite.listing import SqliteListing
 from tickwheel.stores.sqlite.purging import SqlitePurging
 from tickwheel.stores.sqlite.queue_table import SqliteQueueTable
@@ -62,3 +62,4 @@ class SqliteStore(
         super().__init__(path, settings, clock=clock)
         self._adding = GroupCommit(self._executor, self._write_new, BATCH, self._add_inline)
         self._replacing = GroupCommit(self._executor, self._write_replacing, BATCH)
+        self._claims = GroupCommit(self._executor, self._claim_each, CLAIM_BATCH)
