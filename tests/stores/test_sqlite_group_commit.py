@@ -8,15 +8,19 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from tickwheel.errors import Closed, TimerExists
 from tickwheel.model import Timer
+from tickwheel.stores.base import Lease
 from tickwheel.stores.sqlite import SqliteStore
+from tickwheel.stores.sqlite.leasing import CLAIM_BATCH, ClaimAsk
 from tickwheel.stores.sqlite.thread import INLINE_CHECKPOINT_EVERY
+
+from .conftest import ManualClock
 
 DUE_MS = int(time.time() * 1000) + 3_600_000  # an hour ahead of the store's wall clock
 THREADS = 4
@@ -236,5 +240,38 @@ async def test_inline_commits_leave_their_checkpoints_to_the_stores_thread(
         assert len(checkpoints) == 1
         assert checkpoints[0].startswith("tickwheel-sqlite")
         assert not store._checkpoints_off, "the store's thread checkpoints at commit again"
+    finally:
+        await store.close()
+
+
+async def test_claims_made_while_the_thread_is_busy_share_a_transaction_each_its_own(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    store = SqliteStore(tmp_path / "timers.db", clock=clock)
+    try:
+        due = clock.now_ms + 1_000
+        await store.add_many(
+            [Timer(id=f"t{n:02}", due_ms=due + n, queue=f"q{n % 40:02}") for n in range(80)]
+        )
+        clock.advance(2_000)
+        batches: list[list[str]] = []
+        group = store._claims
+        write = group._write
+
+        def recording(asks: list[ClaimAsk]) -> Sequence[list[Lease] | BaseException]:
+            batches.append([ask.queue for ask in asks])
+            return write(asks)
+
+        group._write = recording
+        queues = [f"q{n:02}" for n in range(40)] + ["q00"]  # q00 twice: after its first claim
+        claimed = await asyncio.gather(
+            *(store.claim(queue, clock.now_ms, 1, 30_000) for queue in queues)
+        )
+        ids = [[lease.timer.id for lease in leases] for leases in claimed]
+        assert ids == [[f"t{n:02}"] for n in range(40)] + [["t40"]]
+        assert sorted(q for batch in batches for q in batch) == sorted(queues)
+        assert len(batches) < len(queues) / 4, "claims in flight together share a transaction"
+        assert max(map(len, batches)) <= CLAIM_BATCH
     finally:
         await store.close()
