@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -118,7 +119,7 @@ EXPRESSIONS = st.tuples(
 ).map(" ".join)
 
 
-@settings(max_examples=40, deadline=None)  # each walks 60 h minute by minute
+@settings(max_examples=examples(full=40, ci=20), deadline=None)  # each walks 60 h minute by minute
 @given(
     expression=EXPRESSIONS,
     zone=st.sampled_from(ZONES),
