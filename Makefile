@@ -40,9 +40,16 @@ lint: setup
 # tests, so a long fault test does not hold up short ones. Then the tests marked `latency`,
 # whose bounds on real time the first part's load would break, two at a time: each mostly
 # waits on real time, and two of them leave a core each on a 2-core machine.
+# `--hypothesis-profile=ci` runs each property test's CI example count (tests/budget.py); a
+# plain `pytest` runs the full counts. Bytecode is compiled once and kept, even where the
+# environment sets PYTHONDONTWRITEBYTECODE: without it every `tickwheel` process a test starts
+# compiles the package again (0.15 s of CPU each), and the `latency` part's workers rewrite and
+# compile every test module again (half of a worker's 23 s collection).
+test: export PYTHONDONTWRITEBYTECODE :=
 test: setup tools lint
-	$(BIN)/pytest -n auto --dist worksteal -m "not latency" --durations=10
-	$(BIN)/pytest -n 2 --dist worksteal -m latency
+	$(BIN)/python -m compileall -q src tests
+	$(BIN)/pytest -n auto --dist worksteal -m "not latency" --durations=10 --hypothesis-profile=ci
+	$(BIN)/pytest -n 2 --dist worksteal -m latency --hypothesis-profile=ci
 
 # the API and a worker, on ./tickwheel.db at port 8080 unless told otherwise (make run PORT=9090
 # STORE=redis://127.0.0.1:6379/0); private targets allowed for the README's local receiver

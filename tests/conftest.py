@@ -19,12 +19,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from budget import CI_PROFILE
+from hypothesis import settings
 from pg_server import PostgresServer
 
 if TYPE_CHECKING:
     import redis
 
 START_TIMEOUT_S = 10.0
+
+# `make test` runs `--hypothesis-profile=ci`: each property test's CI example count
+# (tests/budget.py), no per-example deadline (two workers a core make timings noisy), and a
+# failure prints the blob that replays it.
+settings.register_profile(CI_PROFILE, deadline=None, print_blob=True)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:

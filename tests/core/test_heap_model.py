@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from budget import examples
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -259,5 +260,7 @@ class HeapModel(RuleBasedStateMachine):
             assert heap.next_due_ms() == due
 
 
-HeapModel.TestCase.settings = settings(max_examples=250, stateful_step_count=50, deadline=None)
+HeapModel.TestCase.settings = settings(
+    max_examples=examples(full=250, ci=100), stateful_step_count=50, deadline=None
+)
 TestHeapModel = HeapModel.TestCase

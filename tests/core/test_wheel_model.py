@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from budget import examples
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -388,5 +389,7 @@ class WheelModel(RuleBasedStateMachine):
             assert next_due <= min(due for due, _, _ in self.pending.values())
 
 
-WheelModel.TestCase.settings = settings(max_examples=250, stateful_step_count=50, deadline=None)
+WheelModel.TestCase.settings = settings(
+    max_examples=examples(full=250, ci=100), stateful_step_count=50, deadline=None
+)
 TestWheelModel = WheelModel.TestCase

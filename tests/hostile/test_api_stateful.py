@@ -14,6 +14,7 @@ from tempfile import mkstemp
 from typing import Any
 
 import schemathesis
+from budget import examples
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
@@ -89,7 +90,7 @@ class Workflow(schema.as_state_machine()):  # type: ignore[misc]
 
 TestWorkflow = Workflow.TestCase
 TestWorkflow.settings = settings(
-    max_examples=60,
+    max_examples=examples(full=60, ci=30),
     stateful_step_count=8,
     deadline=None,
     suppress_health_check=list(HealthCheck),

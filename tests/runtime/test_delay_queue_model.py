@@ -13,6 +13,7 @@ from __future__ import annotations
 import queue
 from collections.abc import Hashable
 
+from budget import examples
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -113,5 +114,7 @@ class QueueModel(RuleBasedStateMachine):
         assert self.q.close() == [item for _, _, item in self.ordered()]
 
 
-QueueModel.TestCase.settings = settings(max_examples=250, stateful_step_count=50, deadline=None)
+QueueModel.TestCase.settings = settings(
+    max_examples=examples(full=250, ci=100), stateful_step_count=50, deadline=None
+)
 TestDelayQueueModel = QueueModel.TestCase

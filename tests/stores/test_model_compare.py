@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from budget import examples
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -248,7 +249,7 @@ class SqliteComparison(StoreComparison):
 
 
 SqliteComparison.TestCase.settings = settings(
-    max_examples=100, stateful_step_count=30, deadline=None
+    max_examples=examples(full=100, ci=40), stateful_step_count=30, deadline=None
 )
 TestSqliteMatchesMemory = SqliteComparison.TestCase
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from budget import examples
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from hypothesis.stateful import run_state_machine_as_test
@@ -460,7 +461,7 @@ def test_postgres_matches_the_reference_store(postgres_server: PostgresServer) -
     run_state_machine_as_test(
         comparison(postgres_server.url),
         settings=hypothesis_settings(
-            max_examples=20,
+            max_examples=examples(full=20, ci=10),
             stateful_step_count=30,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import pytest
 import redis
+from budget import examples
 from hypothesis import settings as hypothesis_settings
 from hypothesis.stateful import invariant, run_state_machine_as_test
 
@@ -656,7 +657,10 @@ class RedisComparison(StoreComparison):
 
 
 # the Cluster runs fewer examples: each step makes round trips to three servers
-EXAMPLES = {"redis_server": 20, "redis_cluster": 8}
+EXAMPLES = {
+    "redis_server": examples(full=20, ci=10),
+    "redis_cluster": examples(full=8, ci=4),
+}
 
 
 @pytest.mark.parametrize("backend", sorted(EXAMPLES))
