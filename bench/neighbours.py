@@ -63,6 +63,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also print the tables as Markdown (to PATH when given)",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.quick:
         args.a_timers, args.a_queues, args.b_timers, args.b_span = 2000, 100, 200, 4.0
     return args

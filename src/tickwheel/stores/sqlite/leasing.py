@@ -61,7 +61,7 @@ class SqliteLeasing(SqliteAttemptHistory):
         self._wakeups.mark(queue)
         return await self._claims.submit(ClaimAsk(queue, horizon_ms, limit, lease_ms))
 
-    def _claim_each(self, asks: list[ClaimAsk]) -> list[list[Lease] | BaseException]:
+    def _claim_each(self, asks: list[ClaimAsk]) -> list[list[Lease]]:
         """On the store's thread: run the claims that queued, in order, in one transaction.
 
         Expired leases return to scheduled once, before any claim, and finished timers past
@@ -69,12 +69,10 @@ class SqliteLeasing(SqliteAttemptHistory):
         """
         self._check_open()
 
-        def work(conn: sqlite3.Connection, now: int) -> list[list[Lease] | BaseException]:
+        def work(conn: sqlite3.Connection, now: int) -> list[list[Lease]]:
             expired = [{"rowid": r, "now": now} for (r,) in conn.execute(sql.EXPIRED, {"now": now})]
             conn.executemany(sql.UNLEASE, expired)
-            claimed: list[list[Lease] | BaseException] = [
-                self._claim_one(conn, now, ask) for ask in asks
-            ]
+            claimed = [self._claim_one(conn, now, ask) for ask in asks]
             conn.execute(sql.PURGE_DONE, {"now": now, "batch": PURGE_BATCH})
             return claimed
 
