@@ -47,7 +47,7 @@ class ClaimRoom:
     def __init__(self, settings: WorkerSettings) -> None:
         self._most = min(settings.max_in_flight, settings.concurrency + 2 * settings.batch)
         self._reserve_to = min(settings.max_in_flight, 2 * self._most)
-        self._least = min(settings.batch, settings.concurrency) // 4
+        self._least = max(1, min(settings.batch, settings.concurrency) // 4)
         self._prompt: set[str] = set()
         self._hung: set[str] = set()
         self._lines = {
@@ -133,12 +133,14 @@ class ClaimRoom:
 
     def room(self, queue: str, held: int) -> int:
         """How many timers a claim of `queue` may take while the worker holds `held`: the
-        worker's room (none until a quarter of a batch fits), and for a prompt queue the
-        reserve beyond it."""
+        worker's room, and for a prompt queue the reserve beyond it; none until a quarter of
+        a batch fits, so that a worker behind claims in batches, not a timer per one settled."""
         room = self._most - held
         if room >= self._least:
             return room
-        return max(0, self._reserve_to - held) if queue in self._prompt else 0
+        if queue in self._prompt and self._reserve_to - held >= self._least:
+            return self._reserve_to - held
+        return 0
 
     async def wait(self, queue: str) -> None:
         """Wait until `freed` finds room for `queue` (cancel to give up)."""
@@ -158,7 +160,7 @@ class ClaimRoom:
             woken = [*self._waiting.values(), *self._waiting_prompt.values()]
             self._waiting.clear()
             self._waiting_prompt.clear()
-        elif self._waiting_prompt and self._reserve_to - held > 0:
+        elif self._waiting_prompt and self._reserve_to - held >= self._least:
             woken = list(self._waiting_prompt.values())
             self._waiting_prompt.clear()
         else:

@@ -4,7 +4,9 @@ A callback holds a slot from the moment it is sent until its answer, or its time
 that accepts connections and never answers holds each slot it gets for the whole timeout. So a
 call is admitted by what its target (`host[:port]`, an *origin*) has shown:
 
-- *prompt*: it has answered before and is not suspect: any free slot is its;
+- *prompt*: it has answered before and is not suspect: any free slot is its, up to
+  `per_origin` (the connections the target may open to one origin: more calls would only wait
+  again, for a connection);
 - *new*: it has never answered: one call at a time (a probe), and a host (the origin without
   its port) has at most `total // 4` new or suspect origins at once;
 - *suspect*: a probe unanswered for `PROBE_S`, or calls in flight and none answered for
@@ -69,10 +71,18 @@ class _Host:
 
 
 class Fairness:
-    """Slots for callbacks, `total` at most, admitted by what each origin has shown."""
+    """Slots for callbacks, `total` at most and `per_origin` to one origin (default `total`),
+    admitted by what each origin has shown."""
 
-    def __init__(self, total: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        total: int,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        per_origin: int | None = None,
+    ) -> None:
         self.total = total
+        self.per_origin = total if per_origin is None else per_origin
         self.used = 0
         self._clock = clock
         self._origins: dict[str, _Origin] = {}
@@ -115,6 +125,10 @@ class Fairness:
         wait in the store (`defer_s`)."""
         return self.take_now(key) or await self._wait(key, patience_s, take=True)
 
+    async def wait_take(self, key: str, patience_s: float) -> bool:
+        """As `take`, for a caller whose `take_now` just said no: it waits at once."""
+        return await self._wait(key, patience_s, take=True)
+
     async def wait_free(self, key: str, patience_s: float) -> bool:
         """As `take`, but taking no slot: True once one is free for `key` in its turn (a
         callback to take it with `take_now` once it holds its grant)."""
@@ -127,12 +141,14 @@ class Fairness:
         if origin.waiting and not in_turn:
             return False
         now = self._clock()
-        prompt = origin.last_answer >= 0 and not self._is_suspect(origin, now)
-        if prompt and self.used < self.total:  # any free slot is its
-            if take:
-                self._occupy(origin, now)
-            return True
-        if self._admits(origin, now):
+        suspect = self._is_suspect(origin, now)
+        if origin.last_answer >= 0 and not suspect:  # prompt
+            if self.used < self.total and origin.in_flight < self.per_origin:
+                if take:
+                    self._occupy(origin, now)
+                return True
+            return False
+        if self._admits(origin, now, suspect):
             if take:
                 self._start(origin, now)
             return True
@@ -257,20 +273,18 @@ class Fairness:
                 host.suspect_calls += origin.in_flight
         self._hosts, self._risky_calls = hosts, risky_calls
 
-    def _admits(self, origin: _Origin, now: float) -> bool:
+    def _admits(self, origin: _Origin, now: float, suspect: bool) -> bool:
         if self.used >= self.total:
             return False
-        suspect = self._is_suspect(origin, now)
         if not suspect and origin.last_answer >= 0:
-            return True  # prompt
+            return origin.in_flight < self.per_origin  # prompt
         self._recount(now)
         if self._risky_calls >= max(1, self.total // 2):
             return False
         host = self._hosts.get(origin.host) or _Host()
         if suspect:
-            return origin.in_flight < SUSPECT_PER_ORIGIN and host.suspect_calls < max(
-                1, self.total // 8
-            )
+            most = min(SUSPECT_PER_ORIGIN, self.per_origin)
+            return origin.in_flight < most and host.suspect_calls < max(1, self.total // 8)
         return origin.in_flight == 0 and host.risky_origins < max(1, self.total // 4)
 
     def _wake(self, now: float) -> None:
@@ -288,7 +302,7 @@ class Fairness:
             if not waiting:
                 turns.popleft()
                 continue
-            if not self._admits(origin, now):
+            if not self._admits(origin, now, self._is_suspect(origin, now)):
                 turns.rotate(-1)
                 passed += 1
                 continue

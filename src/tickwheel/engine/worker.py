@@ -19,6 +19,7 @@ from tickwheel.engine.outcome import (
     GuardedTarget,
     NotFired,
     Outcome,
+    PooledTarget,
     Target,
     Verdict,
 )
@@ -95,7 +96,8 @@ class Worker:
         # a runtime Protocol check costs microseconds: once, not per callback
         self._guarded = target if isinstance(target, GuardedTarget) else None
         self._firing: set[asyncio.Task[None]] = set()
-        self._slots = Fairness(self.settings.concurrency)
+        per_origin = target.per_origin if isinstance(target, PooledTarget) else None
+        self._slots = Fairness(self.settings.concurrency, per_origin=per_origin)
         # each callback's attempt goes to its timer's history, if the store keeps one
         self._worker_name = worker_name() if records_attempts(store) else None
         self._spans = spans()
@@ -144,7 +146,9 @@ class Worker:
                     return
                 admission = granted
             # a slot free now is taken without a coroutine; only a wait needs one
-            elif not slots.take_now(origin) and not await slots.take(origin, SUSPECT_PATIENCE_S):
+            elif not slots.take_now(origin) and not await slots.wait_take(
+                origin, SUSPECT_PATIENCE_S
+            ):
                 await self._wait_in_store(held, origin)
                 return
             started, answered = slots.started(), False
@@ -194,8 +198,9 @@ class Worker:
             elif outcome.verdict is Verdict.DEFER:
                 # no connection came free for it: its address is full of calls that hang
                 self._dispatcher.hung(timer.queue, True)
-            limiter.release(admission)
-            admission = GO
+            if admission is not GO:
+                limiter.release(admission)
+                admission = GO
             if timer.callback is not None:
                 self._count(timer, origin, outcome)
             attempt = None
@@ -214,7 +219,8 @@ class Worker:
             release = False
             raise
         finally:
-            limiter.release(admission)
+            if admission is not GO:
+                limiter.release(admission)
             if release:
                 held.release()
 

@@ -24,15 +24,6 @@ MAX_ATTEMPT_RETENTION_S = 3650 * 86_400
 _STRING = json.encoder.encode_basestring
 
 
-def _text(value: str | None) -> str:
-    return "null" if value is None else _STRING(value)
-
-
-def _number(value: float | None) -> str:
-    # ints and finite floats: json writes their repr, and a latency is never NaN or infinite
-    return "null" if value is None else repr(value)
-
-
 class Attempt(NamedTuple):
     """One attempt at a timer's callback and what it came to (a named tuple: a worker makes
     one per callback, and a tuple costs a fifth of a frozen dataclass to build).
@@ -61,11 +52,15 @@ class Attempt(NamedTuple):
 
         Written field by field, as `json.dumps` with compact separators and
         ``ensure_ascii=False`` writes it, at a fraction of its cost (a worker writes one per
-        callback; a test compares the two)."""
+        callback; a test compares the two): numbers as their repr (json's own, and a latency
+        is never NaN or infinite), strings by json's C encoder."""
+        status, error, body, next_due = self.status, self.error, self.body, self.next_due_ms
         return (
             f"[{self.attempt!r},{self.at_ms!r},{_STRING(self.worker)},{_STRING(self.outcome)},"
-            f"{_number(self.status)},{_text(self.error)},{self.latency_ms!r},{_text(self.body)},"
-            f"{_number(self.next_due_ms)}]"
+            f"{'null' if status is None else repr(status)},"
+            f"{'null' if error is None else _STRING(error)},{self.latency_ms!r},"
+            f"{'null' if body is None else _STRING(body)},"
+            f"{'null' if next_due is None else repr(next_due)}]"
         )
 
     @classmethod
