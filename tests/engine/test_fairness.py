@@ -53,21 +53,6 @@ async def test_a_prompt_origin_takes_every_free_slot() -> None:
     assert await waiting
 
 
-async def test_a_prompt_origin_at_its_connection_cap_waits_here_and_others_pass_it() -> None:
-    fair = Fairness(8, Clock(), per_origin=3)
-    for key in ("busy.example", "other.example"):
-        await proven(fair, key)
-    for _ in range(3):
-        assert fair.take_now("busy.example")
-    waiting = asyncio.ensure_future(fair.take("busy.example", 0.1))
-    await asyncio.sleep(0.01)
-    assert not waiting.done()  # slots are free, but no connection would be
-    assert await try_take(fair, "other.example")  # another origin is not held behind it
-    fair.give("busy.example", fair.started(), answered=True)
-    assert await waiting
-    assert fair.used == 4
-
-
 async def test_a_new_origin_sends_one_probe_until_it_answers() -> None:
     fair = Fairness(64, Clock())
     assert await fair.take("new.example", 1.0)

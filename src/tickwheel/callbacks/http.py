@@ -183,11 +183,6 @@ class HttpTarget:
         self._closed = False
         self._spans = spans()
 
-    @property
-    def per_origin(self) -> int:
-        """Connections open to one origin at most (`HttpSettings.max_per_host`, resolved)."""
-        return self._client.max_per_host
-
     def _request(
         self,
         timer: Timer,

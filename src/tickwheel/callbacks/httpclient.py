@@ -93,11 +93,6 @@ class HttpClient:
         # the loop it runs on, once known: asking for the running loop is a system call
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    @property
-    def max_per_host(self) -> int:
-        """Connections open to one origin at most."""
-        return self._max_per_host
-
     def concurrency(self, origin: Origin) -> int:
         """Return how many requests to `origin` may run at once now."""
         pool = self._pools.get(origin)

@@ -4,9 +4,7 @@ A callback holds a slot from the moment it is sent until its answer, or its time
 that accepts connections and never answers holds each slot it gets for the whole timeout. So a
 call is admitted by what its target (`host[:port]`, an *origin*) has shown:
 
-- *prompt*: it has answered before and is not suspect: any free slot is its, up to
-  `per_origin` (the connections the target may open to one origin: more calls would only wait
-  again, for a connection);
+- *prompt*: it has answered before and is not suspect: any free slot is its;
 - *new*: it has never answered: one call at a time (a probe), and a host (the origin without
   its port) has at most `total // 4` new or suspect origins at once;
 - *suspect*: a probe unanswered for `PROBE_S`, or calls in flight and none answered for
@@ -71,18 +69,10 @@ class _Host:
 
 
 class Fairness:
-    """Slots for callbacks, `total` at most and `per_origin` to one origin (default `total`),
-    admitted by what each origin has shown."""
+    """Slots for callbacks, `total` at most, admitted by what each origin has shown."""
 
-    def __init__(
-        self,
-        total: int,
-        clock: Callable[[], float] = time.monotonic,
-        *,
-        per_origin: int | None = None,
-    ) -> None:
+    def __init__(self, total: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.total = total
-        self.per_origin = total if per_origin is None else per_origin
         self.used = 0
         self._clock = clock
         self._origins: dict[str, _Origin] = {}
@@ -143,7 +133,7 @@ class Fairness:
         now = self._clock()
         suspect = self._is_suspect(origin, now)
         if origin.last_answer >= 0 and not suspect:  # prompt
-            if self.used < self.total and origin.in_flight < self.per_origin:
+            if self.used < self.total:  # any free slot is its
                 if take:
                     self._occupy(origin, now)
                 return True
@@ -277,14 +267,15 @@ class Fairness:
         if self.used >= self.total:
             return False
         if not suspect and origin.last_answer >= 0:
-            return origin.in_flight < self.per_origin  # prompt
+            return True  # prompt
         self._recount(now)
         if self._risky_calls >= max(1, self.total // 2):
             return False
         host = self._hosts.get(origin.host) or _Host()
         if suspect:
-            most = min(SUSPECT_PER_ORIGIN, self.per_origin)
-            return origin.in_flight < most and host.suspect_calls < max(1, self.total // 8)
+            return origin.in_flight < SUSPECT_PER_ORIGIN and host.suspect_calls < max(
+                1, self.total // 8
+            )
         return origin.in_flight == 0 and host.risky_origins < max(1, self.total // 4)
 
     def _wake(self, now: float) -> None:

@@ -73,16 +73,6 @@ class NotFired(Exception):
 
 
 @runtime_checkable
-class PooledTarget(Protocol):
-    """A target that opens at most `per_origin` connections to one origin (``host[:port]``):
-    the worker has no more of its calls to one origin in flight at once, so the others wait
-    once, for a slot of the worker's, not again for a connection."""
-
-    @property
-    def per_origin(self) -> int: ...
-
-
-@runtime_checkable
 class GuardedTarget(Protocol):
     """A target that asks `go` right before it sends: a delivery that waited (for a connection,
     or in a stopped process) past its lease is dropped, not raced against the worker that may

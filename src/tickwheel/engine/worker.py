@@ -19,7 +19,6 @@ from tickwheel.engine.outcome import (
     GuardedTarget,
     NotFired,
     Outcome,
-    PooledTarget,
     Target,
     Verdict,
 )
@@ -96,8 +95,7 @@ class Worker:
         # a runtime Protocol check costs microseconds: once, not per callback
         self._guarded = target if isinstance(target, GuardedTarget) else None
         self._firing: set[asyncio.Task[None]] = set()
-        per_origin = target.per_origin if isinstance(target, PooledTarget) else None
-        self._slots = Fairness(self.settings.concurrency, per_origin=per_origin)
+        self._slots = Fairness(self.settings.concurrency)
         # each callback's attempt goes to its timer's history, if the store keeps one
         self._worker_name = worker_name() if records_attempts(store) else None
         self._spans = spans()
