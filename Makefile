@@ -39,7 +39,8 @@ lint: setup
 # In parallel: two workers per core (tests/conftest.py says why); idle workers steal queued
 # tests, so a long fault test does not hold up short ones. Then the tests marked `latency`,
 # whose bounds on real time the first part's load would break, two at a time: each mostly
-# waits on real time, and two of them leave a core each on a 2-core machine.
+# waits on real time, and two of them leave a core each on a 2-core machine. That part imports
+# only the test modules that name the mark (tests/conftest.py).
 # `--hypothesis-profile=ci` runs each property test's CI example count (tests/budget.py); a
 # plain `pytest` runs the full counts. Bytecode is compiled once and kept, even where the
 # environment sets PYTHONDONTWRITEBYTECODE: without it every `tickwheel` process a test starts

@@ -43,6 +43,33 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return 2 * len(os.sched_getaffinity(0))
 
 
+# what a module that marks a test `latency` says in its own text (a decorator or `pytestmark`)
+LATENCY_MARK = "mark.latency"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``-m latency`` (`make test`'s second part) import only the test modules that name
+    the mark: each worker importing all of them cost 12 s of CPU to keep a tenth."""
+    if config.getoption("markexpr") != "latency" or not collection_path.name.startswith("test_"):
+        return None
+    if collection_path.suffix != ".py" or LATENCY_MARK in collection_path.read_text("utf-8"):
+        return None
+    return True
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a test marked `latency` whose module does not name the mark in its text: the
+    ``-m latency`` part would never import it (`pytest_ignore_collect`), so it would not run."""
+    named: dict[Path, bool] = {}
+    for item in items:
+        if item.get_closest_marker("latency") is None:
+            continue
+        if item.path not in named:
+            named[item.path] = LATENCY_MARK in item.path.read_text("utf-8")
+        if not named[item.path]:
+            raise pytest.UsageError(f"{item.nodeid} is marked latency without {LATENCY_MARK!r}")
+
+
 def _binary(name: str) -> str:
     path = shutil.which(name)
     if path is None:

@@ -118,7 +118,7 @@ EXPRESSIONS = st.tuples(
 ).map(" ".join)
 
 
-@settings(max_examples=examples(full=40, ci=20), deadline=None)  # each walks 60 h minute by minute
+@settings(max_examples=examples(full=40, ci=10), deadline=None)  # each walks 60 h minute by minute
 @given(
     expression=EXPRESSIONS,
     zone=st.sampled_from(ZONES),

@@ -261,6 +261,6 @@ class HeapModel(RuleBasedStateMachine):
 
 
 HeapModel.TestCase.settings = settings(
-    max_examples=examples(full=250, ci=100), stateful_step_count=50, deadline=None
+    max_examples=examples(full=250, ci=50), stateful_step_count=50, deadline=None
 )
 TestHeapModel = HeapModel.TestCase

@@ -390,6 +390,6 @@ class WheelModel(RuleBasedStateMachine):
 
 
 WheelModel.TestCase.settings = settings(
-    max_examples=examples(full=250, ci=100), stateful_step_count=50, deadline=None
+    max_examples=examples(full=250, ci=50), stateful_step_count=50, deadline=None
 )
 TestWheelModel = WheelModel.TestCase

@@ -90,7 +90,7 @@ class Workflow(schema.as_state_machine()):  # type: ignore[misc]
 
 TestWorkflow = Workflow.TestCase
 TestWorkflow.settings = settings(
-    max_examples=examples(full=60, ci=30),
+    max_examples=examples(full=60, ci=15),
     stateful_step_count=8,
     deadline=None,
     suppress_health_check=list(HealthCheck),

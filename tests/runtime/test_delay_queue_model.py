@@ -115,6 +115,6 @@ class QueueModel(RuleBasedStateMachine):
 
 
 QueueModel.TestCase.settings = settings(
-    max_examples=examples(full=250, ci=100), stateful_step_count=50, deadline=None
+    max_examples=examples(full=250, ci=50), stateful_step_count=50, deadline=None
 )
 TestDelayQueueModel = QueueModel.TestCase

@@ -7,6 +7,7 @@ and every answer, errors included, must match the schema. Bounded to about a min
 from __future__ import annotations
 
 import schemathesis
+from budget import examples
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
@@ -35,7 +36,7 @@ schema = schemathesis.openapi.from_asgi(
 
 @schema.parametrize()
 @settings(
-    max_examples=25,
+    max_examples=examples(full=25, ci=10),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

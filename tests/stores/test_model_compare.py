@@ -249,7 +249,7 @@ class SqliteComparison(StoreComparison):
 
 
 SqliteComparison.TestCase.settings = settings(
-    max_examples=examples(full=100, ci=40), stateful_step_count=30, deadline=None
+    max_examples=examples(full=100, ci=20), stateful_step_count=30, deadline=None
 )
 TestSqliteMatchesMemory = SqliteComparison.TestCase
 

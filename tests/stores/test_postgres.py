@@ -461,7 +461,7 @@ def test_postgres_matches_the_reference_store(postgres_server: PostgresServer) -
     run_state_machine_as_test(
         comparison(postgres_server.url),
         settings=hypothesis_settings(
-            max_examples=examples(full=20, ci=10),
+            max_examples=examples(full=20, ci=5),
             stateful_step_count=30,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],

@@ -658,8 +658,8 @@ class RedisComparison(StoreComparison):
 
 # the Cluster runs fewer examples: each step makes round trips to three servers
 EXAMPLES = {
-    "redis_server": examples(full=20, ci=10),
-    "redis_cluster": examples(full=8, ci=4),
+    "redis_server": examples(full=20, ci=5),
+    "redis_cluster": examples(full=8, ci=2),
 }
 
 
