@@ -195,7 +195,10 @@ def server(request: pytest.FixtureRequest) -> Server:
 
 
 def open_store(server: Server, clock: ManualClock | None = None, **options: Any) -> RedisStore:
+    """A store on a new prefix in 16 shards (on a standalone server too, where a new prefix
+    gets 1): what this module checks is the work across shards."""
     prefix = options.pop("prefix", f"t{uuid.uuid4().hex[:12]}")
+    options.setdefault("shards", 16)
     return RedisStore.from_url(server.url, prefix=prefix, clock=clock, **options)
 
 

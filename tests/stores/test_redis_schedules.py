@@ -36,8 +36,9 @@ def server(request: pytest.FixtureRequest) -> Server:
 
 
 def open_store(server: Server, clock: ManualClock, prefix: str) -> RedisStore:
+    """A store in 16 shards, a Cluster's default, on either server: the work across shards."""
     return RedisStore.from_url(
-        server.url, StoreSettings(retention_ms=60_000), prefix=prefix, clock=clock
+        server.url, StoreSettings(retention_ms=60_000), prefix=prefix, clock=clock, shards=16
     )
 
 

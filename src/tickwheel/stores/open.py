@@ -10,8 +10,10 @@
 =================================  ==========================================================
 
 A Redis URL may end in ``?prefix=NAME`` to keep its keys under NAME (default ``tickwheel``),
-so that several stores share one server, and set ``shards=N`` (default 16): every process of one
-store must use the same count, as a timer's shard is a hash of its id modulo N.
+so that several stores share one server, and set ``shards=N``: the prefix's count of virtual
+shards, which the first store to use a prefix records in Redis and every later one takes
+(a timer's shard is a hash of its id modulo N); without it a new prefix gets 1 on a standalone
+server and 16 on a Cluster, and a count other than the recorded one is refused.
 ``durability=replicated`` (with ``wait_ms=N``, 1 to 10,000, default 1,000) makes each create or
 change wait until a replica has it (`tickwheel.stores.redis.durability`); only a Redis store
 takes it.
@@ -97,7 +99,7 @@ def _redis(url: str, settings: StoreSettings | None) -> Store:
     # imported here so that memory and SQLite users never import redis-py
     try:
         from tickwheel.stores.redis import RedisStore
-        from tickwheel.stores.redis.keys import DEFAULT_PREFIX, DEFAULT_SHARDS
+        from tickwheel.stores.redis.keys import DEFAULT_PREFIX
     except ModuleNotFoundError as error:
         if (error.name or "").partition(".")[0] != "redis":
             raise
@@ -113,15 +115,15 @@ def _redis(url: str, settings: StoreSettings | None) -> Store:
     for name, values in ours.items():
         if len(values) > 1:
             raise InvalidArgument("url", f"give ?{name}= at most once")
-    shards = ours["shards"][0] if ours["shards"] else str(DEFAULT_SHARDS)
-    if not shards.isascii() or not shards.isdigit():
+    shards = ours["shards"][0] if ours["shards"] else None
+    if shards is not None and not (shards.isascii() and shards.isdigit()):
         raise InvalidArgument("shards", f"must be an integer, got {shards!r}")
     rest = urlencode([(name, value) for name, value in query if name not in _STORE_PARAMS])
     return RedisStore.from_url(
         urlunsplit(parts._replace(query=rest)),
         settings,
         prefix=ours["prefix"][0] if ours["prefix"] else DEFAULT_PREFIX,
-        shards=int(shards),
+        shards=None if shards is None else int(shards),
     )
 
 

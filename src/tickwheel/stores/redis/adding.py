@@ -141,7 +141,7 @@ class RedisAdding(RedisStoreBase):
 
     async def _add_one(self, timer: Timer, replace: bool) -> Timer:
         """Add one timer; concurrent adds share a round trip (group commit)."""
-        self._open()
+        await self._ready()
         try:
             return await (self._replacing if replace else self._adding).submit(timer)
         except NotReplicated as error:  # its own id: others' timers may share the round trip
@@ -168,7 +168,7 @@ class RedisAdding(RedisStoreBase):
     async def _add(self, timers: Sequence[Timer], replace: bool) -> Added:
         """Add `timers`, their due times checked already (by `add` before it queued: a batch
         of others' timers must not fail for one of them)."""
-        self._open()
+        await self._ready()
         now = await self._now()
         first_seq = self._seq.take(len(timers))
         if len(timers) == 1:

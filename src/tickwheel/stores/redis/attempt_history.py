@@ -11,7 +11,7 @@ class RedisAttemptHistory(RedisStoreBase):
     """Reads a timer with its attempts in one script call (`attempts.lua`)."""
 
     async def attempts(self, timer_id: str) -> list[Attempt]:
-        self._open()
+        await self._ready()
         settings = self.settings
         most = settings.attempt_history
         if most == 0:

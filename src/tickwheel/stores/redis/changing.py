@@ -12,30 +12,30 @@ class RedisChanging(RedisStoreBase):
     """The calls of `RedisStore` on one timer by its id."""
 
     async def get(self, timer_id: str) -> Timer | None:
-        self._open()
+        await self._ready()
         now = await self._now()
         (raw,) = await self._shards.run("get", timer_id, (now, timer_id))
         return None if raw == 0 else self._records.unpack(timer_id, raw)
 
     async def cancel(self, timer_id: str) -> bool:
-        self._open()
+        await self._ready()
         return await self._shards.step("cancel", timer_id)
 
     async def _reschedule(self, timer_id: str, due_ms: int) -> bool:
-        self._open()
+        await self._ready()
         now = await self._now()
         return await self._shards.step(
             "reschedule", timer_id, base36(due_ms), now, self._next_seq()
         )
 
     async def replay(self, timer_id: str) -> bool:
-        self._open()
+        await self._ready()
         now = await self._now()
         return await self._shards.step("replay", timer_id, now, self._next_seq(), base36(now))
 
     async def pause(self, timer_id: str) -> bool:
         """Take a scheduled timer out of its queue, in one pause.lua call."""
-        self._open()
+        await self._ready()
         if occurrence_of(timer_id) is not None:
             return False  # its schedule owns it
         now = await self._now()
@@ -43,6 +43,6 @@ class RedisChanging(RedisStoreBase):
 
     async def resume(self, timer_id: str) -> bool:
         """Put a paused timer back in its queue at its due time, in one resume.lua call."""
-        self._open()
+        await self._ready()
         now = await self._now()
         return await self._shards.step("resume", timer_id, now, self._next_seq())

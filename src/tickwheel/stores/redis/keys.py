@@ -56,6 +56,8 @@ one command or script (so on a Cluster each sits in its own slot)::
     {<p>:limits}:hosts      zset   callback host, score 0: the index pages of limits are read
                                    from, in the hash's slot (`host_limits.py`)
     {<p>:queue-settings}:v  string the version of each, counting its writes (in its slot)
+    <p>:layout              string the prefix's shard count, written by the first store to use
+                                   it and read by every other (`layout.py`)
     {<p>:limits}:v
 
 A paused timer keeps its record (state code 4) and leaves its queue's near set and slots.
@@ -76,18 +78,31 @@ from dataclasses import dataclass
 from tickwheel.errors import InvalidArgument
 
 DEFAULT_PREFIX = "tickwheel"
-DEFAULT_SHARDS = 16
+STANDALONE_SHARDS = 1
+"""A new prefix's shards on a standalone server, where more would spread nothing."""
+CLUSTER_SHARDS = 16
+"""A new prefix's shards on a Cluster: its keys spread over up to 16 slots."""
+UNRECORDED_SHARDS = 16
+"""The shards of a prefix written before layouts were recorded (the only default then)."""
 MAX_SHARDS = 16_384  # one per Cluster slot at most: more could not spread any further
 
 _PREFIX = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 
-def check_layout(prefix: str, shards: int) -> None:
-    """Reject a prefix that would break the hash tag, or a shard count out of range."""
+def check_layout(prefix: str, shards: int | None) -> None:
+    """Reject a prefix that would break the hash tag, or a shard count out of range (None: the
+    prefix's recorded count, `layout.py`)."""
     if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
         raise InvalidArgument("prefix", f"must be 1-64 of A-Z a-z 0-9 . _ : -, got {prefix!r}")
+    if shards is None:
+        return
     if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
         raise InvalidArgument("shards", f"must be an integer from 1 to {MAX_SHARDS}")
+
+
+def layout_key(prefix: str) -> str:
+    """The prefix's recorded shard count (see the module's docstring)."""
+    return f"{prefix}:layout"
 
 
 def queue_settings_key(prefix: str) -> str:

@@ -22,13 +22,13 @@ class RedisLeasing(RedisStoreBase):
     """The claim and settle calls of `RedisStore`."""
 
     async def _claim(self, queue: str, horizon_ms: int, limit: int, lease_ms: int) -> list[Lease]:
-        self._open()
+        await self._ready()
         self._listener.wakeups.mark(queue)
         now = await self._now()
         return await self._claimer.claim(queue, min(horizon_ms, MAX_MS), limit, lease_ms, now)
 
     async def _extend(self, lease: Lease, lease_ms: int) -> Lease:
-        self._open()
+        await self._ready()
         now = await self._now()
         await self._settle("extend", lease, now + lease_ms, self._next_seq())
         return Lease(lease.timer, lease.token, now + lease_ms)
@@ -36,7 +36,7 @@ class RedisLeasing(RedisStoreBase):
     async def _extend_many(self, leases: Sequence[Lease], lease_ms: int) -> list[Lease | None]:
         """Extend many leases: one extend_many.lua call per shard (per 500), all in one
         pipeline, each lease under a lease seq of its own."""
-        self._open()
+        await self._ready()
         now = await self._now()
         deadline = now + lease_ms
         batches = self._batches(leases)
@@ -58,7 +58,7 @@ class RedisLeasing(RedisStoreBase):
         ]
 
     async def next_due_ms(self, queue: str) -> int | None:
-        self._open()
+        await self._ready()
         self._listener.wakeups.mark(queue)
         return await self._next_dues.submit(queue)
 
@@ -77,7 +77,7 @@ class RedisLeasing(RedisStoreBase):
 
     async def _due_queues(self, horizon_ms: int, limit: int, since_ms: int | None) -> DueQueues:
         """The earliest heads of every shard (heads.lua, one pipeline), merged by time."""
-        self._open()
+        await self._ready()
         self._listener.wakeups.mark(ANY_QUEUE)
         args = (horizon_ms, limit, "-inf" if since_ms is None else since_ms)
         calls = [self._shards.call("heads", s, args) for s in range(self.shards)]
@@ -94,7 +94,7 @@ class RedisLeasing(RedisStoreBase):
 
     async def queues(self) -> list[str]:
         """The union of every shard's queues, from one pipeline of `queues.lua` calls."""
-        self._open()
+        await self._ready()
         self._listener.wakeups.mark(ANY_QUEUE)
         calls = [self._shards.call("queues", s, ()) for s in range(self.shards)]
         replies = await self._shards.run_many(calls)
@@ -110,7 +110,7 @@ class RedisLeasing(RedisStoreBase):
     ) -> list[bool]:
         """Ack many leases: one ack.lua call per shard (per 500), all in one pipeline, each
         with the attempts of its leases."""
-        self._open()
+        await self._ready()
         now = await self._now()
         batches = self._batches(leases)
         expiry = now + self.settings.retention_ms
@@ -149,7 +149,7 @@ class RedisLeasing(RedisStoreBase):
         return _per_lease(batches, answers, len(leases))
 
     async def _retry(self, lease: Lease, due_ms: int, error: str, attempt: Attempt | None) -> None:
-        self._open()
+        await self._ready()
         now = await self._now()
         await self._settle(
             "retry",
@@ -168,7 +168,7 @@ class RedisLeasing(RedisStoreBase):
 
     async def _defer_many(self, deferrals: Sequence[Deferral]) -> list[bool]:
         """Defer many leases: one defer.lua call per shard (per 500), all in one pipeline."""
-        self._open()
+        await self._ready()
         now = await self._now()
         leases = [lease for lease, _, _ in deferrals]
         batches = self._batches(leases)
@@ -202,7 +202,7 @@ class RedisLeasing(RedisStoreBase):
         ]
 
     async def kill(self, lease: Lease, error: str, attempt: Attempt | None = None) -> None:
-        self._open()
+        await self._ready()
         now = await self._now()
         recording = self._history_args(attempt)
         await self._settle("kill", lease, now, truncate_error(error), recording=recording)

@@ -176,7 +176,7 @@ class RedisListing(RedisStoreBase):
     ) -> Page:
         """Page through the timers shard by shard (`py` says in which order): a timer
         present for the whole walk is listed; one added or deleted meanwhile may or may not be."""
-        self._open()
+        await self._ready()
         now = await self._now()
         filters = (
             queue or "",
@@ -186,7 +186,7 @@ class RedisListing(RedisStoreBase):
         return await list_page(self._shards, self._records, state, limit, cursor, now, filters)
 
     async def stats(self) -> Stats:
-        self._open()
+        await self._ready()
         now = await self._now()
         await self._claimer.purge_all(now)
         return (await count(self._shards, now)).stats()

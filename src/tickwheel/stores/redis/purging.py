@@ -22,7 +22,7 @@ class RedisPurging(RedisQueueSettings):
     """The bulk calls of `RedisStore` on one queue."""
 
     async def _purge(self, queue: str, state: State) -> int:
-        self._open()
+        await self._ready()
         code = str(state_code(State(state)))
         total = 0
         for shard in range(self._shards.count):
@@ -46,7 +46,7 @@ class RedisPurging(RedisQueueSettings):
     async def _set_queue_defaults(self, queue: str, defaults: QueueDefaults | None) -> bool:
         """Set or delete the queue's defaults field alone (settings_field.lua), then wake its
         waiters."""
-        self._open()
+        await self._ready()
         had = await self._queue_settings.set_defaults(queue, defaults)
         await self._wake_queue(queue)
         return had

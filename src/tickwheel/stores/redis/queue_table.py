@@ -38,7 +38,7 @@ class RedisQueueTable(RedisStoreBase):
     _queue_settings: QueueSettingsHash
 
     async def _list_queues(self, limit: int, cursor: str | None) -> QueuePage:
-        self._open()
+        await self._ready()
         now = await self._now()
         await self._claimer.purge_all(now)
         # one more than the page says whether another follows
@@ -67,7 +67,7 @@ class RedisQueueTable(RedisStoreBase):
         return page_of(found, limit)
 
     async def _queue_info(self, queue: str) -> QueueInfo:
-        self._open()
+        await self._ready()
         now = await self._now()
         await self._claimer.purge_all(now)
         asks: dict[int, Sequence[Arg]] = dict.fromkeys(

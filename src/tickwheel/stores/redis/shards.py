@@ -11,12 +11,25 @@ from tickwheel.stores.redis.scripts import Arg, ScriptCall, Scripts
 
 
 class Shards:
-    """The shards of one prefix, and the scripts that run on one shard's keys each call."""
+    """The shards of one prefix, and the scripts that run on one shard's keys each call.
 
-    def __init__(self, scripts: Scripts, prefix: str, count: int) -> None:
-        self.count = count
+    `asked` is the count the store was opened with (None: the prefix's recorded one); the
+    store checks it against the record (`layout.py`) and calls `learn` before its first call.
+    """
+
+    count: int
+
+    def __init__(self, scripts: Scripts, prefix: str, asked: int | None) -> None:
+        self.asked = asked
         self._scripts = scripts
-        self._keys = [ShardKeys.of(prefix, shard) for shard in range(count)]
+        self._prefix = prefix
+        if asked is not None:
+            self.learn(asked)
+
+    def learn(self, count: int) -> None:
+        """Take the prefix's shard count."""
+        self.count = count
+        self._keys = [ShardKeys.of(self._prefix, shard) for shard in range(count)]
         self._fixed = [keys.fixed for keys in self._keys]
         self._with_schedules = [keys.fixed + keys.schedules for keys in self._keys]
 

@@ -36,7 +36,7 @@ from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
 from tickwheel.stores.redis.durability import Replicated, split_url
 from tickwheel.stores.redis.host_limits import HostLimits, RedisHostLimits
-from tickwheel.stores.redis.keys import DEFAULT_PREFIX, DEFAULT_SHARDS, check_layout
+from tickwheel.stores.redis.keys import DEFAULT_PREFIX, check_layout
 from tickwheel.stores.redis.leasing import NEXT_DUE_BATCH, RedisLeasing
 from tickwheel.stores.redis.listen import Listener
 from tickwheel.stores.redis.listing import RedisListing
@@ -69,7 +69,9 @@ class RedisStore(
             Give it socket timeouts: a Redis that stops answering then raises
             `StoreUnavailable` instead of hanging.
         prefix: names this store's keys; stores with different prefixes share nothing.
-        shards: the number of virtual shards. Every store on one prefix must use the same.
+        shards: the number of virtual shards, which every store on one prefix shares: None takes
+            the prefix's recorded count, or for a new prefix 1 on a standalone server and 16 on a
+            Cluster (`layout.py`); another count than the recorded one is refused.
         clock: epoch ms for tests; None follows the Redis server's clock (``TIME``), re-measured
             every `clock_refresh_s`.
         durability: `Replicated` makes a caller's creates and changes wait for a replica
@@ -82,7 +84,7 @@ class RedisStore(
         settings: StoreSettings | None = None,
         *,
         prefix: str = DEFAULT_PREFIX,
-        shards: int = DEFAULT_SHARDS,
+        shards: int | None = None,
         clock: Callable[[], int] | None = None,
         clock_refresh_s: float = 60.0,
         owns_client: bool = False,
@@ -91,7 +93,6 @@ class RedisStore(
         check_layout(prefix, shards)
         self.settings = settings or StoreSettings()
         self.prefix = prefix
-        self.shards = shards
         self.durability = durability
         self._client = client
         self._owns_client = owns_client
@@ -117,6 +118,7 @@ class RedisStore(
         self._replacing = Coalescer(self._add_replacing, adding.ADD_CHUNK)
         self._next_dues = Coalescer(self._next_due_batch, NEXT_DUE_BATCH)
         self._closed = False
+        self._layout_read = False
 
     @classmethod
     def from_url(
@@ -125,7 +127,7 @@ class RedisStore(
         settings: StoreSettings | None = None,
         *,
         prefix: str = DEFAULT_PREFIX,
-        shards: int = DEFAULT_SHARDS,
+        shards: int | None = None,
         clock: Callable[[], int] | None = None,
         clock_refresh_s: float = 60.0,
         timeout_s: float = 5.0,
@@ -190,7 +192,7 @@ class RedisStore(
 
     async def queue_infos(self) -> list[QueueInfo]:
         """Counts per queue from every shard's counts hash, and the stored settings."""
-        self._open()
+        await self._ready()
         now = await self._now()
         await self._claimer.purge_all(now)
         found = await listing.count(self._shards, now)
@@ -208,7 +210,7 @@ class RedisStore(
 
     async def settings_versions(self) -> tuple[int, int]:
         """Both versions in one pipeline (`queue_settings.py`)."""
-        self._open()
+        await self._ready()
         keys = (self._queue_settings.version_key, self._host_limits.version_key)
         queues, limits = await read_versions(self._client, keys)
         return queues, limits

@@ -19,6 +19,7 @@ from tickwheel.stores.redis.claiming import Claimer
 from tickwheel.stores.redis.clock import ServerClock
 from tickwheel.stores.redis.durability import Replicated, count_replicas
 from tickwheel.stores.redis.keys import ShardKeys
+from tickwheel.stores.redis.layout import recorded_shards
 from tickwheel.stores.redis.listen import Listener
 from tickwheel.stores.redis.record import RecordCodec, SeqSource
 from tickwheel.stores.redis.scripts import Client, Scripts, unavailable
@@ -32,7 +33,6 @@ class RedisStoreBase(StoreContract):
 
     settings: StoreSettings
     prefix: str
-    shards: int
     durability: Replicated | None
     _client: Client
     _owns_client: bool
@@ -47,10 +47,17 @@ class RedisStoreBase(StoreContract):
     _clock: Callable[[], int]
     _listener: Listener
     _closed: bool
+    _layout_read: bool
 
     @property
     def client(self) -> Client:
         return self._client
+
+    @property
+    def shards(self) -> int:
+        """The prefix's shard count: the one asked for, or once a call has read it, the one
+        recorded in Redis (`layout.py`)."""
+        return self._shards.count
 
     def now_ms(self) -> int:
         return self._clock()
@@ -78,7 +85,9 @@ class RedisStoreBase(StoreContract):
             return await until(event, timeout_s)
 
     async def sync_clock(self) -> None:
-        """Measure the server clock's offset now (done lazily and every `clock_refresh_s`)."""
+        """Measure the server clock's offset now (done lazily and every `clock_refresh_s`), and
+        read the prefix's layout if no call has yet."""
+        await self._ready()
         if self._server_clock is not None:
             with unavailable("TIME"):
                 await self._server_clock.sync(self._server_time)
@@ -113,3 +122,10 @@ class RedisStoreBase(StoreContract):
     def _open(self) -> None:
         if self._closed:
             raise Closed("store is closed")
+
+    async def _ready(self) -> None:
+        """`_open`, and the layout read before the first call that touches the shards."""
+        self._open()
+        if not self._layout_read:
+            self._shards.learn(await recorded_shards(self._client, self.prefix, self._shards.asked))
+            self._layout_read = True

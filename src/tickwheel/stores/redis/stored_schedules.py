@@ -350,30 +350,30 @@ class RedisSchedules(RedisStoreBase):
     _schedules: Schedules
 
     async def add_schedule(self, schedule: Schedule) -> ScheduleState:
-        self._open()
+        await self._ready()
         try:
             return await self._schedules.add(schedule)
         except NotReplicated as error:
             raise error.of((schedule.id,)) from None
 
     async def get_schedule(self, schedule_id: str) -> ScheduleState | None:
-        self._open()
+        await self._ready()
         return await self._schedules.get(schedule_id)
 
     async def _list_schedules(self, limit: int, cursor: str | None) -> SchedulePage:
         """Page through the schedules shard by shard, by id within a shard: each once."""
-        self._open()
+        await self._ready()
         return await self._schedules.page(limit, cursor)
 
     async def update_schedule(self, schedule: Schedule) -> ScheduleState | None:
-        self._open()
+        await self._ready()
         try:
             return await self._schedules.update(schedule)
         except NotReplicated as error:
             raise error.of((schedule.id,)) from None
 
     async def delete_schedule(self, schedule_id: str) -> bool:
-        self._open()
+        await self._ready()
         try:
             return await self._schedules.delete(schedule_id)
         except NotReplicated as error:
@@ -382,5 +382,5 @@ class RedisSchedules(RedisStoreBase):
     async def advance(self, leases: Sequence[Lease]) -> list[bool]:
         """Move claimed occurrences' schedules on (`Schedules`): two round trips for any
         number of shards, none when no lease is an occurrence."""
-        self._open()
+        await self._ready()
         return await self._schedules.advance(leases)
