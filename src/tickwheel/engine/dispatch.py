@@ -130,17 +130,17 @@ class Dispatcher:
 
     async def run(self) -> None:
         """Claim and deliver until `stop` (or cancellation), then hand everything back."""
-        loops: list[asyncio.Task[None]] = []
+        loops: set[asyncio.Task[None]] = set()
         try:
-            loops.append(asyncio.create_task(self.controls.run(self._stopping)))
+            loops.add(asyncio.create_task(self.controls.run(self._stopping)))
             await sync_first(self._store, self._stopping, self._metrics, self._throttled)
             # the wheel starts at the store's time: read it only once it is the server's
             self._scheduler = AsyncScheduler(clock=StoreClock(self._store))
             if self._settings.queues is None:
-                loops.append(asyncio.create_task(self._discover_loop(loops)))
+                loops.add(asyncio.create_task(self._discover_loop(loops)))
             else:
-                loops += [asyncio.create_task(self._claim_loop(q)) for q in self._settings.queues]
-            loops.append(asyncio.create_task(self._renewals.run(self._stopping)))
+                loops |= {asyncio.create_task(self._claim_loop(q)) for q in self._settings.queues}
+            loops.add(asyncio.create_task(self._renewals.run(self._stopping)))
             await self._stopping.wait()
         finally:
             # loops are asked to stop, not cancelled: a claim cancelled mid-call may still
@@ -202,7 +202,7 @@ class Dispatcher:
 
         await asyncio.gather(*(one(held) for held in timers))
 
-    async def _discover_loop(self, loops: list[asyncio.Task[None]]) -> None:
+    async def _discover_loop(self, loops: set[asyncio.Task[None]]) -> None:
         """Serve every queue the store's due-queue index lists, each in a claim loop of its own.
 
         The default queue's loop starts at once and stays. Another queue's loop starts when
@@ -298,25 +298,24 @@ class Dispatcher:
             self._paused = {queue for queue, queued in settings.items() if queued.paused}
         return self._paused
 
-    def _serve(self, queue: str, loops: list[asyncio.Task[None]]) -> None:
+    def _serve(self, queue: str, loops: set[asyncio.Task[None]]) -> None:
         """Start a claim loop for `queue`, kept in `loops` until it ends."""
         task = asyncio.create_task(self._claim_loop(queue, stays=queue == DEFAULT_QUEUE))
         self._serving[queue] = task
-        loops.append(task)
+        loops.add(task)
         self._metrics.queues_served = len(self._serving)
 
         def ended(task: asyncio.Task[None]) -> None:
             if self._serving.get(queue) is task:
                 del self._serving[queue]
                 self._metrics.queues_served = len(self._serving)
-            if task in loops:
-                loops.remove(task)
+            loops.discard(task)
             if not self._stopping.is_set():
                 self._start_turns(loops)
 
         task.add_done_callback(ended)
 
-    def _start_turns(self, loops: list[asyncio.Task[None]]) -> None:
+    def _start_turns(self, loops: set[asyncio.Task[None]]) -> None:
         """Start loops for queues in line, oldest first, while there is room."""
         line = self._line
         while line and len(self._serving) < MAX_CLAIM_LOOPS:
