@@ -45,10 +45,14 @@ lint: setup
 # plain `pytest` runs the full counts. Bytecode is compiled once and kept, even where the
 # environment sets PYTHONDONTWRITEBYTECODE: without it every `tickwheel` process a test starts
 # compiles the package again (0.15 s of CPU each), and the `latency` part's workers rewrite and
-# compile every test module again (half of a worker's 23 s collection).
+# compile every test module again (half of a worker's 23 s collection). pytest keeps the test
+# modules' assertion-rewritten bytecode apart: one collection writes it while lint runs on the
+# other core, or each of the parallel part's four workers would rewrite every module (8 s of CPU).
 test: export PYTHONDONTWRITEBYTECODE :=
-test: setup tools lint
+test: setup tools
 	$(BIN)/python -m compileall -q src tests
+	$(BIN)/pytest --collect-only -q -p no:cacheprovider >/dev/null 2>&1 & collecting=$$!; \
+	  $(MAKE) --no-print-directory lint; linted=$$?; wait $$collecting; exit $$linted
 	$(BIN)/pytest -n auto --dist worksteal -m "not latency" --durations=10 --hypothesis-profile=ci
 	$(BIN)/pytest -n 2 --dist worksteal -m latency --hypothesis-profile=ci
 

@@ -59,6 +59,7 @@ class Client:
             base_url=self.base_url,
             headers=transport.headers_of(token),
             timeout=timeout_s,
+            verify=transport.tls_context(),
             trust_env=False,
         )
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import sys
 from collections.abc import Callable, Coroutine, Generator
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, TextIO
@@ -206,10 +207,10 @@ async def _check_replicas(store: Store) -> None:
     Only a warning: a replica restarting or resyncing as the service starts would otherwise
     stop it, and each write it cannot confirm answers 507 ``not_replicated`` anyway.
     """
-    try:
-        from tickwheel.stores.redis import RedisStore
-    except ImportError:  # without the redis extra no store is a Redis one
+    if "tickwheel.stores.redis" not in sys.modules:  # no Redis store opened: skip redis-py
         return
+    from tickwheel.stores.redis import RedisStore
+
     if not isinstance(store, RedisStore) or store.durability is None:
         return
     try:
