@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -115,3 +117,23 @@ async def test_a_garbled_record_is_refused_with_its_key(redis_server: Any) -> No
             await store.stats()
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("command", ["serve", "worker"])
+def test_a_process_asking_another_count_stops_at_start_with_one_message(
+    redis_server: Any, command: str
+) -> None:
+    prefix = new_prefix()
+    redis_server.client().set(layout_key(prefix), "1")  # as a first store on it records
+    url = f"{redis_server.url}/0?prefix={prefix}&shards=16"
+    args = ["--port", "0"] if command == "serve" else []
+    ran = subprocess.run(
+        [sys.executable, "-m", "tickwheel", command, "--store", url, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 2
+    assert "serving" not in ran.stdout
+    assert "Traceback" not in ran.stderr, ran.stderr
+    assert f"prefix {prefix!r} holds timers in 1 shards" in ran.stderr

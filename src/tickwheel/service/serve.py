@@ -65,7 +65,7 @@ async def serve(
                 signing_secret=settings.signing_secret,
                 allow_private_targets=settings.allow_private_targets,
             )
-        await _check_replicas(process.store)
+        await _check_store(process.store)
         server, serving = _start_api(process, settings, sock)
         process.watch_queues()
         process.start_worker()
@@ -181,6 +181,7 @@ async def work(
         OSError: the metrics port cannot be listened on.
     """
     async with Process(store_url, stop or asyncio.Event(), store_settings) as process:
+        await _check_store(process.store)
         shown = ""
         if metrics_port is not None:
             exporter = _export(metrics_host, metrics_port, process.registry)
@@ -201,17 +202,24 @@ async def work(
         await process.run(line, out)
 
 
-async def _check_replicas(store: Store) -> None:
-    """Say in the log when a store that waits for a replica (``durability=replicated``) has none.
+async def _check_store(store: Store) -> None:
+    """Before serving, read a Redis prefix's shard count, so that a ``?shards=`` the prefix was
+    not written in stops the process with its one message, not in each task; and say in the log
+    when a store that waits for a replica (``durability=replicated``) has none.
 
-    Only a warning: a replica restarting or resyncing as the service starts would otherwise
-    stop it, and each write it cannot confirm answers 507 ``not_replicated`` anyway.
+    A store down now is no error (the worker waits for it), nor is a missing replica: one
+    restarting or resyncing as the service starts would otherwise stop it, and each write it
+    cannot confirm answers 507 ``not_replicated`` anyway.
     """
     if "tickwheel.stores.redis" not in sys.modules:  # no Redis store opened: skip redis-py
         return
     from tickwheel.stores.redis import RedisStore
 
-    if not isinstance(store, RedisStore) or store.durability is None:
+    if not isinstance(store, RedisStore):
+        return
+    with contextlib.suppress(StoreUnavailable):
+        await store.sync_clock()
+    if store.durability is None:
         return
     try:
         replicas = await store.replicas()
