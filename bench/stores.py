@@ -62,7 +62,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--profile", action="store_true", help="add cProfile tables of RedisStore (client side)"
     )
-    parser.add_argument("--shards", type=int, default=16, help="RedisStore shards (default 16)")
+    parser.add_argument(
+        "--shards", type=int, default=1,
+        help="RedisStore shards (default 1: a new prefix's on a standalone server)",
+    )  # fmt: skip
     parser.add_argument(
         "--spread-hours", type=float, default=1.0,
         help="pending due times are random over this many hours (default 1)",

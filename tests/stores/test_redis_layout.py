@@ -47,6 +47,35 @@ async def test_a_new_prefix_on_a_standalone_server_is_one_shard_and_recorded(
         await store.close()
 
 
+async def test_the_count_is_unknown_until_a_call_reads_it(redis_server: Any) -> None:
+    store = RedisStore.from_url(redis_server.url, prefix=new_prefix())
+    try:
+        with pytest.raises(RuntimeError, match="first call"):
+            _ = store.shards
+        await store.sync_clock()
+        assert store.shards == 1
+    finally:
+        await store.close()
+
+
+async def test_a_one_shard_prefix_whose_record_was_deleted_is_read_as_one_again(
+    redis_server: Any,
+) -> None:
+    prefix = new_prefix()
+    first = RedisStore.from_url(redis_server.url, prefix=prefix)
+    try:
+        ids = await add_some(first)
+    finally:
+        await first.close()
+    redis_server.client().delete(layout_key(prefix))
+    store = RedisStore.from_url(redis_server.url, prefix=prefix)
+    try:
+        assert set(ids) == await claimed_ids(store)
+        assert store.shards == 1
+    finally:
+        await store.close()
+
+
 async def test_a_new_prefix_on_a_cluster_is_sixteen_shards(redis_cluster: Any) -> None:
     store = RedisStore.from_url(redis_cluster.url, prefix=new_prefix())
     try:

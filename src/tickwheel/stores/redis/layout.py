@@ -50,10 +50,12 @@ async def recorded_shards(client: Client, prefix: str, asked: int | None) -> int
 
 
 async def _unrecorded(client: Client, prefix: str) -> int:
-    """The count for a prefix with no record: 16 where any timer or schedule of the earlier
-    layout exists, else the default of the server's kind."""
+    """The count for a prefix with no record: 16 where a timer or schedule lies in a shard
+    other than the first of the earlier layout, else the default of the server's kind (what
+    lies in the first shard alone reads the same in one shard: a one-shard prefix whose record
+    was deleted is read as one again)."""
     if isinstance(client, RedisCluster):
         return CLUSTER_SHARDS
-    old = [ShardKeys.of(prefix, shard) for shard in range(UNRECORDED_SHARDS)]
+    old = [ShardKeys.of(prefix, shard) for shard in range(1, UNRECORDED_SHARDS)]
     written = await client.exists(*(f"{keys.tag}:{name}" for keys in old for name in "rs"))
     return UNRECORDED_SHARDS if written else STANDALONE_SHARDS

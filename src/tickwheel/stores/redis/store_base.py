@@ -56,7 +56,13 @@ class RedisStoreBase(StoreContract):
     @property
     def shards(self) -> int:
         """The prefix's shard count: the one asked for, or once a call has read it, the one
-        recorded in Redis (`layout.py`)."""
+        recorded in Redis (`layout.py`).
+
+        Raises:
+            RuntimeError: none was asked for and no call has read the record yet.
+        """
+        if self._shards.asked is None and not self._layout_read:
+            raise RuntimeError("the shard count is read from Redis by the store's first call")
         return self._shards.count
 
     def now_ms(self) -> int:
