@@ -240,6 +240,7 @@ async def test_a_stop_during_a_redis_outage_ends_within_the_grace_and_loses_noth
 ) -> None:
     server = start_redis(appendonly=True)
     store = RedisStore.from_url(server.url, timeout_s=0.5)
+    observer = RedisStore.from_url(server.url)  # the test's own reads keep the default timeout
     receiver = await make_receiver()
     try:
         added = await store.add_many(
@@ -249,7 +250,7 @@ async def test_a_stop_during_a_redis_outage_ends_within_the_grace_and_loses_noth
         http = HttpTarget(HttpSettings(allow_private_targets=True))
         worker = Worker(store, http, held)
         task = asyncio.create_task(worker.run())
-        await until(lambda: leased(store, 50))
+        await until(lambda: leased(observer, 50))
         await asyncio.to_thread(server.stop)
         began = asyncio.get_running_loop().time()
         worker.stop()
@@ -262,6 +263,7 @@ async def test_a_stop_during_a_redis_outage_ends_within_the_grace_and_loses_noth
             await all_arrived(receiver, {t.id for t in added}, timeout_s=20)
         never_early(receiver.received)
     finally:
+        await observer.close()
         await store.close()
 
 
