@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import redis
 
 START_TIMEOUT_S = 10.0
+BIND_ATTEMPTS = 5
 
 # `make test` runs `--hypothesis-profile=ci`: each property test's CI example count
 # (tests/budget.py), no per-example deadline (two workers a core make timings noisy), and a
@@ -132,6 +133,7 @@ class RedisServer:
         self.options = tuple(options)
         self.port = free_port(cluster=cluster)
         self._process: subprocess.Popen[bytes] | None = None
+        self._started = False
 
     @property
     def url(self) -> str:
@@ -142,6 +144,21 @@ class RedisServer:
         return None if self._process is None else self._process.pid
 
     def start(self) -> None:
+        """Start it and wait until it answers. A port taken since it was picked (a client's
+        ephemeral port, another test's server) means another pick on a first start, and
+        waiting for it on a restart, which must keep the port."""
+        for _ in range(BIND_ATTEMPTS):
+            if self._launch():
+                self._started = True
+                return
+            if self._started:
+                time.sleep(0.2)
+            else:
+                self.port = free_port(cluster=self.cluster)
+        raise RuntimeError(f"redis-server found no free port: {self.log()}")
+
+    def _launch(self) -> bool:
+        """Run the server; False if it could not bind its ports, True once it answers."""
         self.directory.mkdir(parents=True, exist_ok=True)
         args = [
             _binary("redis-server"),
@@ -158,15 +175,26 @@ class RedisServer:
             nodes = self.directory / "nodes.conf"
             nodes.unlink(missing_ok=True)
             args += ["--cluster-enabled", "yes", "--cluster-config-file", str(nodes)]
-        self._process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        log_path = self.directory / "redis.log"
+        logged = log_path.stat().st_size if log_path.exists() else 0
+        process = self._process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self._answers():
-            if self._process.poll() is not None:
-                error = self._process.stderr.read().decode() if self._process.stderr else ""
-                raise RuntimeError(f"redis-server on {self.port} exited: {error}{self.log()}")
+            if process.poll() is not None:
+                self._process = None
+                assert process.stderr is not None
+                with process.stderr:
+                    error = process.stderr.read().decode()
+                this_run = log_path.read_bytes()[logged:].decode(errors="replace")
+                if "Address already in use" in this_run:
+                    return False
+                raise RuntimeError(f"redis-server on {self.port} exited: {error}{this_run}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"redis-server on {self.port} did not start: {self.log()}")
             time.sleep(0.01)
+        return True
 
     def stop(self) -> None:
         """Terminate the server by pid and wait for it (killing it if it lingers)."""

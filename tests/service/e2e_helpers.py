@@ -119,7 +119,10 @@ class Processes:
             if process.process is not None:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(10):
-                        await process.process.wait()
+                        # to the end of its stdout too: asyncio closes a child's transports
+                        # once it has both its exit and its pipe's end, and transports left
+                        # open when the loop closes warn (an error here) when collected
+                        await process.process.communicate()
             process.close()
 
 
