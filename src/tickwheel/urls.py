@@ -17,6 +17,7 @@ standard library is imported here; the `idna` package is loaded for the first no
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import string
@@ -28,6 +29,9 @@ from tickwheel.errors import InvalidTimer
 
 MAX_LABEL_CHARS = 63
 DEFAULT_PORTS = {"http": 80, "https": 443}
+PARSED_URLS_KEPT = 1024
+"""URLs whose parse `parse_url` keeps: most timers of a batch call one of a few URLs, and a
+parse costs microseconds."""
 
 _LEADING_JUNK = "".join(map(chr, range(33)))  # C0 controls and space, stripped as browsers do
 _SCHEME_CHARS = frozenset(string.ascii_letters + string.digits + "+-.")
@@ -79,8 +83,10 @@ class CallbackUrl:
         return (self.scheme, self.host, self.port)
 
 
+@functools.lru_cache(maxsize=PARSED_URLS_KEPT)
 def parse_url(url: str) -> CallbackUrl:
-    """Parse an absolute http(s) URL into the request that calls it.
+    """Parse an absolute http(s) URL into the request that calls it (the same `CallbackUrl`
+    for a URL parsed lately: it is immutable).
 
     Raises:
         InvalidUrl: the URL is malformed, is not http(s), has no host, carries credentials,

@@ -575,3 +575,22 @@ async def test_a_full_worker_still_claims_the_next_timer_of_a_prompt_queue() -> 
         assert second.timer_id == payment.id
         assert 0 <= second.late_ms < 200
         await recorder.wait_for(len(flood) + 2)
+
+
+async def test_a_timer_to_a_target_that_answers_goes_out_first_beside_a_flood_to_new_ones() -> None:
+    store = MemoryStore()
+    recorder = Recorder(store)
+    async with running(Worker(store, recorder, QUICK)):
+        await store.add(Timer(id="warm", due_ms=store.now_ms(), callback=CALLBACK))
+        await recorder.wait_for(1)  # hooks.example.com has answered
+        due_ms = store.now_ms() + 400
+        # added first, due at the same ms: claim order would send every one of them first
+        flood = [
+            Timer(
+                id=f"new-{n}", due_ms=due_ms, callback=Callback(url=f"https://n{n}.example.net/t")
+            )
+            for n in range(500)
+        ]
+        await store.add_many([*flood, Timer(id="known", due_ms=due_ms, callback=CALLBACK)])
+        await recorder.wait_for(2 + len(flood))
+    assert [fired.timer_id for fired in recorder.fired[:2]] == ["warm", "known"]

@@ -97,6 +97,15 @@ class Fairness:
         phase_ms = zlib.crc32(queue.encode()) % period_ms
         return earliest_ms + (phase_ms - earliest_ms) % period_ms
 
+    def answering(self, key: str) -> bool:
+        """Whether origin `key` is prompt: it has answered and is not suspect."""
+        origin = self._origins.get(key)
+        return (
+            origin is not None
+            and origin.last_answer >= 0
+            and not self._is_suspect(origin, self._clock())
+        )
+
     def take_now(self, key: str, *, in_turn: bool = False) -> bool:
         """Take a slot for a call to origin `key` (``host[:port]``) if one is the caller's
         without waiting; True if it is (give it back with `give`). Else `take` waits for one.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Coroutine
 from typing import Any
 
@@ -41,6 +42,10 @@ NO_CALLBACK = Outcome(
 )
 ANSWERED_WITHIN = 0.95
 """A call back within this share of its timeout was answered (else it timed out)."""
+UNPROVEN_PER_TURN = 32
+"""Callbacks to targets not known to answer started per turn of the loop: a flood of them due
+at one ms (a thousand new queues' probes) leaves the loop free between turns for timers to
+prompt targets, which start at once."""
 SUSPECT_PATIENCE_S = 0.5
 """Longest a callback to a target that has hung lately waits for a slot in the worker before it
 goes back to the store for a while (`Fairness.come_back_ms`)."""
@@ -95,6 +100,9 @@ class Worker:
         # a runtime Protocol check costs microseconds: once, not per callback
         self._guarded = target if isinstance(target, GuardedTarget) else None
         self._firing: set[asyncio.Task[None]] = set()
+        # callbacks due whose targets are not known to answer, started a few a loop turn
+        self._unproven: deque[tuple[Held, str]] = deque()
+        self._pacing = False
         self._slots = Fairness(self.settings.concurrency)
         # each callback's attempt goes to its timer's history, if the store keeps one
         self._worker_name = worker_name() if records_attempts(store) else None
@@ -117,17 +125,38 @@ class Worker:
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        firing, forget = self._firing, self._firing.discard
+        answering, unproven = self._slots.answering, self._unproven
         for held in ready:
-            task = loop.create_task(self._fire(held))
-            firing.add(task)
-            task.add_done_callback(forget)
+            origin = _origin(held.timer)
+            if answering(origin):
+                self._start(loop, held, origin)
+            else:
+                unproven.append((held, origin))
+        if unproven and not self._pacing:
+            self._pacing = True
+            loop.call_soon(self._start_unproven, loop)
+
+    def _start(self, loop: asyncio.AbstractEventLoop, held: Held, origin: str) -> None:
+        task = loop.create_task(self._fire(held, origin))
+        self._firing.add(task)
+        task.add_done_callback(self._firing.discard)
+
+    def _start_unproven(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the next `UNPROVEN_PER_TURN` callbacks to targets not known to answer."""
+        unproven = self._unproven
+        for _ in range(min(len(unproven), UNPROVEN_PER_TURN)):
+            self._start(loop, *unproven.popleft())
+        if unproven:
+            loop.call_soon(self._start_unproven, loop)
+        else:
+            self._pacing = False
 
     def _abandon(self) -> None:
+        self._unproven.clear()  # never started: the dispatcher hands them back with the rest
         for task in self._firing:
             task.cancel()
 
-    async def _fire(self, held: Held) -> None:
+    async def _fire(self, held: Held, origin: str) -> None:
         release = True  # the timer is released here when done (else by whoever settles it)
         admission = GO
         limiter = self._limiter
@@ -135,7 +164,6 @@ class Worker:
             if not held.active:
                 return  # lost while it waited for its task
             timer = held.timer
-            origin = _origin(timer)
             slots = self._slots
             keys = limiter.targets(timer)
             if keys:
