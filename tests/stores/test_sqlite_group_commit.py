@@ -17,6 +17,7 @@ from tickwheel.errors import Closed, TimerExists
 from tickwheel.model import Timer
 from tickwheel.stores.base import Lease
 from tickwheel.stores.sqlite import SqliteStore
+from tickwheel.stores.sqlite.group_commit import INLINE_MOST
 from tickwheel.stores.sqlite.leasing import CLAIM_BATCH, ClaimAsk
 from tickwheel.stores.sqlite.thread import INLINE_CHECKPOINT_EVERY
 
@@ -24,7 +25,7 @@ from .conftest import ManualClock
 
 DUE_MS = int(time.time() * 1000) + 3_600_000  # an hour ahead of the store's wall clock
 THREADS = 4
-PER_THREAD = 60
+PER_THREAD = INLINE_MOST + 36  # a pass too large to write on its loop: the store's thread
 
 
 def committed(path: Path, timer_id: str) -> bool:
@@ -119,13 +120,33 @@ async def test_a_refused_add_fails_alone_in_its_batch(tmp_path: Path) -> None:
     try:
         await store.add(Timer(id="taken", due_ms=DUE_MS))
         batches = record_batches(store)
-        timers = [Timer(id=f"t{i}", due_ms=DUE_MS) for i in range(20)]
+        timers = [Timer(id=f"t{i}", due_ms=DUE_MS) for i in range(INLINE_MOST + 20)]
         timers.insert(10, Timer(id="taken", due_ms=DUE_MS + 1))  # another spec: a conflict
         results = await asyncio.gather(*map(store.add, timers), return_exceptions=True)
         assert [type(r) for r in results].count(TimerExists) == 1
         assert isinstance(results[10], TimerExists)
         assert all(committed(store.path, t.id) for t in timers if t.id != "taken")
         assert any("taken" in batch and len(batch) > 1 for batch in batches)
+    finally:
+        await store.close()
+
+
+async def test_adds_of_one_loop_pass_commit_together_on_its_thread(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "timers.db")
+    try:
+        await store.add(Timer(id="taken", due_ms=DUE_MS))
+        batches = record_batches(store)
+        seen: list[str] = []
+        timers = [Timer(id=f"t{i:02}", due_ms=DUE_MS) for i in range(INLINE_MOST - 1)]
+        await asyncio.gather(*(add_checked(store, timer, seen) for timer in timers))
+        assert sorted(seen) == [timer.id for timer in timers], "answered only once committed"
+        assert batches == [], "written on the loop's thread, not the store's"
+        # an id taken in such a pass: the others commit there, it is refused alone
+        again = [Timer(id="taken", due_ms=DUE_MS + 1), Timer(id="free", due_ms=DUE_MS)]
+        results = await asyncio.gather(*map(store.add, again), return_exceptions=True)
+        assert isinstance(results[0], TimerExists)
+        assert committed(store.path, "free")
+        assert batches == [["taken"]]
     finally:
         await store.close()
 

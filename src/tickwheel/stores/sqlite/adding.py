@@ -3,6 +3,7 @@ is free, else group commit), many per transaction, and over an id that may be ta
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Sequence
 from functools import partial
@@ -47,36 +48,55 @@ class SqliteAdding(SqliteThread):
     async def _add_one(self, timer: Timer, replace: bool) -> Timer:
         """Add one timer; adds made while one is being written, from any task or thread, share
         the next transaction (group commit), each answered with its own result or error once
-        that transaction has committed. A lone new id is written on the caller's thread when
-        nothing waits and the connection is free (`_add_inline`)."""
+        that transaction has committed. New ids added in one loop pass are written on the
+        caller's thread when nothing waits and the connection is free (`_add_inline`)."""
         self._check_open()
         stored = await (self._replacing if replace else self._adding).submit(timer)
         self._wakeups.notify(stored.queue)
         return stored
 
-    def _add_inline(self, timer: Timer) -> Timer | None:
-        """Write a lone new timer in one statement on the caller's thread, if the connection
-        and SQLite's write lock are both free right now; else None, for the store's thread.
+    def _add_inline(self, timers: list[Timer]) -> list[Timer | None] | None:
+        """Write new timers in one transaction on the caller's thread, if the connection and
+        SQLite's write lock are both free right now; return each as stored, or None for one
+        whose id is taken (the store's thread decides it); None when nothing was written.
 
         Nothing here waits: not for the connection (taken without blocking), not for another
         connection's write lock (the busy timeout is 0: a busy insert fails before writing),
         not for an fsync (the connection does not checkpoint while a caller's thread holds it;
         WAL with ``synchronous=NORMAL`` syncs only at checkpoints). The commit is the same as
-        on the store's thread: in the WAL when this returns. A taken id, or any error, goes to
-        the store's thread, which decides and reports as for any add.
+        on the store's thread: in the WAL when this returns. Any error rolls back, and the
+        store's thread tries and reports.
         """
         if self._closed or not self._conn_lock.acquire(blocking=False):
             return None
+        conn = None
         try:
             conn = self._inline_conn()
             if conn is None:
                 return None
-            added, written = insert_timer(conn, self._clock(), timer, sql.INSERT_NEW)
-            if not written:
-                return None
+            now = self._clock()
+            if len(timers) == 1:
+                stored, written = insert_timer(conn, now, timers[0], sql.INSERT_NEW)
+                added: list[Timer | None] = [stored if written else None]
+            else:
+                conn.execute("BEGIN IMMEDIATE")
+                rows = [RowCodec.new_row(timer, now, 0, None) for timer in timers]
+                if conn.executemany(sql.INSERT_NEW, rows).rowcount == len(rows):
+                    added = [as_scheduled(timer, now) for timer in timers]
+                else:  # an id is taken: write again row by row to tell which
+                    conn.execute("ROLLBACK")
+                    conn.execute("BEGIN IMMEDIATE")
+                    added = []
+                    for timer in timers:
+                        stored, written = insert_timer(conn, now, timer, sql.INSERT_NEW)
+                        added.append(stored if written else None)
+                conn.execute("COMMIT")
             self._inline_committed()
             return added
         except sqlite3.Error:  # busy, or failing: the store's thread tries and reports
+            if conn is not None and conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             return None
         finally:
             self._conn_lock.release()

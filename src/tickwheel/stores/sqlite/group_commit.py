@@ -1,10 +1,12 @@
 """Group commit on the store's thread: single writes from any task, loop or thread share one
-transaction; a lone one is written on its caller's thread when it can be, without waiting.
+transaction; those of one loop pass are written on its thread when they can be, without
+waiting.
 
 A caller's item waits on a future of its own loop, first until that loop's current pass ends,
-so what the loop's other tasks add in the same pass goes with it. A lone item, when nothing is
-queued, goes to `inline`, which writes it on the loop's thread if the connection and SQLite's
-write lock are both free at once, never waiting for either. Otherwise the items queue under a
+so what the loop's other tasks add in the same pass goes with it. The pass's items (at most
+`INLINE_MOST`), when nothing is queued, go to `inline`, which writes them in one transaction
+on the loop's thread if the connection and SQLite's write lock are both free at once, never
+waiting for either. Otherwise the items queue under a
 lock for the store's thread, which takes whatever has queued, up to a batch, writes it in one
 transaction and answers each caller only after that transaction has committed, with one
 wake-up per event loop. While it writes, the next callers queue, so the batch grows with the
@@ -32,9 +34,13 @@ Write = Callable[[list[T]], Sequence[R | BaseException]]
 """Write a batch on the store's thread: one result or refusal per item, in order; raises when
 the whole batch failed (then every caller in it hears that error)."""
 
-Inline = Callable[[T], R | None]
-"""Write one item at once on the caller's thread and return its result, or None when it must
-go to the store's thread (the connection or the write lock is taken)."""
+Inline = Callable[[list[T]], "list[R | None] | None"]
+"""Write items at once on the caller's thread, in one transaction: each one's result, or None
+for one that must go to the store's thread; None when all must (the connection or the write
+lock is taken)."""
+INLINE_MOST = 64
+"""Items of one loop pass written on its thread at most: a larger pass goes to the store's
+thread rather than hold the loop for its transaction."""
 
 Answers = list[tuple["asyncio.Future[R]", "R | BaseException"]]
 Pending = list[tuple[T, "asyncio.Future[R]"]]
@@ -76,24 +82,30 @@ class GroupCommit(Generic[T, R]):
         return done
 
     def _end_pass(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On `loop`, once the pass that queued its first item is over: write a lone item
-        inline if it can be, else queue the pass's items for the store's thread."""
+        """On `loop`, once the pass that queued its first item is over: write the pass's items
+        inline if they can be, else queue them for the store's thread."""
         pending = self._passes.pop(loop)
-        if len(pending) == 1 and not self._scheduled and self._inline is not None:
-            ((item, done),) = pending
-            answer: Answers[R]
-            try:
-                result = self._inline(item)
-            except Exception as error:  # its own failure, answered as on the store's thread
-                answer = [(done, error)]
-            else:
-                if result is None:  # the connection or the write lock is taken
-                    self._queue(pending)
-                    return
-                answer = [(done, result)]
-            _settle(answer)
+        if len(pending) > INLINE_MOST or self._scheduled or self._inline is None:
+            self._queue(pending)
             return
-        self._queue(pending)
+        try:
+            results = self._inline([item for item, _ in pending])
+        except Exception as error:  # its own failure, answered as on the store's thread
+            failed: Answers[R] = [(done, error) for _, done in pending]
+            _settle(failed)
+            return
+        if results is None:  # the connection or the write lock is taken
+            self._queue(pending)
+            return
+        answers: Answers[R] = [
+            (done, result)
+            for (_, done), result in zip(pending, results, strict=True)
+            if result is not None
+        ]
+        _settle(answers)
+        refused = [each for each, result in zip(pending, results, strict=True) if result is None]
+        if refused:  # an id taken: the store's thread decides
+            self._queue(refused)
 
     def _queue(self, pending: Pending[T, R]) -> None:
         """Queue items for the store's thread, starting a batch job unless one is on its way."""
