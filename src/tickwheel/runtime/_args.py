@@ -13,6 +13,11 @@ from tickwheel.runtime.clock import NS_PER_MS
 MAX_DUE_MS = 253_402_300_799_999
 # the longest a driver sleeps in one go, so a drifting clock is re-read now and then
 MAX_SLEEP_S = 3600.0
+# within FILE_AHEAD_S of its next wake-up a driver wakes at least every FILE_EVERY_S and files
+# the timers added since (`TimingWheel.add` queues them): filed then, not all at once at the
+# due time, a burst of adds fires on its ms instead of tens of ms late
+FILE_AHEAD_S = 1.0
+FILE_EVERY_S = 0.05
 # a delay this short cannot land past year 9999 from any clock we read; a float, so that the
 # hot paths' `0.0 < delay <= YEAR_S` compare a float delay with floats, not ints (faster)
 YEAR_S = 366 * 86_400.0

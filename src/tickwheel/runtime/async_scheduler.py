@@ -10,7 +10,7 @@ from time import monotonic_ns
 from types import TracebackType
 from typing import Any
 
-from tickwheel.runtime._args import MAX_SLEEP_S, YEAR_S, due_after
+from tickwheel.runtime._args import FILE_AHEAD_S, FILE_EVERY_S, MAX_SLEEP_S, YEAR_S, due_after
 from tickwheel.runtime.clock import NS_PER_MS, Clock
 from tickwheel.runtime.timers import TimerHandle, WheelTimers, new_handle
 
@@ -106,6 +106,8 @@ class AsyncScheduler(WheelTimers):
             # the selector rounds sleeps up to whole ms: for the last stretch, poll each loop turn
             self._alarm = self._loop.call_soon(self._fire)
         else:
+            if sleep_s < FILE_AHEAD_S:  # an early `_fire` files what was added (its advance)
+                sleep_s = min(sleep_s, FILE_EVERY_S + SPIN_S)
             sleep_s = min(max(sleep_s - SPIN_S, SPIN_S), MAX_SLEEP_S)
             self._alarm = self._loop.call_later(sleep_s, self._fire)
 

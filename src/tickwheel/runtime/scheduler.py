@@ -6,7 +6,7 @@ import os
 import threading
 from types import TracebackType
 
-from tickwheel.runtime._args import MAX_SLEEP_S, check_workers
+from tickwheel.runtime._args import FILE_AHEAD_S, FILE_EVERY_S, MAX_SLEEP_S, check_workers
 from tickwheel.runtime.clock import NS_PER_MS, Clock
 from tickwheel.runtime.timers import WheelTimers
 from tickwheel.runtime.workers import CallbackPool
@@ -71,16 +71,22 @@ class Scheduler(WheelTimers):
                 if self._pool.backlogged():
                     self._pool.nudge()  # the last batch is still waiting: add a thread
                 now_ms = clock.now_ns() // NS_PER_MS
-                # nothing needs an advance before `_wake_at` (adds lower it): woken early, by an
-                # earlier add, the driver sleeps again and leaves the wheel's queue unfiled
-                if self._wake_at is not None and now_ms >= self._wake_at:
+                # nothing needs an advance before `_wake_at` (adds lower it); woken early (by an
+                # earlier add, or to file ahead) the driver files the wheel's queue only when
+                # its wake-up is near, so timers added far ahead are filed as rarely as can be
+                wake_at = self._wake_at
+                if wake_at is not None and now_ms >= wake_at:
                     due = self._wheel.advance(now_ms)
                     if due:
                         self._pool.submit(handle for _, handle in due)
                     self._wake_at = self._wheel.next_due_ms()
+                elif wake_at is not None and wake_at - now_ms < FILE_AHEAD_S * 1000:
+                    self._wake_at = self._wheel.next_due_ms()  # files what was added
                 sleep_s = MAX_SLEEP_S
                 if self._wake_at is not None:
                     sleep_s = min((self._wake_at * NS_PER_MS - clock.now_ns()) / 1e9, sleep_s)
+                    if sleep_s < FILE_AHEAD_S:
+                        sleep_s = min(sleep_s, FILE_EVERY_S)
                 if self._pool.backlogged():
                     sleep_s = min(sleep_s, CallbackPool.NUDGE_S)
                 if sleep_s > 0:
