@@ -52,6 +52,23 @@ async def each(
     return time.perf_counter() - t0
 
 
+async def by_callers(
+    call: Callable[[object], Awaitable[object]], items: Sequence[object], callers: int
+) -> float:
+    """Run `call(item)` for every item from `callers` tasks that each take the next item once
+    their last call returned (producers that each add in turn, no task or semaphore per item);
+    return the seconds it took."""
+    t0 = time.perf_counter()
+    left = iter(items)
+
+    async def caller() -> None:
+        for item in left:
+            await call(item)
+
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    return time.perf_counter() - t0
+
+
 ROUNDS = 10  # raw and store calls alternate in this many rounds: load that comes and goes
 # on a shared host falls on both alike
 
@@ -65,10 +82,16 @@ class Tally:
         self.cpu_s = 0.0
 
     async def time(
-        self, call: Callable[[object], Awaitable[object]], items: Sequence[object], concurrency: int
+        self,
+        call: Callable[[object], Awaitable[object]],
+        items: Sequence[object],
+        concurrency: int,
+        *,
+        callers: bool = False,
     ) -> None:
         cpu0 = own_cpu_s()
-        self.seconds += await each(call, items, concurrency)
+        run = by_callers if callers else each
+        self.seconds += await run(call, items, concurrency)
         self.cpu_s += own_cpu_s() - cpu0
 
     def rate(self, n: int) -> Rate:
@@ -113,9 +136,15 @@ async def rates(url: str, n: int) -> list[Rate]:
 
 
 async def sqlite_rates(directory: Path, n: int) -> list[Rate]:
-    """`SqliteStore.add_many` (1,000 a call, the floor), then `add` sequential and 64 at once,
-    each on a fresh file, the three alternating a thousand timers at a time."""
-    hows = (("add_many of 1,000", 0), ("add, sequential", 1), ("add, 64 at once", CONCURRENCY))
+    """`SqliteStore.add_many` (1,000 a call, the floor), then `add` sequential, 64 at once (a
+    task per add, 64 at a time) and from 64 callers (tasks that each add in turn), each on a
+    fresh file, the four alternating a thousand timers at a time."""
+    hows = (
+        ("add_many of 1,000", 0),
+        ("add, sequential", 1),
+        ("add, 64 at once", CONCURRENCY),
+        (f"add, {CONCURRENCY} callers", -CONCURRENCY),
+    )
     stores = [SqliteStore(directory / f"{uuid.uuid4().hex}.db") for _ in hows]
     tallies = [Tally(f"SqliteStore.{label}") for label, _ in hows]
     due = stores[0].now_ms() + 3_600_000
@@ -140,6 +169,8 @@ async def sqlite_rates(directory: Path, n: int) -> list[Rate]:
 
                 if concurrency == 0:
                     await tally.time(add_many, [chunk], 1)
+                elif concurrency < 0:
+                    await tally.time(add, chunk, -concurrency, callers=True)
                 else:
                     await tally.time(add, chunk, concurrency)
     finally:
