@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 START_TIMEOUT_S = 30.0
+BIND_ATTEMPTS = 5
 _USER = "postgres"
 
 
@@ -63,6 +64,7 @@ class PostgresServer:
         self.directory = Path(tempfile.mkdtemp(prefix="tickwheel-pg-"))
         self.data = self.directory / "data"
         self.port = _free_port()
+        self._started = False
         self.durable = durable
         self._as_postgres = os.geteuid() == 0
         self._initdb()
@@ -101,10 +103,30 @@ class PostgresServer:
             conf.writelines(f"{name} = {value}\n" for name, value in settings.items())
 
     def start(self) -> None:
-        self._run(
-            pg_binary("pg_ctl"), "-D", str(self.data), "-l", str(self.directory / "log"),
-            "-w", "-t", str(int(START_TIMEOUT_S)), "start",
-        )  # fmt: skip
+        """Start it and wait until it answers. A port taken since it was picked (a client's
+        ephemeral port, another test's server) means another pick on a first start, and
+        waiting for it on a restart, which must keep the port."""
+        log = self.directory / "log"
+        for _ in range(BIND_ATTEMPTS):
+            logged = log.stat().st_size if log.exists() else 0
+            started = self._run(
+                pg_binary("pg_ctl"), "-D", str(self.data), "-l", str(log),
+                "-w", "-t", str(int(START_TIMEOUT_S)), "start", check=False,
+            )  # fmt: skip
+            if started.returncode == 0:
+                break
+            this_run = log.read_bytes()[logged:].decode(errors="replace") if log.exists() else ""
+            if "could not bind" not in this_run:
+                raise RuntimeError(f"pg_ctl start failed: {started.stderr}{this_run}")
+            if self._started:
+                time.sleep(0.2)
+            else:
+                self.port = _free_port()
+                with (self.data / "postgresql.conf").open("a") as conf:
+                    conf.write(f"port = {self.port}\n")  # the last setting of a name wins
+        else:
+            raise RuntimeError(f"postgres found no free port: {self.log()}")
+        self._started = True
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self._answers():
             if time.monotonic() > deadline:
