@@ -4,7 +4,7 @@ Run ``python bench/burst_pairs.py --before SRC`` (SRC: an older tree's ``src``, 
 ``git archive <commit> src | tar -x -C /tmp/base``; ``--after SRC`` for another than this one). Each round starts one process per tree,
 before first, then the other way round in the next round; each process starts its own
 ``redis-server`` and runs the variadic raw floor, then ``consume()`` with ``await d.ack()``
-each, `--bursts` times. It prints one line per burst and a min / median / max summary per tree.
+each, `--bursts` times (``--warm``: by a consumer that handled 1,000 timers due now first). It prints one line per burst and a min / median / max summary per tree.
 """
 
 from __future__ import annotations
@@ -62,11 +62,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="process pairs (default 3)")
     parser.add_argument("--bursts", type=int, default=2, help="bursts per process (default 2)")
     parser.add_argument("--quick", action="store_true", help="bursts of 2,000, not 20,000")
+    parser.add_argument(
+        "--warm", action="store_true", help="by a consumer that handled 1,000 timers first"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-async def child(bursts: int, quick: bool) -> None:
+async def child(bursts: int, quick: bool, warm: bool) -> None:
     """Run the floor and the plain-loop burst `bursts` times; print one JSON line each."""
     from harness.redis_server import private_redis
     from scenarios.engine.burst import consume_burst, floor_burst
@@ -83,7 +86,7 @@ async def child(bursts: int, quick: bool) -> None:
                     with PauseWatch() as watch:
                         try:
                             floor = await floor_burst(bench, variadic=True)
-                            run = await consume_burst(bench, batched=False)
+                            run = await consume_burst(bench, batched=False, warm=warm)
                         except TimeoutError:  # the burst's 120 s bound, if a pause outlasted it
                             if watch.longest_s < PAUSE_S:
                                 raise
@@ -93,7 +96,8 @@ async def child(bursts: int, quick: bool) -> None:
                 else:
                     raise SystemExit(f"every one of {TRIES} tries was paused")
                 calls = run.calls
-                claimed_ahead = calls.claimed_by(run.due_ms) if calls else 0
+                warm_up = int(run.extra.get("warm_up", 0))  # its claims were before the instant
+                claimed_ahead = calls.claimed_by(run.due_ms) - warm_up if calls else 0
                 line = {
                     "seconds": run.seconds,
                     "floor": floor.seconds,
@@ -111,12 +115,12 @@ async def child(bursts: int, quick: bool) -> None:
             await bench.close()
 
 
-def run_one(src: str, bursts: int, quick: bool) -> list[dict[str, float]]:
+def run_one(src: str, args: argparse.Namespace) -> list[dict[str, float]]:
     """Run one child process on tree `src`; return its bursts."""
     env = dict(os.environ, PYTHONPATH=f"{src}{os.pathsep}{BENCH}")
-    argv = [sys.executable, str(Path(__file__).resolve()), "--child", f"--bursts={bursts}"]
+    argv = [sys.executable, str(Path(__file__).resolve()), "--child", f"--bursts={args.bursts}"]
     done = subprocess.run(
-        [*argv, *(["--quick"] if quick else [])],
+        [*argv, *(["--quick"] if args.quick else []), *(["--warm"] if args.warm else [])],
         env=env,
         capture_output=True,
         text=True,
@@ -151,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         steady_gc()
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            runner.run(child(args.bursts, args.quick))
+            runner.run(child(args.bursts, args.quick, args.warm))
         return
     trees = {"after": args.after}
     if args.before:
@@ -160,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for round_ in range(args.rounds):
         order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
         for name in order:
-            for run in run_one(trees[name], args.bursts, args.quick):
+            for run in run_one(trees[name], args):
                 results[name].append(run)
                 print(
                     f"round {round_ + 1} {name}: {run['seconds']:.3f} s, floor "

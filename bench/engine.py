@@ -99,9 +99,11 @@ async def run(
             batched = await consume_burst(bench, batched=True)
             progress("(a) burst: consume(), await each ack")
             natural = await consume_burst(bench, batched=False)
+            progress("(a) burst: consume() that has run before, await each ack")
+            warm = await consume_burst(bench, batched=False, warm=True)
             batched.extra["ratio"] = batched.seconds / floor.seconds
             burst_main = batched
-            table = burst_table([floor_variadic, batched, natural], floor, meter.other())
+            table = burst_table([floor_variadic, batched, natural, warm], floor, meter.other())
             emit(table, tables)
             if args.profile:
                 progress("(a) burst, profiled")

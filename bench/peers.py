@@ -43,8 +43,9 @@ from pg_server import PostgresServer, pg_binary
 
 PEER_RUN = Path(__file__).parent / "scenarios" / "peers" / "peer_run.py"
 PEER_TIMEOUT_S = 600
+PHASES = ("drain", "burst", "spread")
 ROWS = (
-    "tickwheel", "tickwheel-add_many", "saq", "huey", "dramatiq", "arq", "celery", "rq",
+    "tickwheel", "tickwheel-add_many", "tickwheel-scheduler", "saq", "huey", "dramatiq", "arq", "celery", "rq",
     "taskiq", "taskiq-1s", "procrastinate", "apscheduler",
 )  # fmt: skip
 VENVS: dict[str, list[str]] = {
@@ -105,6 +106,8 @@ def run_row(name: str, args: argparse.Namespace, redis_url: str, pg_url: str, pi
     ]  # fmt: skip
     if name == "tickwheel-add_many":
         command += ["--phases", "enqueue"]  # its other columns are tickwheel's row
+    if name == "tickwheel-scheduler":
+        command += ["--phases", "enqueue,burst,spread"]  # no worker to start after adds
     env = dict(os.environ, PEERS_PGID_DIR=str(pids))
     env.pop("PYTHONPATH", None)
     other = OtherLoad(args.redis_pid)
@@ -155,7 +158,7 @@ def figures(row: Row) -> list[str]:
         ms(f.get("spread_p99_ms")),
         fmt(None if enqueue_only else f["burst_early"] + f["spread_early"]),
         fmt(f.get("spread_lost")),
-        fmt(None if enqueue_only else f["drain_again"] + f["burst_again"] + f["spread_again"]),
+        fmt(None if enqueue_only else sum(f.get(f"{p}_again", 0) for p in PHASES)),
         fmt(None if enqueue_only else f["grace_s"]),
         f"{row.other_cpus:.2f}",
     ]
@@ -176,7 +179,7 @@ def tables(rows: list[Row], args: argparse.Namespace) -> list[Table]:
     main.notes = [
         "enqueue: one call per job, sequential (tickwheel-add_many: 1,000 a call); drain: "
         "jobs due now enqueued beforehand, from the worker's start (a worker process: once "
-        "ready) until the last ran; burst: every job due at one instant "
+        "ready) until the last ran (tickwheel-scheduler: none, its timers fire as added); burst: every job due at one instant "
         "(3 s + 3 x the enqueue's time ahead), 'last ran' is from that instant; spread: "
         "due evenly; lateness = when the no-op job ran (this host's clock, µs) - its due ms",
         "early: runs before the due time, burst and spread; lost: not run within the grace "

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+
+import pytest
 
 from tickwheel.engine.claim_room import ClaimRoom
+from tickwheel.engine.pace import PACE_HOLD_S, PACE_SAMPLE, Pace
 from tickwheel.engine.settings import WorkerSettings
 
 # room for concurrency + 2 batches (300), a prompt queue's reserve as much again (to 600),
@@ -32,3 +36,32 @@ async def test_a_waiting_prompt_queue_is_woken_once_a_quarter_batch_fits() -> No
         assert not waiting.done(), held
     room.freed(575)
     await asyncio.wait_for(waiting, 1)
+
+
+def test_a_consumers_room_holds_a_second_of_its_pace_from_a_workers_room_to_the_cap() -> None:
+    room = ClaimRoom(dataclasses.replace(SETTINGS, max_in_flight=5_000))
+    assert room.room("q", 0) == 300  # a worker's room until the consumer's pace is known
+    room.pace(1_000.0, 0)
+    assert room.room("q", 0) == 1_000 * PACE_HOLD_S
+    room.pace(50_000.0, 0)
+    assert room.room("q", 0) == 5_000
+    room.pace(10.0, 0)  # slower than a worker's room a second: that room, not less
+    assert room.room("q", 0) == 300
+
+
+async def test_a_faster_pace_wakes_the_claim_loop_waiting_for_room() -> None:
+    room = ClaimRoom(dataclasses.replace(SETTINGS, max_in_flight=5_000))
+    waiting = asyncio.ensure_future(room.wait("q"))
+    await asyncio.sleep(0)
+    room.pace(100.0, 300)
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    room.pace(2_000.0, 300)
+    await asyncio.wait_for(waiting, 1)
+
+
+def test_a_pace_is_deliveries_over_their_time_in_hand_each_sample() -> None:
+    pace = Pace()
+    assert [pace.handled(0.001) for _ in range(PACE_SAMPLE - 1)] == [None] * (PACE_SAMPLE - 1)
+    assert pace.handled(0.001) == pytest.approx(1_000)
+    assert pace.handled(0.1) is None  # a new sample

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from engine.support import until
 from tickwheel import consume
 from tickwheel.engine import Delivery, Metrics, WorkerSettings
+from tickwheel.engine.pace import PACE_HOLD_S
 from tickwheel.errors import Closed, InvalidArgument, LeaseLost, StoreUnavailable
 from tickwheel.model import RetryPolicy, State, Timer
 from tickwheel.stores import Lease, MemoryStore, Store
@@ -272,3 +274,52 @@ async def test_a_backlog_held_when_the_loop_breaks_is_all_handed_back(store: Sto
     counts = (await store.stats()).counts
     assert counts.get(State.LEASED, 0) == 0
     assert counts.get(State.SCHEDULED, 0) == len(added)
+
+
+# a worker's room is 10 + 2 * 50 = 110 timers
+PACED = WorkerSettings(
+    queues=("emails",), batch=50, concurrency=10, max_in_flight=2_000, lookahead_ms=200
+)
+
+
+async def test_a_consumer_that_settles_fast_claims_a_coming_burst_ahead_whole() -> None:
+    store = MemoryStore()
+    await store.add_many([email(store, 0, f"w{i}") for i in range(400)])
+    metrics = Metrics()
+    held_at_burst = 0
+    seen = 0
+    async with asyncio.timeout(10):
+        deliveries = consume(store, "emails", settings=PACED, metrics=metrics)
+        async with contextlib.aclosing(deliveries):
+            async for delivery in deliveries:
+                await delivery.ack()
+                seen += 1
+                if seen == 400:
+                    await store.add_many([email(store, 500, f"b{i}") for i in range(1_000)])
+                elif seen == 401:
+                    held_at_burst = metrics.in_flight + 1  # with the one just acked
+                elif seen == 1_400:
+                    break
+    assert held_at_burst == 1_000  # claimed before its instant, not a room of 110 at a time
+
+
+async def test_a_slow_consumer_holds_about_a_second_of_its_work_the_rest_stays_stored() -> None:
+    store = MemoryStore()
+    await store.add_many([email(store, 0, f"w{i}") for i in range(2_000)])
+    metrics = Metrics()
+    most_held = seen = 0
+    began = time.monotonic()
+    async with asyncio.timeout(10):
+        deliveries = consume(store, "emails", settings=PACED, metrics=metrics)
+        async with contextlib.aclosing(deliveries):
+            async for delivery in deliveries:
+                most_held = max(most_held, metrics.in_flight)
+                await asyncio.sleep(0.004)  # a few hundred a second
+                await delivery.ack()
+                seen += 1
+                if seen == 600:
+                    stored = (await store.stats()).counts.get(State.SCHEDULED, 0)
+                    break
+    pace = seen / (time.monotonic() - began)
+    assert most_held <= max(110, 1.25 * pace * PACE_HOLD_S)
+    assert stored >= 2_000 - seen - most_held

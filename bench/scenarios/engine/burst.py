@@ -24,6 +24,9 @@ from scenarios.engine.runs import Run
 from scenarios.engine.timing import CpuSnapshot, sleep_until, wall_ms
 from tickwheel.model import Timer
 
+WARM_UP = 1_000
+"""Timers due now a warm consumer handles before the burst: its pace is known by then."""
+
 
 def burst_lead_ms(bench: EngineBench) -> int:
     """Return how far ahead the burst is due: time to build and add the timers, then a
@@ -75,17 +78,29 @@ async def floor_burst(bench: EngineBench, variadic: bool) -> Run:
 
 
 async def consume_burst(
-    bench: EngineBench, batched: bool, profiler: cProfile.Profile | None = None
+    bench: EngineBench,
+    batched: bool,
+    profiler: cProfile.Profile | None = None,
+    *,
+    warm: bool = False,
 ) -> Run:
-    """consume() the burst, each ack awaited or started as a task (`batched`)."""
+    """consume() the burst, each ack awaited or started as a task (`batched`); `warm`: by a
+    consumer that has handled `WARM_UP` timers due now first, as one that has run before."""
     n = bench.sizes.burst
     label = "consume(): ack tasks, acks batch" if batched else "consume(): await d.ack() each"
+    if warm:
+        label += f", after {WARM_UP:,} handled"
     run = Run(label, n)
     async with bench.store() as store:
         due = store.now_ms() + burst_lead_ms(bench)
         callback = None  # a Python consumer's queue: timers carry a payload, no callback
         timers = [Timer(due_ms=due, payload={"n": i}, callback=callback) for i in range(n)]
         await bench.load(store, timers, label)
+        warming = WARM_UP if warm else 0
+        if warming:  # its claims are counted with the burst's (`run.calls`)
+            run.extra["warm_up"] = warming
+            now = store.now_ms()
+            await store.add_many([Timer(due_ms=now, payload={"warm": i}) for i in range(warming)])
         if store.now_ms() > due - bench.settings.lookahead_ms:
             progress("  warning: timers added too late for the lookahead: increase the lead")
         run.due_ms = due
@@ -103,6 +118,10 @@ async def consume_burst(
         ):
             run.bars.append(bar)
             async for delivery in deliveries:
+                if warming:
+                    warming -= 1
+                    await delivery.ack()
+                    continue
                 if run.first_ms is None:
                     run.first_ms = wall_ms()
                 timer_id = delivery.timer.id
@@ -121,5 +140,5 @@ async def consume_burst(
         if profiler is not None:
             profiler.disable()
         run.cpu = at_due.used()
-        run.done = await bench.done_count(store)
+        run.done = await bench.done_count(store) - int(run.extra.get("warm_up", 0))
     return run

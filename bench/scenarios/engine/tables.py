@@ -35,7 +35,7 @@ def store_note(run: Run) -> str | None:
         f"({calls.busy_ms('claim') / max(len(claims), 1):.1f} ms each on average)"
     ]
     if run.due_ms and claims:
-        before = calls.claimed_by(run.due_ms)
+        before = calls.claimed_by(run.due_ms) - int(run.extra.get("warm_up", 0))
         last = calls.last_claim_end()
         parts.append(
             f"{before:,} of {run.count:,} claimed before the due instant, the last claim "

@@ -42,6 +42,7 @@ BACKLOG_CAP_S = 300.0
 MODULES = {
     "tickwheel": "tickwheel_peer",
     "tickwheel-add_many": "tickwheel_peer",
+    "tickwheel-scheduler": "tickwheel_peer",
     "saq": "async_peers",
     "arq": "async_peers",
     "taskiq": "async_peers",

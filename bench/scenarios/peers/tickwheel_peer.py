@@ -1,5 +1,6 @@
 """tickwheel's rows, run by the project's Python: the path a user writes first, a
-``RedisStore`` with ``store.add`` per job and a ``consume`` loop acking each delivery."""
+``RedisStore`` with ``store.add`` per job and a ``consume`` loop acking each delivery; and the
+in-process ``Scheduler``, the like-for-like of APScheduler's scheduler in memory."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from run_log import record
 
 from tickwheel.engine import consume
 from tickwheel.model import Timer
+from tickwheel.runtime import Scheduler
 from tickwheel.stores.redis import RedisStore
 
 BULK = 1000
@@ -66,5 +68,39 @@ class Tickwheel(Peer):
                 await worker
 
 
+class TickwheelScheduler(Peer):
+    package = "tickwheel"
+    settings = "Scheduler() defaults: in memory, in this process, worker threads cpu_count + 4"
+    timing = "call_at(epoch s); its driver thread sleeps until the next due ms"
+    enqueue_ahead = True
+
+    async def open(self) -> None:
+        self.scheduler: Scheduler | None = None
+
+    async def reset(self) -> None:
+        await self.stop()  # its timers are in memory: a new scheduler is an empty one
+
+    async def enqueue(self, i: int, when_s: float | None) -> None:
+        assert self.scheduler is not None, "enqueued with no scheduler started"
+        if when_s is None:
+            self.scheduler.call_later(0, record, i)
+        else:
+            self.scheduler.call_at(when_s, record, i)
+
+    async def start(self) -> None:
+        if self.scheduler is None:
+            self.scheduler = Scheduler()
+
+    async def stop(self) -> None:
+        scheduler, self.scheduler = self.scheduler, None
+        if scheduler is not None:
+            scheduler.close()
+
+    async def close(self) -> None:
+        await self.stop()
+
+
 def make(name: str, redis_url: str, postgres_url: str) -> Peer:
+    if name == "tickwheel-scheduler":
+        return TickwheelScheduler(name, redis_url, postgres_url)
     return Tickwheel(name, redis_url, postgres_url)

@@ -15,6 +15,11 @@ queues new to the worker leaves room for the next new queue, whose callbacks may
 and costs the worker one timer a queue to hold, find hung and send back. A claimed timer
 that went back unsent because its target hangs tells it too (`claimed`): what one worker
 finds, the others learn from the timers it sent back.
+
+A consumer's room follows its pace (`pace`): the larger of a worker's room and about
+`PACE_HOLD_S` of the consumer's own work, up to `max_in_flight`. A consumer serves one queue
+for one caller, so what it claims ahead takes no other queue's room, and what it holds beyond
+a second of its own work would keep that work from the queue's other consumers.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import time
 from collections.abc import Sequence
 
 from tickwheel.engine.outcome import sent_back_hanging
+from tickwheel.engine.pace import PACE_HOLD_S
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.stores import Lease
 
@@ -45,7 +51,10 @@ class ClaimRoom:
     """The room to claim of one dispatcher holding `held()` timers, and its claim lines."""
 
     def __init__(self, settings: WorkerSettings) -> None:
-        self._most = min(settings.max_in_flight, settings.concurrency + 2 * settings.batch)
+        self._most = self._base = min(
+            settings.max_in_flight, settings.concurrency + 2 * settings.batch
+        )
+        self._cap = settings.max_in_flight
         self._reserve_to = min(settings.max_in_flight, 2 * self._most)
         self._least = max(1, min(settings.batch, settings.concurrency) // 4)
         self._prompt: set[str] = set()
@@ -150,6 +159,12 @@ class ClaimRoom:
             await event.wait()
         finally:
             waiters.pop(queue, None)
+
+    def pace(self, per_s: float, held: int) -> None:
+        """Size a consumer's room by its pace, `per_s` deliveries a second, while it holds
+        `held`; wake its claim loop if that makes room."""
+        self._most = min(self._cap, max(self._base, int(per_s * PACE_HOLD_S)))
+        self.freed(held)
 
     def freed(self, held: int) -> None:
         """Wake the claim loops waiting for room that there is room for, the worker now

@@ -9,13 +9,16 @@
 At least once: a timer is delivered again if its settlement never lands (a crash before the
 batch went out, a lease that lapsed), never lost. A queue's limit (`Store.set_queue_limit`)
 holds deliveries as it holds a worker's callbacks: its rate spaces them, its concurrency
-counts the deliveries not yet settled.
+counts the deliveries not yet settled. A consumer holds about a second of its own work at the
+pace its loop gets through deliveries (`Pace`), at least a worker's room: the rest of a backlog
+waits in the store for the queue's other consumers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
@@ -24,6 +27,7 @@ from tickwheel.engine.assembly import Assembly
 from tickwheel.engine.held import Held
 from tickwheel.engine.limiter import GO, Admission
 from tickwheel.engine.metrics import Metrics
+from tickwheel.engine.pace import Pace
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.errors import Closed, InvalidArgument, LeaseLost
 from tickwheel.model import Timer
@@ -140,6 +144,7 @@ async def consume(
     ready = handover.timers
     parts = Assembly(store, settings, handover.put, metrics=metrics)
     limiter, observe_fired, now_ms = parts.limiter, parts.metrics.observe_fired, store.now_ms
+    pace = Pace()
     running = asyncio.create_task(parts.run())
     try:
         while True:
@@ -167,7 +172,11 @@ async def consume(
                     limiter.release(admission)
                     continue
             observe_fired(queue, (now_ms() - timer.due_ms) / 1000)
+            handed = time.monotonic()
             yield Delivery(held, parts, admission)
+            per_s = pace.handled(time.monotonic() - handed)
+            if per_s is not None:
+                parts.dispatcher.paced(per_s)
     finally:
         # nobody will settle what is still held: hand it back now rather than after a grace
         parts.stop(grace=False)

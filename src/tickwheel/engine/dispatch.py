@@ -115,6 +115,11 @@ class Dispatcher:
         (True) or was answered (False): it decides the queue's room and line (`ClaimRoom`)."""
         self._room.note(queue, hangs=hangs)
 
+    def paced(self, per_s: float) -> None:
+        """Note that the consumer gets through `per_s` deliveries a second: its room holds
+        about a second of that (`ClaimRoom.pace`)."""
+        self._room.pace(per_s, len(self._held))
+
     @property
     def stopping(self) -> bool:
         """Whether `stop` was called: nothing is claimed or settled in the background after."""
