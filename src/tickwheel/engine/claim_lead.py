@@ -5,6 +5,8 @@ the next claim starts half a lead before the next due time. The lead is the look
 store answers quickly; while claims are slow (a busy server, another tenant's flood) it grows to
 a few of the slowest recent claims, so that timers are in hand on time however long the store
 takes to hand them over, up to half a lease (a timer held longer would need a renewal first).
+A consumer whose room holds many batches (`ClaimRoom.pace`) covers that many claims, so that
+a burst it has room for is in hand before its ms.
 """
 
 from __future__ import annotations
@@ -27,12 +29,18 @@ class ClaimLead:
         self._most_ms = max(settings.lookahead_ms, settings.lease_ms // 2)
         self._slow_ms = 0.0
         self._slow_at = time.monotonic()
+        self._claims = CLAIMS_AHEAD
 
     @property
     def ms(self) -> int:
         """Claim timers due this far ahead of now."""
-        grown = int(CLAIMS_AHEAD * self._slow_ms)
+        grown = int(self._claims * self._slow_ms)
         return min(self._most_ms, max(self._settings.lookahead_ms, grown))
+
+    def cover(self, room: int) -> None:
+        """Cover the claims of a `room` of timers, at least `CLAIMS_AHEAD`: twice its batches,
+        as the next claim starts half a lead early."""
+        self._claims = max(CLAIMS_AHEAD, 2 * -(-room // self._settings.batch))
 
     def took(self, seconds: float) -> None:
         """Note that a claim took `seconds` from its call to its leases."""

@@ -160,11 +160,12 @@ class ClaimRoom:
         finally:
             waiters.pop(queue, None)
 
-    def pace(self, per_s: float, held: int) -> None:
+    def pace(self, per_s: float, held: int) -> int:
         """Size a consumer's room by its pace, `per_s` deliveries a second, while it holds
-        `held`; wake its claim loop if that makes room."""
+        `held`; wake its claim loop if that makes room. Return the room."""
         self._most = min(self._cap, max(self._base, int(per_s * PACE_HOLD_S)))
         self.freed(held)
+        return self._most
 
     def freed(self, held: int) -> None:
         """Wake the claim loops waiting for room that there is room for, the worker now
