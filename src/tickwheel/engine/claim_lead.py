@@ -38,9 +38,10 @@ class ClaimLead:
         return min(self._most_ms, max(self._settings.lookahead_ms, grown))
 
     def cover(self, room: int) -> None:
-        """Cover the claims of a `room` of timers, at least `CLAIMS_AHEAD`: twice its batches,
-        as the next claim starts half a lead early."""
-        self._claims = max(CLAIMS_AHEAD, 2 * -(-room // self._settings.batch))
+        """Cover the claims of a `room` of timers, at least `CLAIMS_AHEAD`: as the next claim
+        starts half a lead early, twice its batches, and half again for claims slower than
+        the slowest recent one (a burst's claims are)."""
+        self._claims = max(CLAIMS_AHEAD, 3 * -(-room // self._settings.batch))
 
     def took(self, seconds: float) -> None:
         """Note that a claim took `seconds` from its call to its leases."""

@@ -177,6 +177,9 @@ async def consume(
             per_s = pace.handled(time.monotonic() - handed)
             if per_s is not None:
                 parts.dispatcher.paced(per_s)
+                # a loop that never waits for a delivery would hold back its queued acks and
+                # its next claims until the backlog ends: they go out as it goes on
+                await asyncio.sleep(0)
     finally:
         # nobody will settle what is still held: hand it back now rather than after a grace
         parts.stop(grace=False)
