@@ -1,12 +1,14 @@
 """In-process benchmarks: TimingWheel, DelayHeap, asyncio and heapq side by side, plus drivers.
 
 Run ``python bench/inproc.py`` (``--quick`` for a shorter run, ``--markdown PATH`` to also write
-the tables as Markdown). The garbage collector stays on, as users run.
+the tables as Markdown). The garbage collector stays on, as users run; ``--gc-off`` turns it
+off (collecting only between measurements), to tell its cost from the structures' own.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import time
 from collections.abc import Sequence
@@ -32,6 +34,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--complete", action="store_true", help=f"also run the cells skipped at N > {LARGE:,}"
     )
+    parser.add_argument(
+        "--gc-off", action="store_true", help="the garbage collector off while timing"
+    )
     args = parser.parse_args(argv)
     default = "10000,100000" if args.quick else "10000,100000,1000000"
     args.size_list = sorted({int(s.replace("_", "")) for s in (args.sizes or default).split(",")})
@@ -41,6 +46,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run every phase and print the tables."""
     args = parse_args(argv)
+    if args.gc_off:
+        gc.disable()  # `fresh` still collects between measurements
     sizes: list[int] = args.size_list
     tables: list[Table] = []
     emit(machine_table(sample_other_load()), tables)
