@@ -276,9 +276,9 @@ async def test_a_backlog_held_when_the_loop_breaks_is_all_handed_back(store: Sto
     assert counts.get(State.SCHEDULED, 0) == len(added)
 
 
-# a worker's room is 10 + 2 * 50 = 110 timers
+# a worker's room is 10 + 2 * 50 = 110 timers; claims start half a second ahead at least
 PACED = WorkerSettings(
-    queues=("emails",), batch=50, concurrency=10, max_in_flight=2_000, lookahead_ms=200
+    queues=("emails",), batch=50, concurrency=10, max_in_flight=2_000, lookahead_ms=1_000
 )
 
 
@@ -295,7 +295,7 @@ async def test_a_consumer_that_settles_fast_claims_a_coming_burst_ahead_whole() 
                 await delivery.ack()
                 seen += 1
                 if seen == 400:
-                    await store.add_many([email(store, 500, f"b{i}") for i in range(1_000)])
+                    await store.add_many([email(store, 1_500, f"b{i}") for i in range(1_000)])
                 elif seen == 401:
                     held_at_burst = metrics.in_flight + 1  # with the one just acked
                 elif seen == 1_400:
@@ -323,3 +323,30 @@ async def test_a_slow_consumer_holds_about_a_second_of_its_work_the_rest_stays_s
     pace = seen / (time.monotonic() - began)
     assert most_held <= max(110, 1.25 * pace * PACE_HOLD_S)
     assert stored >= 2_000 - seen - most_held
+
+
+async def test_a_consumer_of_slow_tasks_is_as_fast_as_they_settle_not_as_it_hands_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("tickwheel.engine.pace.PACE_SAMPLE", 32)  # a pace within the test
+    store = MemoryStore()
+    await store.add_many([email(store, 0, f"w{i}") for i in range(2_000)])
+    metrics = Metrics()
+    most_held = 0
+    tasks: list[asyncio.Task[None]] = []
+
+    async def handle(delivery: Delivery) -> None:
+        await asyncio.sleep(1.2)  # each task outlasts the second a room holds
+        await delivery.ack()
+
+    async with asyncio.timeout(10):
+        deliveries = consume(store, "emails", settings=PACED, metrics=metrics)
+        async with contextlib.aclosing(deliveries):
+            async for delivery in deliveries:
+                most_held = max(most_held, metrics.in_flight)
+                tasks.append(asyncio.create_task(handle(delivery)))
+                if len(tasks) == 300:  # the third room's worth: two samples of the pace
+                    break
+    for task in tasks:
+        task.cancel()
+    assert most_held <= 110  # its loop hands out thousands a second; its tasks settle 92

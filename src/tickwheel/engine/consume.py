@@ -10,15 +10,14 @@ At least once: a timer is delivered again if its settlement never lands (a crash
 batch went out, a lease that lapsed), never lost. A queue's limit (`Store.set_queue_limit`)
 holds deliveries as it holds a worker's callbacks: its rate spaces them, its concurrency
 counts the deliveries not yet settled. A consumer holds about a second of its own work at the
-pace its loop gets through deliveries (`Pace`), at least a worker's room: the rest of a backlog
-waits in the store for the queue's other consumers.
+pace it settles deliveries (`Pace`), at least a worker's room: the rest of a backlog waits in
+the store for the queue's other consumers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
@@ -27,11 +26,14 @@ from tickwheel.engine.assembly import Assembly
 from tickwheel.engine.held import Held
 from tickwheel.engine.limiter import GO, Admission
 from tickwheel.engine.metrics import Metrics
-from tickwheel.engine.pace import Pace
+from tickwheel.engine.pace import PACE_SAMPLE, Pace
 from tickwheel.engine.settings import WorkerSettings
 from tickwheel.errors import Closed, InvalidArgument, LeaseLost
 from tickwheel.model import Timer
 from tickwheel.stores import Store
+
+YIELD_EVERY = PACE_SAMPLE
+"""Deliveries of a backlog after which the loop lets the event loop's other tasks run."""
 
 
 class Delivery:
@@ -50,11 +52,13 @@ class Delivery:
     after the loop has ended every settlement is confirmed.
     """
 
-    __slots__ = ("_admission", "_held", "_parts", "_settled")
+    __slots__ = ("_admission", "_handed_at", "_held", "_pace", "_parts", "_settled")
 
-    def __init__(self, held: Held, parts: Assembly, admission: Admission = GO) -> None:
+    def __init__(self, held: Held, parts: Assembly, pace: Pace, admission: Admission = GO) -> None:
         self._held = held
         self._parts = parts
+        self._pace = pace
+        self._handed_at = pace.handed()
         self._admission = admission
         self._settled = False
 
@@ -116,6 +120,9 @@ class Delivery:
         if self._admission is not GO:  # GO holds no concurrency
             self._parts.limiter.release(self._admission)
         held.release()
+        per_s = self._pace.settled(self._handed_at)
+        if per_s is not None:
+            self._parts.dispatcher.paced(per_s)
         return held
 
     def __repr__(self) -> str:
@@ -145,6 +152,7 @@ async def consume(
     parts = Assembly(store, settings, handover.put, metrics=metrics)
     limiter, observe_fired, now_ms = parts.limiter, parts.metrics.observe_fired, store.now_ms
     pace = Pace()
+    handed = 0
     running = asyncio.create_task(parts.run())
     try:
         while True:
@@ -172,11 +180,9 @@ async def consume(
                     limiter.release(admission)
                     continue
             observe_fired(queue, (now_ms() - timer.due_ms) / 1000)
-            handed = time.monotonic()
-            yield Delivery(held, parts, admission)
-            per_s = pace.handled(time.monotonic() - handed)
-            if per_s is not None:
-                parts.dispatcher.paced(per_s)
+            yield Delivery(held, parts, pace, admission)
+            handed += 1
+            if not handed % YIELD_EVERY:
                 # a loop that never waits for a delivery would hold back its queued acks and
                 # its next claims until the backlog ends: they go out as it goes on
                 await asyncio.sleep(0)
