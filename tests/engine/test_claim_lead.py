@@ -20,7 +20,7 @@ def test_slow_claims_lengthen_the_lead_up_to_half_a_lease() -> None:
 def test_a_room_of_many_batches_is_claimed_before_its_ms() -> None:
     lead = ClaimLead(SETTINGS)
     lead.took(0.020)
-    lead.cover(20_000)  # 20 claims and half again, starting half a lead before the due time
-    assert lead.ms == 1_200
+    lead.cover(20_000)  # 20 claims and as many again, starting half a lead before the due time
+    assert lead.ms == 1_600
     lead.cover(2_000)  # a worker's room again: three claims
     assert lead.ms == 250
