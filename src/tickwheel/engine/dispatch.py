@@ -116,8 +116,8 @@ class Dispatcher:
         self._room.note(queue, hangs=hangs)
 
     def paced(self, per_s: float) -> None:
-        """Note that the consumer gets through `per_s` deliveries a second: its room holds
-        about a second of that (`ClaimRoom.pace`), and its lead covers the claims to fill it."""
+        """Note that the consumer settles `per_s` deliveries a second: its room holds about a
+        second of that (`ClaimRoom.pace`), and its lead covers the claims to fill it."""
         self._lead.cover(self._room.pace(per_s, len(self._held)))
 
     @property
